@@ -1,0 +1,40 @@
+"""fusejit: numpy-style functions traced into fused, shape-specialised OpenCL kernels.
+
+    >>> from fusejit import fuse
+    >>> @fuse
+    ... def gelu(x):
+    ...     return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+"""
+
+from .api import CacheInfo, Fused, Lowered, fuse
+from .errors import (
+    BroadcastError,
+    ContextMismatchError,
+    FusejitError,
+    KernelBuildError,
+    ReadOnlyError,
+    TracerConversionError,
+    UnsupportedDTypeError,
+    UnsupportedOperationError,
+    ValidationError,
+)
+from .runtime.devices import default_queue
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BroadcastError",
+    "CacheInfo",
+    "ContextMismatchError",
+    "Fused",
+    "FusejitError",
+    "KernelBuildError",
+    "Lowered",
+    "ReadOnlyError",
+    "TracerConversionError",
+    "UnsupportedDTypeError",
+    "UnsupportedOperationError",
+    "ValidationError",
+    "default_queue",
+    "fuse",
+]

@@ -1,0 +1,420 @@
+"""``@fuse``: argument specs -> cache -> trace -> passes -> source -> build -> launch."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from . import dtypes as dt
+from .errors import ContextMismatchError, UnsupportedDTypeError
+from .ir import Graph, Node, format_graph
+from .passes import PassRecord, run_pipeline
+from .passes.partition import Plan, partition
+from .runtime.build import build_options, build_program
+from .runtime.devices import DeviceInfo, default_queue, device_info
+from .runtime.executable import Executable, OutSpec
+from .source import Kernel, Module, SourceModule
+from .targets.opencl import OpenCLTarget
+from .trace import TensorProxy, Tracer, current_tracer, lift
+
+# -- argument specs ---------------------------------------------------------------------------------
+
+
+class DeviceArraySpec(NamedTuple):
+    """A pyopencl array argument: everything its kernel is specialised on."""
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements
+    has_offset: bool
+    wide: bool
+    context: cl.Context
+
+
+class HostArraySpec(NamedTuple):
+    """A NumPy array argument (uploaded contiguous to the device for the call)."""
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    writeable: bool
+
+
+class ScalarSpec(NamedTuple):
+    """A dynamic scalar: a Python type (weak, NEP 50) or a NumPy scalar's dtype (strong)."""
+
+    ptype: Any
+
+
+class StaticSpec(NamedTuple):
+    """A value baked into the kernel; a new value compiles a new kernel."""
+
+    value: Any
+
+
+Spec = DeviceArraySpec | HostArraySpec | ScalarSpec | StaticSpec
+
+_AUTO_STATIC = (type(None), str, bytes, tuple, list, slice, type(Ellipsis), np.dtype, type)
+_WIDE = 2**31 - 1
+
+
+def _static_key(value: Any) -> Any:
+    if isinstance(value, list):
+        return ("list", tuple(_static_key(v) for v in value))
+    if isinstance(value, tuple):
+        return ("tuple", tuple(_static_key(v) for v in value))
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"static argument {value!r} is not hashable; static arguments are part "
+                        "of the cache key") from None
+    return (type(value), value)
+
+
+def arg_spec(value: Any, static: bool) -> Spec:
+    if static:
+        return StaticSpec(_static_key(value))
+    if isinstance(value, cla.Array):
+        dtype = dt.check_supported(value.dtype, "argument")
+        item = value.dtype.itemsize
+        if any(s % item for s in value.strides):
+            raise ValueError("array strides must be multiples of the item size")
+        strides = tuple(s // item for s in value.strides)
+        wide = value.base_data is not None and value.base_data.size // item > _WIDE
+        return DeviceArraySpec(dtype, value.shape, strides, value.offset != 0, wide,
+                               value.context)
+    if isinstance(value, np.ndarray):
+        dtype = dt.check_supported(value.dtype, "argument")
+        return HostArraySpec(dtype, value.shape, bool(value.flags.writeable))
+    if isinstance(value, (bool, int, float, np.generic)):
+        if isinstance(value, np.generic):
+            dt.check_supported(value.dtype, "scalar argument")
+            return ScalarSpec(value.dtype)
+        return ScalarSpec(type(value))
+    if isinstance(value, _AUTO_STATIC):
+        return StaticSpec(_static_key(value))
+    if isinstance(value, complex):
+        raise UnsupportedDTypeError("complex arguments are not supported by fusejit")
+    raise TypeError(f"cannot pass {type(value).__name__} to a fused function; pass "
+                    "pyopencl or NumPy arrays, scalars, or mark the argument static")
+
+
+@dataclass(frozen=True)
+class CallKey:
+    """The cache key of one call: argument specs, keyword names, device context."""
+
+    specs: tuple[Spec, ...]
+    kwnames: tuple[str, ...]
+    context: cl.Context
+    aliases: tuple[tuple[int, int], ...] = ()
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    maxsize: int | None
+    currsize: int
+
+
+# -- output pytrees ---------------------------------------------------------------------------------
+
+
+def tree_flatten(tree: Any) -> tuple[list[Any], Any]:
+    if isinstance(tree, (tuple, list)):
+        leaves, defs = [], []
+        for item in tree:
+            lv, d = tree_flatten(item)
+            leaves += lv
+            defs.append(d)
+        return leaves, (type(tree), tuple(defs))
+    if isinstance(tree, dict):
+        keys = sorted(tree)
+        leaves, defs = [], []
+        for k in keys:
+            lv, d = tree_flatten(tree[k])
+            leaves += lv
+            defs.append(d)
+        return leaves, (dict, (tuple(keys), tuple(defs)))
+    if tree is None:
+        return [], None
+    return [tree], "*"
+
+
+def tree_unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
+    it = iter(leaves)
+
+    def build(d: Any) -> Any:
+        if d == "*":
+            return next(it)
+        if d is None:
+            return None
+        kind, sub = d
+        if kind is dict:
+            keys, defs = sub
+            return {k: build(x) for k, x in zip(keys, defs)}
+        return kind(build(x) for x in sub)
+    return build(treedef)
+
+
+# -- lowering results -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    name: str
+    source: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+    reason: str
+    nodes: int
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """What ``f.lower(*args)`` returns: the traced graph, the plan and the generated source."""
+
+    traced: Graph
+    graph: Graph
+    passes: tuple[PassRecord, ...]
+    plan: Plan
+    module: Module
+    device: DeviceInfo
+    traced_nodes: int
+
+    @property
+    def source(self) -> str:
+        return self.module.source
+
+    @property
+    def kernels(self) -> tuple[KernelInfo, ...]:
+        return tuple(KernelInfo(k.name, k.source, k.global_size, k.local_size, k.group.reason,
+                                _group_nodes(k)) for k in self.module.kernels)
+
+    def __str__(self) -> str:
+        lines = [format_graph(self.graph), "", f"{len(self.module.kernels)} kernel(s):"]
+        for k in self.kernels:
+            lines.append(f"  {k.name}: {k.reason}")
+        return "\n".join(lines)
+
+
+def _group_nodes(kernel: Kernel) -> int:
+    from .ir import toposort
+
+    g = kernel.group
+    roots = [s.node for s in g.stores + g.row_stores] + list(g.reductions)
+    return len(toposort(roots))
+
+
+# -- the wrapper ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Compiled:
+    executable: Executable
+    lowered: Lowered
+
+
+class Fused:
+    """A function traced into fused OpenCL kernels, one compile per call signature."""
+
+    def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
+                 static_argnames: Sequence[str] = (), autotune: bool | None = None,
+                 validate: bool | None = None) -> None:
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        sig = inspect.signature(fn)
+        names = [n for n, p in sig.parameters.items()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        nums = {int(i) if i >= 0 else len(names) + int(i) for i in
+                ((static_argnums,) if isinstance(static_argnums, int) else static_argnums)}
+        argnames = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
+        nums |= {names.index(n) for n in argnames if n in names}
+        argnames |= {names[i] for i in nums if i < len(names)}
+        self._static_nums = frozenset(nums)
+        self._static_names = frozenset(argnames)
+        self.autotune = autotune
+        self.validate = validate if validate is not None else (
+            os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
+        self._cache: dict[CallKey, _Compiled] = {}
+        self._lock = threading.RLock()
+        self._hits = 0
+        self._misses = 0
+        self.trace_count = 0
+
+    def __repr__(self) -> str:
+        return f"<fused function {getattr(self._fn, '__qualname__', self._fn)!r}>"
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    # -- call path --------------------------------------------------------------------------------
+    def _flatten(self, args: tuple, kwargs: dict) -> tuple[list[Any], tuple[str, ...], CallKey,
+                                                             cl.CommandQueue | None]:
+        kwnames = tuple(sorted(kwargs))
+        flat = list(args) + [kwargs[k] for k in kwnames]
+        n = len(args)
+        specs = []
+        queue = None
+        context = None
+        for i, value in enumerate(flat):
+            static = (i in self._static_nums) if i < n else (kwnames[i - n] in self._static_names)
+            spec = arg_spec(value, static)
+            if isinstance(spec, DeviceArraySpec):
+                if context is None:
+                    context, queue = spec.context, value.queue
+                elif spec.context != context:
+                    raise ContextMismatchError(
+                        f"argument {i} lives in a different OpenCL context than argument 0's; "
+                        "all device arrays of one call must share a context")
+            specs.append(spec)
+        if context is None:
+            queue = default_queue()
+            context = queue.context
+        aliases = _aliases(flat, specs) if len(specs) > 1 else ()
+        return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases), queue
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if current_tracer() is not None:  # called from another fused function: inline
+            return self._fn(*args, **kwargs)
+        flat, kwnames, key, queue = self._flatten(args, kwargs)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            compiled = self._compile(key, flat, kwnames, queue)
+        else:
+            self._hits += 1
+        exe = compiled.executable
+        leaves = exe.run(flat, queue)
+        return tree_unflatten(exe.treedef, leaves)
+
+    def _compile(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
+                 queue: cl.CommandQueue) -> _Compiled:
+        with self._lock:
+            compiled = self._cache.get(key)
+            if compiled is not None:
+                self._hits += 1
+                return compiled
+            lowered, outputs, treedef, constants = self._lower(key, flat, kwnames, queue)
+            info = lowered.device
+            if lowered.module.uses_fp64 and not info.has_fp64:
+                raise UnsupportedDTypeError(
+                    f"this function computes in float64, which the device ({info.key}) does "
+                    "not support (no cl_khr_fp64); use float32 inputs or another device")
+            program = build_program(queue.context, lowered.module.source,
+                                    build_options(info), getattr(self._fn, "__name__", "fn"))
+            host_mode = not any(isinstance(s, DeviceArraySpec) for s in key.specs)
+            temps = [(n.shape, n.dtype) for n in lowered.plan.temps]
+            index_dtype = np.dtype(np.int64 if lowered.module.wide else np.int32)
+            exe = Executable(lowered.graph, lowered.module, program, info, outputs, temps,
+                             host_mode, index_dtype, treedef, constants)
+            compiled = _Compiled(exe, lowered)
+            self._cache[key] = compiled
+            self._misses += 1
+            return compiled
+
+    # -- tracing and lowering ---------------------------------------------------------------------
+    def _lower(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
+               queue: cl.CommandQueue) -> tuple[Lowered, list[OutSpec], Any, dict]:
+        self.trace_count += 1
+        n_pos = len(flat) - len(kwnames)
+        with Tracer() as tracer:
+            inputs = []
+            for i, (value, spec) in enumerate(zip(flat, key.specs)):
+                name = f"arg{i}"
+                if isinstance(spec, StaticSpec):
+                    inputs.append(value)
+                elif isinstance(spec, DeviceArraySpec):
+                    inputs.append(tracer.array_param(spec.dtype, spec.shape, spec.strides, name,
+                                                     i, has_offset=spec.has_offset,
+                                                     wide=spec.wide))
+                elif isinstance(spec, HostArraySpec):
+                    from .shapes import row_major_strides
+
+                    inputs.append(tracer.array_param(spec.dtype, spec.shape,
+                                                     row_major_strides(spec.shape), name, i,
+                                                     writable=spec.writeable))
+                else:
+                    inputs.append(tracer.scalar_param(value, name, i))
+            result = self._fn(*inputs[:n_pos], **dict(zip(kwnames, inputs[n_pos:])))
+            leaves, treedef = tree_flatten(result)
+            nodes: list[Node] = []
+            outputs: list[OutSpec] = []
+            for leaf in leaves:
+                param = next((p for p, proxy in tracer.param_proxies.items() if proxy is leaf),
+                             None)
+                if param is not None:
+                    outputs.append(OutSpec("arg", tracer.params[param].source))
+                    continue
+                proxy = leaf if isinstance(leaf, TensorProxy) else lift(leaf)
+                outputs.append(OutSpec("node", len(nodes)))
+                nodes.append(proxy.node)
+            traced = tracer.graph(nodes)
+            constants = dict(tracer.constants)
+        traced_nodes = len(traced)
+        graph, records = run_pipeline(traced)
+        info = device_info(queue.device)
+        plan = partition(graph, info.limits)
+        aliased = {i for pair in key.aliases for i in pair}
+        module = SourceModule(graph, plan, OpenCLTarget(), info.limits,
+                              frozenset(aliased)).build()
+        lowered = Lowered(traced, graph, records, plan, module, info, traced_nodes)
+        return lowered, outputs, treedef, constants
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """Trace and generate code for these arguments without launching anything."""
+        flat, kwnames, key, queue = self._flatten(args, kwargs)
+        with self._lock:
+            compiled = self._cache.get(key)
+            if compiled is not None:
+                return compiled.lowered
+            return self._lower(key, flat, kwnames, queue)[0]
+
+    # -- cache ------------------------------------------------------------------------------------
+    def cache_info(self) -> CacheInfo:
+        return CacheInfo(self._hits, self._misses, None, len(self._cache))
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+            self._hits = self._misses = 0
+
+
+def _aliases(flat: list[Any], specs: Sequence[Spec]) -> tuple[tuple[int, int], ...]:
+    """Pairs of device-array arguments that share a buffer (the same array passed twice)."""
+    seen: dict[int, int] = {}
+    pairs = []
+    for i, (value, spec) in enumerate(zip(flat, specs)):
+        if isinstance(spec, DeviceArraySpec):
+            ident = value.base_data.int_ptr if value.base_data is not None else id(value)
+            if ident in seen:
+                pairs.append((seen[ident], i))
+            else:
+                seen[ident] = i
+        elif isinstance(spec, HostArraySpec):
+            for j, other in enumerate(flat[:i]):
+                if isinstance(other, np.ndarray) and np.shares_memory(value, other):
+                    pairs.append((j, i))
+    return tuple(pairs)
+
+
+def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
+         static_argnames: Sequence[str] | str = (), autotune: bool | None = None,
+         validate: bool | None = None) -> Any:
+    """Compile a numpy-style function into fused OpenCL kernels.
+
+    Use as ``@fuse`` or ``@fuse(static_argnums=..., static_argnames=...)``. The function is
+    traced once per call signature (dtypes, shapes, layouts, static values, device); later
+    calls with the same signature only launch the cached kernels.
+    """
+    def wrap(f: Callable[..., Any]) -> Fused:
+        return Fused(f, static_argnums, static_argnames, autotune, validate)
+    return wrap(fn) if fn is not None else wrap

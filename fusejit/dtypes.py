@@ -1,0 +1,108 @@
+"""DTypes fusejit computes with, and NumPy's promotion rules (NEP 50) applied to traced values.
+
+Promotion is not re-implemented: every elementwise op asks NumPy itself which inner loop it would
+pick (``ufunc.resolve_dtypes``), passing Python scalars as their *types* so they stay weak exactly
+as NEP 50 says (``float32 * 2.5 -> float32``, ``int32 + float32 -> float64``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import UnsupportedDTypeError
+
+BOOL = np.dtype(np.bool_)
+INT8, INT16, INT32, INT64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+UINT8, UINT16, UINT32, UINT64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+FLOAT16, FLOAT32, FLOAT64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
+
+SIGNED = (INT8, INT16, INT32, INT64)
+UNSIGNED = (UINT8, UINT16, UINT32, UINT64)
+FLOATS = (FLOAT16, FLOAT32, FLOAT64)
+SUPPORTED = (BOOL, *SIGNED, *UNSIGNED, *FLOATS)
+_SUPPORTED_SET = frozenset(SUPPORTED)
+
+# A Python scalar's type stands for a *weak* operand in NumPy's promotion (NEP 50).
+WeakType = type[bool] | type[int] | type[float]
+DTypeLike = np.dtype | WeakType
+
+
+def kind(dt: np.dtype) -> str:
+    """'b' bool, 'i' signed, 'u' unsigned, 'f' float: the key op templates are chosen by."""
+    return dt.kind
+
+
+def is_float(dt: np.dtype) -> bool:
+    return dt.kind == "f"
+
+
+def is_int(dt: np.dtype) -> bool:
+    return dt.kind in "iu"
+
+
+def bits(dt: np.dtype) -> int:
+    return dt.itemsize * 8
+
+
+def unsigned_of(dt: np.dtype) -> np.dtype:
+    """The unsigned integer dtype of the same width (used for wrap-around arithmetic)."""
+    return np.dtype(f"u{dt.itemsize}")
+
+
+def check_supported(dt: np.dtype, what: str = "array") -> np.dtype:
+    """Return the native-byte-order dtype fusejit computes with, or raise a clear TypeError."""
+    if dt.kind in "iufb" and dt.fields is None and dt.subdtype is None:
+        native = dt.newbyteorder("=") if dt.byteorder not in "=|" else dt
+        native = np.dtype(native.str.replace(">", "<")) if native.byteorder == ">" else native
+        if native in _SUPPORTED_SET:
+            return np.dtype(native.name)
+    raise UnsupportedDTypeError(
+        f"{what} has dtype {dt!r}, which fusejit cannot compute with; supported dtypes are "
+        f"{', '.join(d.name for d in SUPPORTED)} (complex, object, structured, string and "
+        "datetime dtypes are not)"
+    )
+
+
+def scalar_type(value: Any) -> WeakType | np.dtype:
+    """The promotion type of a Python or NumPy scalar: weak Python type or a strong dtype."""
+    if isinstance(value, np.generic):
+        return check_supported(value.dtype, "scalar")
+    if isinstance(value, bool):
+        return bool
+    if isinstance(value, int):
+        return int
+    if isinstance(value, float):
+        return float
+    raise UnsupportedDTypeError(
+        f"cannot use {type(value).__name__} value {value!r} in a fused function; "
+        "pass arrays, Python or NumPy scalars"
+    )
+
+
+def default_dtype(t: DTypeLike) -> np.dtype:
+    """The dtype a weak Python scalar takes when nothing else decides (NumPy's defaults)."""
+    if isinstance(t, np.dtype):
+        return t
+    return {bool: BOOL, int: INT64, float: FLOAT64}[t]
+
+
+def convert_scalar(value: Any, dt: np.dtype) -> np.generic:
+    """Convert a (possibly weak) scalar value to ``dt`` exactly as NumPy does when it promotes.
+
+    Python ints that do not fit raise OverflowError, as in NumPy 2 (``int8 + 300``).
+    """
+    if type(value) is int and dt.kind in "iu":
+        info = np.iinfo(dt)
+        if not info.min <= value <= info.max:
+            raise OverflowError(f"Python integer {value} out of bounds for {dt.name}")
+    with np.errstate(all="ignore"):
+        if isinstance(value, np.generic):
+            return value.astype(dt)
+        return dt.type(value)
+
+
+def result_type(*types: DTypeLike) -> np.dtype:
+    """NumPy's result_type with weak Python scalars (NEP 50)."""
+    return np.result_type(*(t if isinstance(t, np.dtype) else t(0) for t in types))

@@ -1,0 +1,79 @@
+"""User-facing error classes.
+
+Every class also subclasses the builtin exception a NumPy user would expect for the same mistake,
+so ``except TypeError`` keeps working, and names what went wrong and what to write instead.
+"""
+
+from __future__ import annotations
+
+
+class FusejitError(Exception):
+    """Base class of every error fusejit raises on purpose."""
+
+
+class TracerConversionError(FusejitError, TypeError):
+    """A traced value was used where Python needs a concrete value (``if``, ``bool``, ``float``)."""
+
+    def __init__(self, what: str, conversion: str) -> None:
+        hint = {
+            "bool": "Python control flow on traced values is not traced; "
+            "write the branch as data, e.g. `np.where(cond, a, b)`, or make the argument static "
+            "with @fuse(static_argnums=...)",
+            "float": "the value is only known on the device; keep it an array "
+            "(e.g. `x.astype(np.float64)`) or pass it as a static argument",
+            "int": "the value is only known on the device; shapes and indices must be Python "
+            "ints known at trace time (use `x.shape`), or pass the value as a static argument",
+            "array": "a traced value cannot become a NumPy array inside a fused function; "
+            "use NumPy functions on it directly (they are traced)",
+        }[conversion]
+        super().__init__(f"cannot convert the traced value {what} to a Python {conversion}: {hint}")
+
+
+class UnsupportedOperationError(FusejitError, NotImplementedError):
+    """A NumPy function, ufunc method or argument combination fusejit cannot trace."""
+
+
+class BroadcastError(FusejitError, ValueError):
+    """Operand shapes that NumPy would refuse to broadcast together."""
+
+
+class ContextMismatchError(FusejitError, ValueError):
+    """Device arrays from different OpenCL contexts passed to one call."""
+
+
+class UnsupportedDTypeError(FusejitError, TypeError):
+    """A dtype fusejit cannot compute with, or one the device lacks (float64 without fp64)."""
+
+
+class ReadOnlyError(FusejitError, ValueError):
+    """A write into a read-only or broadcast view (NumPy: 'output array is read-only')."""
+
+
+class KernelBuildError(FusejitError, RuntimeError):
+    """The OpenCL compiler rejected generated source; shows the numbered source and the log."""
+
+    def __init__(self, name: str, source: str, log: str) -> None:
+        numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(source.splitlines()))
+        super().__init__(
+            f"OpenCL build of {name} failed. This is a fusejit bug; please report it with the "
+            f"source below.\n--- source ---\n{numbered}\n--- compiler log ---\n{log.strip()}"
+        )
+        self.source = source
+        self.log = log
+
+
+class ValidationError(FusejitError, AssertionError):
+    """validate=True found a result further from the float64 reference than its ULP bound."""
+
+
+__all__ = [
+    "BroadcastError",
+    "ContextMismatchError",
+    "FusejitError",
+    "KernelBuildError",
+    "ReadOnlyError",
+    "TracerConversionError",
+    "UnsupportedDTypeError",
+    "UnsupportedOperationError",
+    "ValidationError",
+]

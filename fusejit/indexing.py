@@ -1,0 +1,67 @@
+"""How a node's index maps to its operands' indices: the one place movement ops are interpreted.
+
+Both the partitioner (which asks "at which index does this output read that reduction?") and
+SourceModule (which emits loads) walk the graph with these functions, so their answers agree.
+"""
+
+from __future__ import annotations
+
+from .ir import Node
+from .ops import MOVEMENT, Op
+from .shapes import row_major_strides
+from .symbolic import Expr
+
+Index = tuple[Expr, ...]
+
+
+def unravel(linear: Expr, shape: tuple[int, ...]) -> Index:
+    """Row-major multi-index of ``linear`` in ``shape`` (simplified)."""
+    strides = row_major_strides(shape)
+    return tuple((linear // st) % n if n > 1 else Expr(0) for st, n in zip(strides, shape))
+
+
+def ravel(idx: Index, shape: tuple[int, ...]) -> Expr:
+    out = Expr(0)
+    for i, st in zip(idx, row_major_strides(shape)):
+        out = out + i * st
+    return out
+
+
+def broadcast_index(idx: Index, out_shape: tuple[int, ...], src_shape: tuple[int, ...]) -> Index:
+    """Index into an operand that is implicitly broadcast to ``out_shape`` (right-aligned)."""
+    lead = len(out_shape) - len(src_shape)
+    return tuple(Expr(0) if n == 1 else idx[lead + k] for k, n in enumerate(src_shape))
+
+
+def src_index(node: Node, k: int, idx: Index) -> Index:
+    """Index of operand ``k`` of ``node`` read when ``node`` is evaluated at ``idx``."""
+    src = node.srcs[k]
+    if node.op is Op.VIEW:
+        out = []
+        for (off, coefs), n in zip(node.arg, src.shape):
+            e = Expr(off)
+            for j, c in enumerate(coefs):
+                if c:
+                    e = e + idx[j] * c
+            out.append(e if n > 1 else Expr(0))
+        return tuple(out)
+    if node.op is Op.RESHAPE:
+        return unravel(ravel(idx, node.shape), src.shape)
+    if node.op is Op.SETITEM and k == 1:
+        return setitem_value_index(node, idx)
+    return broadcast_index(idx, node.shape, src.shape)
+
+
+def setitem_value_index(node: Node, idx: Index) -> Index:
+    """For SETITEM: the values' index at a base index, clamped into range when outside."""
+    values = node.srcs[1]
+    out = [Expr(0)] * values.ndim
+    for (start, step, count, rdim), i in zip(node.arg, idx):
+        if rdim >= 0 and values.shape[rdim] > 1:
+            # position in the region along this dim; callers guard it with setitem_condition
+            out[rdim] = (i - start) // step if step > 0 else (Expr(start) - i) // -step
+    return tuple(out)
+
+
+def is_movement(node: Node) -> bool:
+    return node.op in MOVEMENT

@@ -1,0 +1,586 @@
+"""The NumPy functions and ndarray methods fusejit traces, each written as NumPy defines it.
+
+Reductions that NumPy composes from others (mean, var, std) are traced with the same steps and
+dtypes as NumPy's own ``_methods.py``, so results round the same way. Anything not listed here
+raises ``UnsupportedOperationError`` naming the function.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as dt
+from . import shapes
+from .errors import UnsupportedOperationError
+from .ir import Node, const
+from .ops import REDUCE_OF_UFUNC, Op
+from .trace import (
+    TensorProxy,
+    _ptype,
+    apply_ufunc,
+    broadcast_to,
+    cast,
+    clip,
+    lift,
+    reshape,
+    to_operand,
+    where,
+)
+
+FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {}
+METHODS: dict[str, Callable[..., Any]] = {}
+
+_NOVALUE = getattr(np, "_NoValue", None)
+
+
+def implements(*funcs: Callable[..., Any], method: str | None = None) -> Callable:
+    def register(impl: Callable[..., Any]) -> Callable[..., Any]:
+        for f in funcs:
+            FUNCTIONS[f] = impl
+        if method:
+            METHODS[method] = impl
+        return impl
+    return register
+
+
+def array_function(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    impl = FUNCTIONS.get(func)
+    if impl is None:
+        name = getattr(func, "__name__", repr(func))
+        module = getattr(func, "__module__", "numpy") or "numpy"
+        prefix = "np." + ("linalg." if "linalg" in module else "fft." if "fft" in module else "")
+        raise UnsupportedOperationError(
+            f"{prefix}{name} is not supported inside @fuse (fusejit fuses elementwise work, "
+            "reductions and basic indexing); call it outside the fused function")
+    return impl(*args, **kwargs)
+
+
+def ufunc_method(ufunc: np.ufunc, method: str, inputs: Any, kwargs: dict[str, Any]) -> Any:
+    if method == "__call__":
+        if ufunc is np.conjugate:
+            return apply_ufunc(np.positive, inputs, kwargs)
+        return apply_ufunc(ufunc, inputs, kwargs)
+    if method == "reduce" and ufunc in REDUCE_OF_UFUNC:
+        x = inputs[0]
+        axis = kwargs.pop("axis", 0)
+        return _reduce(REDUCE_OF_UFUNC[ufunc], x, axis, **kwargs)
+    if method == "outer" and ufunc.nin == 2:
+        a, b = (lift(v) for v in inputs)
+        a2 = TensorProxy(reshape(a.node, a.shape + (1,) * b.ndim))
+        return apply_ufunc(ufunc, (a2, b), kwargs)
+    raise UnsupportedOperationError(f"np.{ufunc.__name__}.{method} is not supported inside @fuse")
+
+
+# -- elementwise functions ------------------------------------------------------------------------
+
+
+@implements(np.where)
+def _where(cond: Any, x: Any = None, y: Any = None) -> TensorProxy:
+    if x is None or y is None:
+        raise UnsupportedOperationError(
+            "np.where(cond) with one argument returns indices (a data-dependent shape) and "
+            "cannot be fused; use np.where(cond, x, y)")
+    return where(cond, x, y)
+
+
+@implements(np.clip, method="clip")
+def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *,
+          min: Any = None, max: Any = None, **kwargs: Any) -> TensorProxy:
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    if kwargs:
+        raise UnsupportedOperationError(f"np.clip(..., {next(iter(kwargs))}=...) is not "
+                                        "supported inside @fuse")
+    result = clip(to_operand(a), to_operand(lo), to_operand(hi))
+    if out is not None:
+        out.write(Ellipsis, result, as_output=True)
+        return out
+    return result
+
+
+@implements(np.round, np.around, method="round")
+def _round(a: Any, decimals: int = 0, out: Any = None) -> TensorProxy:
+    """NumPy's PyArray_Round: rint for decimals=0, else scale by 10**decimals (same dtypes)."""
+    x = lift(a)
+    if x.dtype.kind in "biu" and decimals >= 0:
+        return TensorProxy(x.node)
+    if decimals == 0:
+        result = apply_ufunc(np.rint, (x,), {})
+    else:
+        f = 10.0 ** abs(decimals)
+        work = x if x.dtype.kind == "f" else TensorProxy(cast(x.node, dt.FLOAT64))
+        if decimals > 0:
+            result = apply_ufunc(np.true_divide, (apply_ufunc(
+                np.rint, (apply_ufunc(np.multiply, (work, f), {}),), {}), f), {})
+        else:
+            result = apply_ufunc(np.multiply, (apply_ufunc(
+                np.rint, (apply_ufunc(np.true_divide, (work, f), {}),), {}), f), {})
+        result = TensorProxy(cast(result.node, x.dtype))
+    if out is not None:
+        out.write(Ellipsis, result, as_output=True)
+        return out
+    return result
+
+
+@implements(np.fix)
+def _fix(x: Any, out: Any = None) -> TensorProxy:
+    x = lift(x)
+    return where(apply_ufunc(np.greater_equal, (x, 0), {}), apply_ufunc(np.floor, (x,), {}),
+                 apply_ufunc(np.ceil, (x,), {}))
+
+
+@implements(np.nan_to_num)
+def _nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
+                neginf: float | None = None) -> TensorProxy:
+    x = lift(x)
+    if x.dtype.kind != "f":
+        return x
+    info = np.finfo(x.dtype)
+    hi = info.max if posinf is None else posinf
+    lo = info.min if neginf is None else neginf
+    x = where(apply_ufunc(np.isnan, (x,), {}), TensorProxy(const(nan, x.dtype)), x)
+    x = where(apply_ufunc(np.isinf, (x,), {}),
+              where(apply_ufunc(np.greater, (x, 0), {}), TensorProxy(const(hi, x.dtype)),
+                    TensorProxy(const(lo, x.dtype))), x)
+    return x
+
+
+@implements(np.real, np.conjugate, np.conj, method="conj")
+def _real(x: Any) -> TensorProxy:
+    return lift(x)
+
+
+METHODS["conjugate"] = _real
+
+
+@implements(np.imag)
+def _imag(x: Any) -> TensorProxy:
+    x = lift(x)
+    return TensorProxy(const(0, x.dtype, x.shape))
+
+
+def _isinf_signed(positive: bool) -> Callable[..., TensorProxy]:
+    def impl(x: Any, out: Any = None) -> TensorProxy:
+        x = lift(x)
+        side = np.greater if positive else np.less
+        return apply_ufunc(np.logical_and, (apply_ufunc(np.isinf, (x,), {}),
+                                            apply_ufunc(side, (x, 0), {})), {})
+    return impl
+
+
+FUNCTIONS[np.isposinf] = _isinf_signed(True)
+FUNCTIONS[np.isneginf] = _isinf_signed(False)
+
+
+@implements(method="astype")
+def _astype(x: Any, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
+            copy: bool = True) -> TensorProxy:
+    x = lift(x)
+    target = dt.check_supported(np.dtype(dtype), "astype target")
+    if not np.can_cast(x.dtype, target, casting=casting):
+        raise TypeError(f"Cannot cast array data from {x.dtype!r} to {target!r} according to "
+                        f"the rule '{casting}'")
+    return TensorProxy(cast(x.node, target))
+
+
+@implements(np.copy, method="copy")
+def _copy(x: Any, *args: Any, **kwargs: Any) -> TensorProxy:
+    return TensorProxy(lift(x).node)
+
+
+def _filled_like(fill: float | None) -> Callable[..., TensorProxy]:
+    def impl(a: Any, *args: Any, dtype: Any = None, shape: Any = None, **kwargs: Any
+             ) -> TensorProxy:
+        a = lift(a)
+        value = fill
+        if fill is None:  # full_like(a, fill_value, dtype=None)
+            value = args[0] if args else kwargs.pop("fill_value")
+            args = args[1:]
+        if args:
+            dtype = args[0]
+        target = np.dtype(dtype) if dtype is not None else a.dtype
+        shp = tuple(np.atleast_1d(shape)) if shape is not None else a.shape
+        return TensorProxy(const(value, dt.check_supported(target), tuple(map(int, shp))))
+    return impl
+
+
+FUNCTIONS[np.zeros_like] = _filled_like(0)
+FUNCTIONS[np.empty_like] = _filled_like(0)
+FUNCTIONS[np.ones_like] = _filled_like(1)
+FUNCTIONS[np.full_like] = _filled_like(None)
+
+
+@implements(method="fill")
+def _fill(x: TensorProxy, value: Any) -> None:
+    x.write(Ellipsis, value)
+
+
+@implements(np.shape)
+def _np_shape(x: Any) -> tuple[int, ...]:
+    return lift(x).shape
+
+
+@implements(np.ndim)
+def _np_ndim(x: Any) -> int:
+    return lift(x).ndim
+
+
+@implements(np.size)
+def _np_size(x: Any, axis: int | None = None) -> int:
+    x = lift(x)
+    return x.size if axis is None else x.shape[shapes.normalize_axis(axis, x.ndim)]
+
+
+@implements(np.result_type)
+def _result_type(*args: Any) -> np.dtype:
+    return dt.result_type(*(_ptype(a) if not isinstance(a, (np.dtype, type, str)) else
+                            np.dtype(a) for a in args))
+
+
+# -- shape functions ------------------------------------------------------------------------------
+
+
+def _as_view_source(x: Any) -> TensorProxy:
+    x = to_operand(x)
+    return x if isinstance(x, TensorProxy) and x._weak is None else lift(x)
+
+
+@implements(np.transpose, method="transpose")
+def transpose(x: Any, *axes: Any) -> TensorProxy:
+    x = _as_view_source(x)
+    if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+        axes = axes[0]
+    if axes is None or axes == ():
+        axes = tuple(range(x.ndim))[::-1]
+    axes = tuple(shapes.normalize_axis(a, x.ndim) for a in axes)
+    if sorted(axes) != list(range(x.ndim)):
+        raise ValueError("axes don't match array")
+    return x._view(shapes.permute_map(axes), tuple(x.shape[a] for a in axes))
+
+
+@implements(np.permute_dims if hasattr(np, "permute_dims") else np.transpose)
+def _permute_dims(x: Any, axes: Any = None) -> TensorProxy:
+    return transpose(x, axes)
+
+
+@implements(np.swapaxes, method="swapaxes")
+def swapaxes(x: Any, a: int, b: int) -> TensorProxy:
+    x = _as_view_source(x)
+    axes = list(range(x.ndim))
+    a, b = shapes.normalize_axis(a, x.ndim), shapes.normalize_axis(b, x.ndim)
+    axes[a], axes[b] = axes[b], axes[a]
+    return transpose(x, tuple(axes))
+
+
+@implements(np.moveaxis)
+def _moveaxis(x: Any, source: Any, destination: Any) -> TensorProxy:
+    x = _as_view_source(x)
+    src = [shapes.normalize_axis(a, x.ndim) for a in np.atleast_1d(source)]
+    dst = [shapes.normalize_axis(a, x.ndim) for a in np.atleast_1d(destination)]
+    if len(src) != len(dst):
+        raise ValueError("`source` and `destination` arguments must have the same number of "
+                         "elements")
+    order = [n for n in range(x.ndim) if n not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(x, tuple(order))
+
+
+@implements(np.reshape, method="reshape")
+def _reshape(x: Any, *shape: Any, order: str = "C", newshape: Any = None,
+             copy: Any = None) -> TensorProxy:
+    x = _as_view_source(x)
+    if newshape is not None:
+        shape = (newshape,)
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    if order != "C":
+        raise UnsupportedOperationError("only order='C' reshapes are supported inside @fuse")
+    target = shapes.reshape_target(x.size, shape, x.shape)
+    return TensorProxy(reshape(x.node, target))
+
+
+@implements(np.ravel, method="ravel")
+def _ravel(x: Any, order: str = "C") -> TensorProxy:
+    return _reshape(x, (-1,), order=order)
+
+
+METHODS["flatten"] = _ravel
+
+
+@implements(np.expand_dims)
+def _expand_dims(x: Any, axis: Any) -> TensorProxy:
+    x = _as_view_source(x)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    nd = x.ndim + len(axes)
+    axes = {shapes.normalize_axis(a, nd) for a in axes}
+    key = tuple(None if i in axes else slice(None) for i in range(nd))
+    return x[key]
+
+
+@implements(np.squeeze, method="squeeze")
+def _squeeze(x: Any, axis: Any = None) -> TensorProxy:
+    x = _as_view_source(x)
+    if axis is None:
+        axes = {i for i, d in enumerate(x.shape) if d == 1}
+    else:
+        axes = set(shapes.normalize_axes(axis, x.ndim))
+        if any(x.shape[a] != 1 for a in axes):
+            raise ValueError("cannot select an axis to squeeze out which has size not equal to "
+                             "one")
+    key = tuple(0 if i in axes else slice(None) for i in range(x.ndim))
+    return x[key]
+
+
+@implements(np.broadcast_to)
+def _broadcast_to(x: Any, shape: Any, subok: bool = False) -> TensorProxy:
+    x = lift(x)
+    shape = tuple(np.atleast_1d(shape).tolist()) if not isinstance(shape, int) else (shape,)
+    node = broadcast_to(x.node, tuple(int(d) for d in shape))
+    return TensorProxy(None, base=TensorProxy(node), vmap=shapes.identity_map(len(shape)),
+                       shape=node.shape, readonly=True)
+
+
+@implements(np.broadcast_arrays)
+def _broadcast_arrays(*args: Any, subok: bool = False) -> tuple[TensorProxy, ...]:
+    xs = [lift(a) for a in args]
+    shape = shapes.broadcast_shapes(*(x.shape for x in xs))
+    return tuple(_broadcast_to(x, shape) for x in xs)
+
+
+def _atleast_nd(n: int) -> Callable[..., Any]:
+    def impl(*arys: Any) -> Any:
+        out = []
+        for a in arys:
+            x = _as_view_source(a)
+            if x.ndim < n:
+                pad = n - x.ndim
+                if n == 3 and x.ndim == 1:
+                    key = (None, slice(None), None)
+                elif n == 3 and x.ndim == 2:
+                    key = (slice(None), slice(None), None)
+                else:
+                    key = (None,) * pad + (slice(None),) * x.ndim
+                x = x[key]
+            out.append(x)
+        return out[0] if len(out) == 1 else tuple(out)
+    return impl
+
+
+FUNCTIONS[np.atleast_1d] = _atleast_nd(1)
+FUNCTIONS[np.atleast_2d] = _atleast_nd(2)
+FUNCTIONS[np.atleast_3d] = _atleast_nd(3)
+
+
+@implements(np.flip)
+def _flip(x: Any, axis: Any = None) -> TensorProxy:
+    x = _as_view_source(x)
+    axes = set(shapes.normalize_axes(axis, x.ndim))
+    return x[tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim))]
+
+
+FUNCTIONS[np.fliplr] = lambda x: _flip(x, 1)
+FUNCTIONS[np.flipud] = lambda x: _flip(x, 0)
+
+
+# -- reductions -----------------------------------------------------------------------------------
+
+
+def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
+            keepdims: bool = False, initial: Any = _NOVALUE, where: Any = True) -> TensorProxy:
+    """One REDUCE node with NumPy's result dtype, then NumPy's empty-axis rules."""
+    if where is not True:
+        raise UnsupportedOperationError("reductions with where= are not supported inside @fuse")
+    x = lift(a)
+    axes = shapes.normalize_axes(axis, x.ndim)
+    kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    empty = any(x.shape[i] == 0 for i in axes)
+    reference = {Op.SUM: np.add, Op.PROD: np.multiply, Op.MAX: np.maximum, Op.MIN: np.minimum,
+                 Op.ANY: np.logical_or, Op.ALL: np.logical_and}[op]
+    probe_kw = {} if dtype is None else {"dtype": np.dtype(dtype)}
+    out_dtype = reference.reduce(np.zeros(1, x.dtype), **probe_kw).dtype
+    out_dtype = dt.check_supported(out_dtype, "reduction result")
+    if op in (Op.MAX, Op.MIN) and empty and initial is _NOVALUE:
+        raise ValueError(f"zero-size array to reduction operation {reference.__name__} which has "
+                         "no identity")
+    node = Node.make(op, out_dtype, kept, (cast(x.node, out_dtype),), axes)
+    result = TensorProxy(node)
+    if initial is not _NOVALUE and initial is not None:
+        result = apply_ufunc(reference, (result, initial), {})
+        result = TensorProxy(cast(result.node, out_dtype))
+    if not keepdims:
+        result = TensorProxy(reshape(result.node, tuple(d for i, d in enumerate(x.shape)
+                                                       if i not in axes)))
+    if out is not None:
+        out.write(Ellipsis, result, as_output=True)
+        return out
+    return result
+
+
+def _count(x: TensorProxy, axis: Any) -> int:
+    axes = shapes.normalize_axes(axis, x.ndim)
+    return math.prod(x.shape[i] for i in axes)
+
+
+@implements(np.sum, method="sum")
+def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+         initial: Any = _NOVALUE, where: Any = True) -> TensorProxy:
+    return _reduce(Op.SUM, a, axis, dtype, out, keepdims, initial, where)
+
+
+@implements(np.prod, method="prod")
+def _prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+          initial: Any = _NOVALUE, where: Any = True) -> TensorProxy:
+    return _reduce(Op.PROD, a, axis, dtype, out, keepdims, initial, where)
+
+
+@implements(np.max, np.amax, method="max")
+def _max(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False,
+         initial: Any = _NOVALUE, where: Any = True) -> TensorProxy:
+    return _reduce(Op.MAX, a, axis, None, out, keepdims, initial, where)
+
+
+@implements(np.min, np.amin, method="min")
+def _min(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False,
+         initial: Any = _NOVALUE, where: Any = True) -> TensorProxy:
+    return _reduce(Op.MIN, a, axis, None, out, keepdims, initial, where)
+
+
+@implements(np.any, method="any")
+def _any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
+         where: Any = True) -> TensorProxy:
+    return _reduce(Op.ANY, a, axis, dt.BOOL, out, keepdims, _NOVALUE, where)
+
+
+@implements(np.all, method="all")
+def _all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
+         where: Any = True) -> TensorProxy:
+    return _reduce(Op.ALL, a, axis, dt.BOOL, out, keepdims, _NOVALUE, where)
+
+
+def _arg_reduce(op: Op, a: Any, axis: Any, out: Any, keepdims: bool) -> TensorProxy:
+    x = lift(a)
+    name = "argmax" if op is Op.ARGMAX else "argmin"
+    if axis is None:
+        flat = TensorProxy(reshape(x.node, (x.size,)))
+        result = _arg_reduce(op, flat, 0, None, False)
+        if keepdims:
+            result = TensorProxy(reshape(result.node, (1,) * x.ndim))
+    else:
+        ax = shapes.normalize_axis(axis, x.ndim)
+        if x.shape[ax] == 0:
+            raise ValueError(f"attempt to get {name} of an empty sequence")
+        kept = tuple(1 if i == ax else d for i, d in enumerate(x.shape))
+        result = TensorProxy(Node.make(op, dt.INT64, kept, (x.node,), (ax,)))
+        if not keepdims:
+            result = TensorProxy(reshape(result.node, tuple(d for i, d in enumerate(x.shape)
+                                                           if i != ax)))
+    if out is not None:
+        out.write(Ellipsis, result, as_output=True)
+        return out
+    return result
+
+
+@implements(np.argmax, method="argmax")
+def _argmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False
+            ) -> TensorProxy:
+    if axis is None and lift(a).size == 0:
+        raise ValueError("attempt to get argmax of an empty sequence")
+    return _arg_reduce(Op.ARGMAX, a, axis, out, keepdims)
+
+
+@implements(np.argmin, method="argmin")
+def _argmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False
+            ) -> TensorProxy:
+    if axis is None and lift(a).size == 0:
+        raise ValueError("attempt to get argmin of an empty sequence")
+    return _arg_reduce(Op.ARGMIN, a, axis, out, keepdims)
+
+
+def _divide_by_count(total: TensorProxy, count: int, result_dtype: np.dtype) -> TensorProxy:
+    """NumPy's ``true_divide(ret, rcount, casting='unsafe')`` with rcount an intp."""
+    quotient = apply_ufunc(np.true_divide, (total, np.intp(count)), {})
+    return TensorProxy(cast(quotient.node, result_dtype))
+
+
+@implements(np.mean, method="mean")
+def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+          *, where: Any = True) -> TensorProxy:
+    x = lift(a)
+    is_float16_result = False
+    if dtype is None:
+        if x.dtype.kind in "biu":
+            dtype = dt.FLOAT64
+        elif x.dtype == dt.FLOAT16:
+            dtype, is_float16_result = dt.FLOAT32, True
+    total = _reduce(Op.SUM, x, axis, dtype, None, keepdims, _NOVALUE, where)
+    result = _divide_by_count(total, _count(x, axis), total.dtype)
+    if is_float16_result:
+        result = TensorProxy(cast(result.node, dt.FLOAT16))
+    if out is not None:
+        out.write(Ellipsis, result, as_output=True)
+        return out
+    return result
+
+
+@implements(np.var, method="var")
+def _var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
+         keepdims: bool = False, *, where: Any = True, mean: Any = None,
+         correction: Any = None) -> TensorProxy:
+    """NumPy's ``_var``: two passes (mean, then squared deviations), same dtypes."""
+    if mean is not None:
+        raise UnsupportedOperationError("np.var(..., mean=...) is not supported inside @fuse")
+    if correction is not None:
+        ddof = correction
+    x = lift(a)
+    count = _count(x, axis)
+    if dtype is None and x.dtype.kind in "biu":
+        dtype = dt.FLOAT64
+    arrmean = _reduce(Op.SUM, x, axis, dtype, None, True, _NOVALUE, where)
+    arrmean = _divide_by_count(arrmean, count, arrmean.dtype)
+    dev = apply_ufunc(np.subtract, (x, arrmean), {})
+    sq = apply_ufunc(np.multiply, (dev, dev), {})
+    total = _reduce(Op.SUM, sq, axis, dtype, None, keepdims, _NOVALUE, where)
+    result = _divide_by_count(total, max(count - ddof, 0), total.dtype)
+    if out is not None:
+        out.write(Ellipsis, result, as_output=True)
+        return out
+    return result
+
+
+@implements(np.std, method="std")
+def _std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
+         keepdims: bool = False, *, where: Any = True, mean: Any = None,
+         correction: Any = None) -> TensorProxy:
+    var = _var(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean,
+               correction=correction)
+    result = apply_ufunc(np.sqrt, (var,), {})
+    if out is not None:
+        out.write(Ellipsis, result, as_output=True)
+        return out
+    return result
+
+
+# -- not fusible, with a pointer to what to do instead ---------------------------------------------
+
+
+def _unsupported(what: str, instead: str) -> Callable[..., Any]:
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedOperationError(f"{what} is not supported inside @fuse: {instead}")
+    return impl
+
+
+for _f, _why in {
+    np.dot: "matrix products are not fused yet; compute them outside the fused function",
+    np.matmul: "matrix products are not fused yet; compute them outside the fused function",
+    np.sort: "sorting is not elementwise; sort outside the fused function",
+    np.argsort: "sorting is not elementwise; sort outside the fused function",
+    np.nonzero: "its result shape depends on the data; use np.where(cond, x, y)",
+    np.unique: "its result shape depends on the data",
+    np.cumsum: "scans are not fused yet; call np.cumsum outside the fused function",
+}.items():
+    FUNCTIONS[_f] = _unsupported(f"np.{_f.__name__}", _why)

@@ -1,0 +1,46 @@
+"""Graph passes. Each is a pure ``Graph -> (Graph, count)`` function; ``PIPELINE`` lists them in
+order and ``run_pipeline`` runs them, verifying the graph after each pass in debug mode."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..ir import Graph, verify
+from .cse import cse
+from .dce import dce
+from .fold import fold
+from .simplify import simplify
+
+Pass = Callable[[Graph], tuple[Graph, int]]
+
+# (name, pass, what its count means)
+PIPELINE: tuple[tuple[str, Pass, str], ...] = (
+    ("fold", fold, "nodes folded to constants"),
+    ("simplify", simplify, "nodes rewritten by algebraic identities"),
+    ("cse", cse, "duplicate nodes merged"),
+    ("dce", dce, "dead nodes and no-op writes removed"),
+)
+
+DEBUG = os.environ.get("FUSEJIT_DEBUG", "") not in ("", "0")
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    name: str
+    count: int
+    meaning: str
+    nodes_before: int
+    nodes_after: int
+
+
+def run_pipeline(graph: Graph) -> tuple[Graph, tuple[PassRecord, ...]]:
+    records = []
+    for name, fn, meaning in PIPELINE:
+        before = len(graph)
+        graph, count = fn(graph)
+        if DEBUG:
+            verify(graph)
+        records.append(PassRecord(name, count, meaning, before, len(graph)))
+    return graph, tuple(records)

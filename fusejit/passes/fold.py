@@ -1,0 +1,51 @@
+"""Constant folding: ops whose operands are all literals become literals.
+
+Values come from the op table's NumPy references (``reference.eval_node``), so folding rounds
+exactly as NumPy would at run time, float16 included.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, const, const_value
+from ..ops import LEAVES, REDUCE, Op
+from ..reference import eval_node
+from .rewrite import rewrite
+
+_FOLD_REDUCE_LIMIT = 1 << 16  # elements; larger constant reductions stay on the device
+
+
+def uniform_value(node: Node) -> np.generic | None:
+    """The value of a literal, or of a literal viewed/broadcast to any shape."""
+    while node.op in (Op.VIEW, Op.RESHAPE):
+        node = node.srcs[0]
+    return const_value(node) if node.op is Op.CONST else None
+
+
+def _fold(node: Node) -> Node | None:
+    if node.op in LEAVES or node.op is Op.SETITEM:
+        return None
+    if node.op in (Op.VIEW, Op.RESHAPE):
+        # a literal seen through views is one broadcast literal (VIEW of CONST is canonical)
+        value = uniform_value(node.srcs[0])
+        return None if value is None else const(value, node.dtype, node.shape)
+    values = [uniform_value(s) for s in node.srcs]
+    if any(v is None for v in values):
+        return None
+    if node.op in REDUCE:
+        if node.srcs[0].size > _FOLD_REDUCE_LIMIT:
+            return None
+        srcs = [np.full(s.shape, v, dtype=s.dtype) for s, v in zip(node.srcs, values)]
+        out = eval_node(node, srcs)
+        if not np.all(out == out.reshape(-1)[0]) and not np.all(np.isnan(out)):
+            return None
+        return const(out.reshape(-1)[0], node.dtype, node.shape)
+    scalar = node.replace(shape=(), srcs=tuple(const(v, s.dtype) for s, v in zip(node.srcs,
+                                                                                    values)))
+    out = eval_node(scalar, [np.asarray(v) for v in values])
+    return const(out.reshape(-1)[0], node.dtype, node.shape)
+
+
+def fold(graph: Graph) -> tuple[Graph, int]:
+    return rewrite(graph, _fold)

@@ -1,0 +1,336 @@
+"""Partition a graph into fusion groups: each group becomes one kernel (two for split reductions).
+
+The rules, in the order they apply:
+
+1. Only *roots* (outputs, in-place writes) and reduction results that some other kernel needs
+   are ever stored; every elementwise or movement node is recomputed inside each kernel that
+   needs it (cheap ops, and the reason fusion saves memory traffic).
+2. Reductions over the same input space and axes share one kernel (horizontal fusion). A
+   reduction that consumes another one of the same space (``var`` after ``mean``, softmax's sum
+   after its max) becomes a later *stage* of the same kernel when one work-group owns whole rows.
+3. Elementwise work on reduction results at the kernel's own output index is its *epilogue*;
+   elementwise work over the reduction's input space that reads the results broadcast back
+   (softmax, layernorm) is its *row fusion* stage, stored in the kernel's last pass.
+4. Remaining roots form elementwise groups: all roots whose shapes broadcast together go into
+   one kernel, stores of smaller roots guarded to their own index range.
+
+Every split carries a ``reason`` that ``lower()`` and ``explain()`` print.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..indexing import Index, src_index, unravel
+from ..ir import Graph, Node
+from ..ops import LEAVES, REDUCE, Op
+from ..errors import BroadcastError
+from ..shapes import broadcast_shapes
+from ..symbolic import Expr
+
+
+@dataclass(frozen=True)
+class Dest:
+    """Where a store goes: a function output, an argument written in place, or a temporary."""
+
+    kind: str  # "output" | "param" | "temp"
+    index: int
+
+
+@dataclass(frozen=True)
+class Store:
+    node: Node
+    dest: Dest
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What the cost model needs to know about the device."""
+
+    max_work_group: int = 256
+    local_mem: int = 32 * 1024
+    compute_units: int = 8
+    is_gpu: bool = False
+
+
+@dataclass(frozen=True)
+class ReduceStrategy:
+    """Work-group shape of a reduction: ``lx`` lanes across outputs, ``ly`` along the reduced
+    axes, ``gy`` work-groups splitting the reduced axes (then a second kernel combines), and
+    ``cache`` elements per lane kept in registers between stages (0 = re-read)."""
+
+    lx: int
+    ly: int
+    gy: int = 1
+    cache: int = 0
+
+
+@dataclass(frozen=True)
+class Group:
+    kind: str  # "elementwise" | "reduce"
+    space: tuple[int, ...]  # elementwise: iteration shape; reduce: the reductions' input shape
+    stores: tuple[Store, ...]  # elementwise stores; reduce: epilogue stores (kept shape)
+    reason: str
+    axes: tuple[int, ...] = ()
+    stages: tuple[tuple[Node, ...], ...] = ()
+    row_stores: tuple[Store, ...] = ()  # reduce: stores over the input space (row fusion)
+    strategy: ReduceStrategy | None = None
+    reads: frozenset[Node] = field(default=frozenset())  # materialised nodes it loads
+
+    @property
+    def outer_shape(self) -> tuple[int, ...]:
+        return tuple(1 if i in self.axes else d for i, d in enumerate(self.space))
+
+    @property
+    def reduced_size(self) -> int:
+        return math.prod(self.space[i] for i in self.axes)
+
+    @property
+    def reductions(self) -> tuple[Node, ...]:
+        return tuple(r for stage in self.stages for r in stage)
+
+
+@dataclass(frozen=True)
+class Plan:
+    groups: tuple[Group, ...]
+    temps: tuple[Node, ...]  # temp i holds temps[i], contiguous
+    copies: tuple[tuple[int, int], ...] = ()  # (temp, param): in-place results copied back
+    notes: tuple[str, ...] = ()
+
+
+# -- analysis -------------------------------------------------------------------------------------
+
+
+def reads_of(node: Node, idx: Index, stop: set[Node]) -> list[tuple[Node, Index]]:
+    """(node, index) pairs of every ``stop`` node or leaf reached evaluating ``node`` at ``idx``."""
+    out: list[tuple[Node, Index]] = []
+    seen: set[tuple[Node, Index]] = set()
+    stack = [(node, idx)]
+    while stack:
+        n, i = stack.pop()
+        if (n, i) in seen:
+            continue
+        seen.add((n, i))
+        if n in stop or n.op in LEAVES:
+            out.append((n, i))
+            continue
+        for k in range(len(n.srcs)):
+            stack.append((n.srcs[k], src_index(n, k, i)))
+    return out
+
+
+def _depends(node: Node, targets: set[Node], stop: set[Node]) -> bool:
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in targets:
+            return True
+        if n in stop and n is not node:
+            continue
+        stack.extend(n.srcs)
+    return False
+
+
+def _outer_index(group_space: tuple[int, ...], axes: tuple[int, ...]) -> Index:
+    outer = tuple(1 if i in axes else d for i, d in enumerate(group_space))
+    return unravel(Expr.var("o", math.prod(outer)), outer)
+
+
+def _row_index(space: tuple[int, ...], axes: tuple[int, ...]) -> Index:
+    """Index of the input space in terms of the outer linear ``o`` and reduced linear ``r``."""
+    outer = _outer_index(space, axes)
+    red_shape = tuple(space[i] for i in axes)
+    red = unravel(Expr.var("r", math.prod(red_shape)), red_shape)
+    it = iter(red)
+    return tuple(next(it) if i in axes else outer[i] for i in range(len(space)))
+
+
+# -- strategy -------------------------------------------------------------------------------------
+
+
+def choose_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int,
+                    inner_contiguous: bool, limits: DeviceLimits) -> ReduceStrategy:
+    """Cost model for a reduction's work-group shape (see ReduceStrategy)."""
+    red = math.prod(space[i] for i in axes)
+    outer = math.prod(d for i, d in enumerate(space) if i not in axes)
+    wg = min(limits.max_work_group, 1024 if limits.is_gpu else 256)
+    target_groups = limits.compute_units * (8 if limits.is_gpu else 2)
+    if inner_contiguous:
+        ly = 1
+        while ly < min(red, wg):
+            ly *= 2
+        ly = max(ly, 1)
+        if not limits.is_gpu:
+            ly = min(ly, 16)
+        lx = max(1, min(wg // ly, max(1, outer // target_groups)))
+        lx = 1 << (lx.bit_length() - 1)
+    else:
+        lx = 1
+        while lx < min(outer, 64 if limits.is_gpu else 16):
+            lx *= 2
+        ly = 1
+        while lx * ly * 2 <= wg and ly * 2 <= red and (outer // lx) * ly < target_groups * 4:
+            ly *= 2
+    gy = 1
+    groups = math.ceil(outer / lx)
+    if n_stages == 1 and red > 4 * ly * 64 and groups < target_groups:
+        gy = min(math.ceil(target_groups / groups), math.ceil(red / (ly * 64)))
+    per_lane = math.ceil(red / (ly * gy))
+    cache = per_lane if n_stages > 1 and per_lane <= (32 if limits.is_gpu else 64) else 0
+    return ReduceStrategy(lx, ly, gy, cache)
+
+
+# -- partition ------------------------------------------------------------------------------------
+
+
+def partition(graph: Graph, limits: DeviceLimits = DeviceLimits()) -> Plan:
+    roots: list[Store] = [Store(n, Dest("output", i)) for i, n in enumerate(graph.outputs)]
+    roots += [Store(n, Dest("param", p)) for p, n in graph.writes]
+    reductions = [n for n in graph.toposort() if n.op in REDUCE]
+    red_set = set(reductions)
+
+    # 1. reductions -> groups, in topological order. A reduction joins the latest group of its
+    #    (space, axes) when everything it reads is in that group (at the row's own index, a later
+    #    stage) or in an earlier group; so a group only ever depends on earlier groups.
+    members: list[list[Node]] = []
+    keys: list[tuple] = []
+    stage_of: dict[Node, int] = {}
+    group_of: dict[Node, int] = {}
+    for r in reductions:
+        key = (r.srcs[0].shape, r.arg)
+        direct = {n for n, _ in reads_of(r.srcs[0], _row_index(*key), red_set) if n in red_set}
+        target = next((g for g in range(len(keys) - 1, -1, -1) if keys[g] == key), None)
+        if target is not None and all(group_of[d] <= target for d in direct) and _reads_at(
+                r.srcs[0], _row_index(*key), set(members[target]),
+                red_set - set(members[target]), _outer_index(*key)):
+            inside = [d for d in direct if group_of[d] == target]
+            stage_of[r] = max((stage_of[d] + 1 for d in inside), default=0)
+            group_of[r] = target
+            members[target].append(r)
+            continue
+        keys.append(key)
+        members.append([r])
+        group_of[r] = len(keys) - 1
+        stage_of[r] = 0
+
+    # 2. each root goes to the latest reduce group it depends on when it can be fused there
+    #    (epilogue at the outer index, or row fusion over the input space); else elementwise.
+    strategies = []
+    for g, (key, ms) in enumerate(zip(keys, members)):
+        n_stages = 1 + max(stage_of[m] for m in ms)
+        strategies.append(choose_strategy(key[0], key[1], n_stages,
+                                          _inner_contiguous(graph, ms[0]), limits))
+    epilogues: list[list[Store]] = [[] for _ in keys]
+    row_stores: list[list[Store]] = [[] for _ in keys]
+    pending: list[Store] = []
+    for st in roots:
+        n = st.node
+        deps = {group_of[d] for d, _ in reads_of(n, _any_index(n), red_set) if d in red_set}
+        g = max(deps, default=None)
+        if g is not None:
+            space, axes = keys[g]
+            group, others = set(members[g]), red_set - set(members[g])
+            if math.prod(n.shape) == math.prod(_outer_shape(space, axes)) and _reads_at(
+                    n, unravel(Expr.var("o", math.prod(n.shape)), n.shape), group, others,
+                    _outer_index(space, axes)):
+                epilogues[g].append(st)
+                continue
+            if strategies[g].gy == 1 and n.shape == space and _reads_at(
+                    n, _row_index(space, axes), group, others, _outer_index(space, axes)):
+                row_stores[g].append(st)
+                continue
+        pending.append(st)
+
+    groups: list[Group] = []
+    for g, ((space, axes), ms) in enumerate(zip(keys, members)):
+        n_stages = 1 + max(stage_of[m] for m in ms)
+        stages = tuple(tuple(m for m in ms if stage_of[m] == s) for s in range(n_stages))
+        st = strategies[g]
+        how = "one work-group per row" if st.lx == 1 else f"{st.lx} outputs per work-group"
+        reason = (f"reduction over axes {axes} of {space} ({how}"
+                  + (f"; split over {st.gy} work-groups, then combined: long rows, few outputs"
+                     if st.gy > 1 else "")
+                  + (f"; {n_stages} stages in one pass" if n_stages > 1 else "") + ")")
+        if any(keys[h] == keys[g] for h in range(g)):
+            reason += ("; not fused with the earlier reduction of the same shape because it "
+                       "reads a result that is computed in between")
+        groups.append(Group("reduce", space, tuple(epilogues[g]), reason, tuple(axes), stages,
+                            tuple(row_stores[g]), st))
+
+    # 3. materialise reductions that something outside their own group reads
+    temps: list[Node] = []
+    for r in reductions:
+        own = groups[group_of[r]]
+        readers = [st.node for gr in groups if gr is not own for st in gr.stores + gr.row_stores]
+        readers += [x.srcs[0] for gr in groups if gr is not own for x in gr.reductions]
+        readers += [st.node for st in pending]
+        if any(r in {d for d, _ in reads_of(n, _any_index(n), red_set)} for n in readers):
+            temps.append(r)
+
+    # 4. elementwise groups: roots whose shapes broadcast together share a kernel
+    buckets: list[list[Store]] = []
+    for st in pending:
+        for bucket in buckets:
+            try:
+                broadcast_shapes(*(s.node.shape for s in bucket), st.node.shape)
+            except BroadcastError:
+                continue
+            bucket.append(st)
+            break
+        else:
+            buckets.append([st])
+    notes = []
+    for bucket in buckets:
+        space = broadcast_shapes(*(s.node.shape for s in bucket))
+        reason = f"elementwise over {space}"
+        if len(buckets) > 1:
+            reason += " (a separate kernel: outputs whose shapes do not broadcast together)"
+        if any(r in temps for r in red_set) and any(_depends(s.node, red_set, set())
+                                                    for s in bucket):
+            reason += "; reads reduction results stored by an earlier kernel"
+        groups.append(Group("elementwise", space, tuple(bucket), reason))
+    if len(buckets) > 1:
+        notes.append("roots of non-broadcastable shapes were split into separate kernels")
+    return Plan(tuple(groups), tuple(temps), (), tuple(notes))
+
+
+def _any_index(node: Node) -> Index:
+    return unravel(Expr.var("q", max(1, math.prod(node.shape))), node.shape)
+
+
+def _inner_contiguous(graph: Graph, reduction: Node) -> bool:
+    """Do consecutive reduced elements sit next to each other in memory (for the first array
+    the reduction reads)?  Decides between lanes along rows and lanes across outputs."""
+    space, axes = reduction.srcs[0].shape, reduction.arg
+    if not axes or space[axes[-1]] <= 1:
+        return False
+    for n, idx in reads_of(reduction.srcs[0], _row_index(space, axes), set()):
+        if n.op is Op.INPUT:
+            strides = graph.params[n.arg].strides or ()
+            addr = Expr(0)
+            for i, st in zip(idx, strides):
+                addr = addr + i * st
+            coefs = addr.affine()
+            if coefs is not None and "r" in coefs:
+                return abs(coefs["r"]) == 1
+            # multi-axis reductions: contiguous if the innermost reduced axis has stride 1
+            return bool(strides) and strides[axes[-1]] == 1 if axes[-1] < len(strides) else False
+    return axes[-1] == len(space) - 1
+
+
+def _outer_shape(space: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if i in axes else d for i, d in enumerate(space))
+
+
+def _reads_at(node: Node, idx: Index, group: set[Node], other: set[Node],
+              outer_idx: Index) -> bool:
+    """True if evaluating ``node`` at ``idx`` reads the group's reductions only at the outer
+    index the kernel is working on."""
+    for n, i in reads_of(node, idx, group | other):
+        if n in group and tuple(i) != tuple(outer_idx):
+            return False
+    return True

@@ -1,0 +1,130 @@
+"""Algebraic simplification: identities that hold exactly in IEEE arithmetic and NumPy's
+integer semantics (``x + 0.0`` is *not* ``x``: -0.0 + 0.0 is 0.0; ``x * 0`` is not 0 for NaN)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..ir import Graph, Node, broadcast_view, const, const_value
+from ..ops import Op
+from ..shapes import compose, is_identity
+from .fold import uniform_value
+from .rewrite import rewrite
+
+_EXACT_WIDENING = {  # casts that preserve every value (so a cast after them composes)
+    ("b", "i"), ("b", "u"), ("b", "f"), ("i", "i"), ("u", "u"), ("u", "i"), ("f", "f"),
+}
+# ops that are correctly rounded in IEEE arithmetic (with -cl-fp32-correctly-rounded-divide-sqrt)
+_CORRECTLY_ROUNDED = {Op.ADD, Op.SUB, Op.MUL, Op.TRUEDIV, Op.SQRT}
+
+
+def _is(node: Node, value: float) -> bool:
+    v = uniform_value(node)
+    return v is not None and v == value and not (v == 0 and np.signbit(v) != np.signbit(value))
+
+
+def _same(node: Node, like: Node) -> Node | None:
+    """``node`` standing in for ``like``: same dtype, broadcast to its shape (None if it can't)."""
+    if node.dtype != like.dtype:
+        return None
+    if node.shape == like.shape:
+        return node
+    if len(node.shape) <= len(like.shape):
+        return broadcast_view(node, like.shape)
+    return None
+
+
+def _widens_exactly(src: np.dtype, dst: np.dtype) -> bool:
+    if (src.kind, dst.kind) not in _EXACT_WIDENING and not (
+            src.kind in "iu" and dst.kind == "f"):
+        return False
+    if src.kind in "iu" and dst.kind == "f":
+        return np.finfo(dst).nmant + 1 >= dt.bits(src) - (src.kind == "i")
+    if src.kind == "u" and dst.kind == "i":
+        return dst.itemsize > src.itemsize
+    return dst.itemsize >= src.itemsize
+
+
+def _narrowed(node: Node) -> Node | None:
+    """cast<T>(op_f64(cast<f64>(a_T), cast<f64>(b_T))) -> op_T(a, b) for correctly rounded ops.
+
+    Exact: rounding to 53 bits and then to T's p bits equals rounding once when 53 >= 2p + 2
+    (double rounding is innocuous), true for float32 (p=24) and float16 (p=11). NumPy's mean
+    divides a float32 sum by an intp count in float64; this keeps it in float32.
+    """
+    inner = node.srcs[0]
+    if inner.op not in _CORRECTLY_ROUNDED or inner.dtype != dt.FLOAT64:
+        return None
+    target = node.dtype
+    if target not in (dt.FLOAT32, dt.FLOAT16):
+        return None
+    srcs = []
+    for s in inner.srcs:
+        if s.op is Op.CAST and s.srcs[0].dtype == target:
+            srcs.append(s.srcs[0])
+            continue
+        value = uniform_value(s)
+        if value is None or target.type(value) != value:
+            return None
+        srcs.append(const(target.type(value), target, s.shape))
+    return inner.replace(dtype=target, srcs=tuple(srcs))
+
+
+def _simplify(node: Node) -> Node | None:
+    op, srcs = node.op, node.srcs
+    if op is Op.CAST:
+        src = srcs[0]
+        if src.dtype == node.dtype:
+            return src  # cast to the same dtype
+        if src.op is Op.CAST and _widens_exactly(src.srcs[0].dtype, src.dtype):
+            return node.replace(srcs=src.srcs) if src.srcs[0].dtype != node.dtype else \
+                src.srcs[0]  # cast(cast(x)) through an exact widening
+        return _narrowed(node)
+    if op is Op.VIEW and srcs[0].op is Op.VIEW:  # view of a view is one view
+        inner = srcs[0]
+        m = compose(inner.arg, node.arg)
+        base = inner.srcs[0]
+        return base if is_identity(m, base.shape, node.shape) else node.replace(
+            srcs=(base,), arg=m)
+    if op is Op.RESHAPE and srcs[0].op is Op.RESHAPE:
+        return node.replace(srcs=srcs[0].srcs)  # reshape of a reshape
+    if op is Op.RESHAPE and srcs[0].shape == node.shape:
+        return srcs[0]
+    if op is Op.MUL:
+        for a, b in (srcs, srcs[::-1]):
+            if _is(b, 1):
+                return _same(a, node)  # x * 1 -> x
+    if op is Op.ADD:
+        for a, b in (srcs, srcs[::-1]):
+            # x + (-0.0) -> x for floats; x + 0 -> x for integers
+            if node.dtype.kind in "iu" and _is(b, 0) or node.dtype.kind == "f" and _is(b, -0.0):
+                return _same(a, node)
+    if op is Op.SUB and (_is(srcs[1], 0) and node.dtype.kind in "iuf"):
+        return _same(srcs[0], node)  # x - 0 -> x (also -0.0 - 0.0 = -0.0)
+    if op is Op.TRUEDIV and _is(srcs[1], 1):
+        return _same(srcs[0], node)  # x / 1 -> x
+    if op is Op.POW and node.dtype.kind in "iuf" and srcs[0].dtype == node.dtype:
+        if _is(srcs[1], 1):
+            return _same(srcs[0], node)  # x ** 1 -> x
+        if _is(srcs[1], 2):
+            # x ** 2 -> x * x: both correctly rounded (NumPy's ** takes this path too)
+            return node.replace(op=Op.MUL, srcs=(srcs[0], srcs[0]))
+    if op is Op.NEG and srcs[0].op is Op.NEG:
+        return _same(srcs[0].srcs[0], node)  # -(-x) -> x
+    if op is Op.LOGICAL_NOT and srcs[0].op is Op.LOGICAL_NOT and srcs[0].srcs[0].dtype == dt.BOOL:
+        return _same(srcs[0].srcs[0], node)
+    if op is Op.WHERE:
+        cond = uniform_value(srcs[0])
+        if cond is not None:
+            return _same(srcs[1] if cond else srcs[2], node)  # where(const, a, b)
+        if srcs[1] is srcs[2]:
+            return _same(srcs[1], node)  # where(c, a, a) -> a
+    return None
+
+
+def simplify(graph: Graph) -> tuple[Graph, int]:
+    return rewrite(graph, _simplify)
+
+
+__all__ = ["simplify", "const_value"]

@@ -1,0 +1,97 @@
+"""``eval_graph``: the NumPy interpreter of a graph.
+
+It is the oracle for tests and validate mode and the engine of constant folding, so it calls each
+op's NumPy reference from the op table and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as dt
+from .ir import Graph, Node, const_value
+from .ops import OPS, REDUCE, UFUNC_OPS, Op
+
+
+def eval_node(node: Node, srcs: Sequence[np.ndarray], args: Sequence[Any] = ()) -> np.ndarray:
+    """The value of one node given its operands' values (and the call's parameter values)."""
+    op = node.op
+    with np.errstate(all="ignore"):
+        if op is Op.INPUT:
+            value = np.asarray(args[node.arg])
+        elif op is Op.SCALAR:
+            value = np.asarray(dt.convert_scalar(args[node.arg[0]], node.dtype))
+        elif op is Op.CONST:
+            value = np.asarray(const_value(node))
+        elif op is Op.IOTA:
+            axis, start, step = node.arg
+            line = (start + step * np.arange(node.shape[axis])).astype(node.dtype)
+            value = np.broadcast_to(line.reshape([-1 if i == axis else 1
+                                                  for i in range(node.ndim)]), node.shape)
+        elif op is Op.VIEW:
+            value = _apply_map(srcs[0], node.arg, node.shape)
+        elif op is Op.RESHAPE:
+            value = np.reshape(srcs[0], node.shape)
+        elif op is Op.CAST:
+            value = srcs[0].astype(node.dtype)
+        elif op is Op.WHERE:
+            value = np.where(*srcs)
+        elif op in UFUNC_OPS:
+            value = OPS[op].ufunc(*srcs)
+        elif op in (Op.ARGMAX, Op.ARGMIN):
+            value = OPS[op].reference()(srcs[0], axis=node.arg[0], keepdims=True)
+        elif op in REDUCE:
+            value = OPS[op].reference()(srcs[0], axis=node.arg, keepdims=True)
+        elif op is Op.SETITEM:
+            value = _setitem(srcs[0], srcs[1], node.arg)
+        else:  # pragma: no cover - every op is handled above
+            raise NotImplementedError(op)
+    value = np.asarray(value)
+    if value.dtype != node.dtype:
+        value = value.astype(node.dtype)
+    return np.broadcast_to(value, node.shape) if value.shape != node.shape else value
+
+
+def eval_graph(graph: Graph, args: Sequence[Any]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Evaluate ``graph`` on host values: returns (outputs, new values of written params)."""
+    env: dict[Node, np.ndarray] = {}
+    values = list(args)
+    for index, param in enumerate(graph.params):
+        if param.kind == "array":
+            values[index] = np.asarray(values[index])
+    for node in graph.toposort():
+        env[node] = eval_node(node, [env[s] for s in node.srcs], values)
+    return ([np.array(env[n]) for n in graph.outputs],
+            [np.array(env[n]) for _, n in graph.writes])
+
+
+def _apply_map(src: np.ndarray, m: Any, shape: tuple[int, ...]) -> np.ndarray:
+    grids = np.indices(shape, dtype=np.int64) if shape else np.zeros((0,), np.int64)
+    index = []
+    for off, coefs in m:
+        idx = np.full(shape, off, dtype=np.int64)
+        for j, c in enumerate(coefs):
+            if c:
+                idx = idx + c * grids[j]
+        index.append(idx)
+    if not index:  # 0-d source
+        return np.broadcast_to(src, shape)
+    return src[tuple(index)]
+
+
+def _setitem(base: np.ndarray, values: np.ndarray, region: Any) -> np.ndarray:
+    out = np.array(base, copy=True)
+    index = [np.arange(start, start + step * count, step) if count else np.zeros(0, np.int64)
+             for start, step, count, _ in region]
+    mapped = [r for *_, r in region if r >= 0]
+    drop = tuple(j for j in range(values.ndim) if j not in mapped)
+    vals = np.squeeze(values, axis=drop) if drop else values
+    # values' axes are in region-dim order; the root wants them in its own dim order
+    rank = {r: i for i, r in enumerate(sorted(mapped))}
+    vals = np.transpose(vals, [rank[r] for r in mapped]) if mapped else vals
+    shape = [count if r >= 0 else 1 for _, _, count, r in region]
+    out[np.ix_(*index)] = np.reshape(vals, shape)
+    return out

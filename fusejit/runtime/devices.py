@@ -1,0 +1,78 @@
+"""Device and queue selection, and what the compiler needs to know about a device."""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pyopencl as cl
+
+from ..passes.partition import DeviceLimits
+
+_lock = threading.Lock()
+_default_queue: cl.CommandQueue | None = None
+
+
+def _pick_device() -> cl.Device:
+    platforms = cl.get_platforms()
+    devices = [d for p in platforms for d in p.get_devices()]
+    if not devices:
+        raise RuntimeError("no OpenCL device found; `pip install pocl-binary-distribution` "
+                           "provides a CPU device")
+    gpus = [d for d in devices if d.type & cl.device_type.GPU]
+    if gpus:
+        return gpus[0]
+    pocl = [d for d in devices if "Portable Computing Language" in d.platform.name]
+    return (pocl or devices)[0]
+
+
+def default_queue() -> cl.CommandQueue:
+    """The queue fused functions use for NumPy inputs.
+
+    Honours ``PYOPENCL_CTX`` (as ``pyopencl.create_some_context`` does); otherwise the first GPU
+    of any platform; otherwise the CPU device of the ``pocl-binary-distribution`` wheel.
+    """
+    global _default_queue
+    with _lock:
+        if _default_queue is None:
+            if os.environ.get("PYOPENCL_CTX"):
+                ctx = cl.create_some_context(interactive=False)
+            else:
+                ctx = cl.Context(devices=[_pick_device()])
+            _default_queue = cl.CommandQueue(ctx)
+        return _default_queue
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The device facts codegen and the cost model depend on (all part of cache keys)."""
+
+    key: str  # platform / device / driver / version: what can make a binary stale
+    limits: DeviceLimits
+    has_fp64: bool
+    correctly_rounded_div_sqrt: bool
+    is_cpu: bool
+
+
+@lru_cache(maxsize=None)
+def device_info(device: cl.Device) -> DeviceInfo:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fp64 = bool(device.double_fp_config) if "cl_khr_fp64" in device.extensions or \
+            device.double_fp_config else False
+        single = device.single_fp_config
+    is_gpu = bool(device.type & cl.device_type.GPU)
+    limits = DeviceLimits(
+        max_work_group=int(device.max_work_group_size),
+        local_mem=int(device.local_mem_size),
+        compute_units=int(device.max_compute_units),
+        is_gpu=is_gpu,
+    )
+    key = " / ".join([device.platform.name.strip(), device.name.strip(),
+                      device.driver_version.strip(), device.version.strip()])
+    return DeviceInfo(key, limits, fp64,
+                      bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
+                      bool(device.type & cl.device_type.CPU))

@@ -1,0 +1,870 @@
+"""SourceModule: turns a partition plan into kernel source through a Target.
+
+SourceModule owns everything that is not spelling: the deterministic order values are computed
+in, variable names and their lifetimes (a dead variable's name is reused for a later value of the
+same type), index math (symbolic, folded for the specialised shape), loops, hoisting of
+loop-invariant values, registers kept across the passes of a row kernel, and the kernel
+signature. The Target only renders types, literals, op templates and idioms.
+
+Lowering is lazy: ``Block.value(node, index)`` returns a reference to the value of ``node`` at a
+symbolic ``index``, emitting instructions the first time it is asked and reusing them when the
+same (node, index) is asked again from a block that can see them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import dtypes as dt
+from .indexing import Index, broadcast_index, ravel, src_index, unravel
+from .ir import Graph, Node, const_value
+from .ops import ELEMENTWISE, OPS, REDUCE, Op
+from .passes.partition import Group, Plan, ReduceStrategy, Store
+from .shapes import row_major_strides
+from .symbolic import Expr
+from .targets.base import Target
+
+# -- kernel arguments -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BufferArg:
+    """A buffer argument. role: param | output | temp | partial; index: which one."""
+
+    name: str
+    dtype: np.dtype
+    role: str
+    index: int
+    writable: bool
+    restrict: bool
+
+    def declaration(self, target: Target) -> str:
+        return target.buffer_param(self.name, self.dtype, self.writable, self.restrict)
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A by-value argument. role: scalar (a parameter's value converted to ``dtype``) or
+    offset (an array parameter's element offset)."""
+
+    name: str
+    dtype: np.dtype
+    role: str
+    index: int
+
+    def declaration(self, target: Target) -> str:
+        return target.scalar_param(self.name, self.dtype)
+
+
+Arg = BufferArg | ScalarArg
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    name: str
+    args: tuple[Arg, ...]
+
+    def render(self, target: Target, local_size: int | None) -> str:
+        return target.kernel_header(self.name, [a.declaration(target) for a in self.args],
+                                    local_size)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One generated kernel and how to launch it."""
+
+    name: str
+    source: str
+    signature: KernelSignature
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+    group: Group
+    role: str = "main"  # main | partial | combine
+    work: int = 0  # elements this kernel touches (for explain / autotune decisions)
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A buffer of per-work-group partial results of a split reduction."""
+
+    size: int
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Module:
+    source: str
+    kernels: tuple[Kernel, ...]
+    partials: tuple[Partial, ...] = ()
+    uses_fp64: bool = False
+    wide: bool = False  # index math is 64-bit (offsets are passed as long)
+
+
+# -- instructions and blocks ------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Instr:
+    """``ctype name = template(operands)`` (a value) or a statement (ctype None)."""
+
+    ctype: str | None
+    template: str
+    operands: tuple[Ref, ...]
+    block: Block
+    cached: bool = False
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Imm:
+    """An immediate operand: a literal, a kernel argument or an index expression."""
+
+    text: str
+
+
+@dataclass(frozen=True, eq=False)
+class CacheRead:
+    """A value an earlier k-loop of a row kernel kept in a register array (``c_v3[k]``)."""
+
+    instr: Instr
+
+
+Ref = Instr | Imm | CacheRead
+
+
+@dataclass(eq=False)
+class Nested:
+    header: str
+    block: Block
+    footer: str = "}"
+    operands: tuple[Ref, ...] = ()
+
+
+@dataclass(eq=False)
+class Block:
+    lowering: Lowering
+    parent: Block | None = None
+    loop_vars: frozenset[str] = frozenset()  # values not using these hoist to the parent
+    items: list[Instr | Nested] = field(default_factory=list)
+    cache_loop: bool = False  # a k-loop whose values later k-loops may read from registers
+    anchor: Nested | None = None  # this block's item in its parent
+    insert_at: int | None = None  # where new items go (None: at the end)
+
+    def _add(self, item: Instr | Nested) -> None:
+        if self.insert_at is None:
+            self.items.append(item)
+        else:
+            self.items.insert(self.insert_at, item)
+            self.insert_at += 1
+
+    def sees(self, other: Block) -> bool:
+        b: Block | None = self
+        while b is not None:
+            if b is other:
+                return True
+            b = b.parent
+        return False
+
+    def emit(self, ctype: str | None, template: str, *operands: Ref) -> Instr:
+        instr = Instr(ctype, template, tuple(operands), self)
+        self._add(instr)
+        return instr
+
+    def value(self, node: Node, idx: Index) -> Ref:
+        return self.lowering.value(self, node, idx)
+
+    def nested(self, header: str, *operands: Ref, loop_vars: frozenset[str] = frozenset(),
+               cache_loop: bool = False) -> Block:
+        child = Block(self.lowering, self, loop_vars, cache_loop=cache_loop)
+        child.anchor = Nested(header, child, operands=operands)
+        self._add(child.anchor)
+        return child
+
+
+# -- arguments table --------------------------------------------------------------------------------
+
+
+class ArgTable:
+    """Kernel arguments in first-use order, with the flags their declarations need."""
+
+    def __init__(self, graph: Graph, written_params: set[int], aliased: set[int],
+                 index_dtype: np.dtype) -> None:
+        self.graph = graph
+        self.args: dict[tuple[str, int] | tuple[str, int, str], dict] = {}
+        self.written_params = written_params
+        self.aliased = aliased
+        self.index_dtype = index_dtype
+
+    def buffer(self, role: str, index: int, dtype: np.dtype, write: bool = False) -> str:
+        key = (role, index)
+        name = {"param": "p", "output": "out", "temp": "t", "partial": "part"}[role] + str(index)
+        entry = self.args.setdefault(key, {"kind": "buffer", "name": name, "dtype": dtype,
+                                           "write": False})
+        entry["write"] |= write
+        return name
+
+    def offset(self, param: int) -> str:
+        key = ("offset", param)
+        self.args.setdefault(key, {"kind": "scalar", "name": f"off{param}",
+                                   "dtype": self.index_dtype})
+        return f"off{param}"
+
+    def scalar(self, param: int, dtype: np.dtype) -> str:
+        key = ("scalar", param, dtype.name)
+        name = f"s{param}_{dtype.name}"
+        self.args.setdefault(key, {"kind": "scalar", "name": name, "dtype": dtype})
+        return name
+
+    def signature(self, name: str) -> KernelSignature:
+        out: list[Arg] = []
+        for key, e in self.args.items():
+            role, index = key[0], key[1]
+            if e["kind"] == "buffer":
+                restrict = not e["write"] and not (role == "param" and index in self.aliased) \
+                    and not (role == "param" and index in self.written_params)
+                if e["write"] and role != "param":
+                    restrict = True
+                out.append(BufferArg(e["name"], e["dtype"], role, index, e["write"], restrict))
+            else:
+                out.append(ScalarArg(e["name"], e["dtype"], role, index))
+        return KernelSignature(name, tuple(out))
+
+
+# -- lowering -------------------------------------------------------------------------------------
+
+
+class Lowering:
+    """Per-kernel state: arguments, memo of computed (node, index) values, materialised nodes."""
+
+    def __init__(self, target: Target, graph: Graph, args: ArgTable,
+                 materialized: dict[Node, int], index_type: str) -> None:
+        self.target = target
+        self.graph = graph
+        self.args = args
+        self.materialized = materialized  # node -> temp index
+        self.index_type = index_type
+        self.memo: dict[tuple[Node, Index], Ref] = {}
+        self.bound: dict[tuple[Node, Index], Ref] = {}  # values computed by the kernel itself
+        self.var_names: dict[str, str] = {}
+        self.uses_fp64 = False
+
+    # address of an element of a parameter / temporary
+    def address(self, node: Node, idx: Index) -> tuple[str, str]:
+        if node in self.materialized:
+            t = self.materialized[node]
+            ptr = self.args.buffer("temp", t, node.dtype)
+            return ptr, self.render_index(ravel(idx, node.shape))
+        param = self.graph.params[node.arg]
+        role = "param"
+        ptr = self.args.buffer(role, node.arg, node.dtype)
+        addr = Expr(0)
+        for i, st in zip(idx, param.strides or row_major_strides(param.shape)):
+            addr = addr + i * st
+        text = self.render_index(addr)
+        if param.has_offset:
+            text = f"({self.args.offset(node.arg)} + {text})"
+        return ptr, text
+
+    def render_index(self, e: Expr) -> str:
+        return e.render(self.var_names)
+
+    def note_dtype(self, dtype: np.dtype) -> None:
+        if dtype == dt.FLOAT64:
+            self.uses_fp64 = True
+
+    def value(self, block: Block, node: Node, idx: Index) -> Ref:
+        idx = tuple(idx)
+        key = (node, idx)
+        bound = self.bound.get(key)
+        if bound is not None:
+            return bound
+        # loop-invariant values are computed before the loop, in the enclosing block
+        start = block
+        anchor = None
+        while block.loop_vars and block.parent is not None and not any(
+                v in block.loop_vars for e in idx for v in e.vars()):
+            anchor = block.anchor
+            block = block.parent
+        if block is not start and anchor is not None:
+            found = self.memo.get(key)
+            if found is not None and (isinstance(found, Imm) or block.sees(found.block)):
+                return found
+            saved = block.insert_at
+            if saved is None:
+                block.insert_at = block.items.index(anchor)
+            try:
+                ref = self._lower(block, node, idx)
+            finally:
+                block.insert_at = saved
+            self.memo[key] = ref
+            return ref
+        found = self.memo.get(key)
+        if isinstance(found, Imm):
+            return found
+        if found is not None:
+            if block.sees(found.block):
+                return found
+            if found.block.cache_loop and _in_cache_loop(block):
+                found.cached = True  # computed by an earlier k-loop: read its register copy
+                return CacheRead(found)
+        ref = self._lower(block, node, idx)
+        self.memo[key] = ref
+        return ref
+
+    def _lower(self, block: Block, node: Node, idx: Index) -> Ref:
+        t = self.target
+        op = node.op
+        self.note_dtype(node.dtype)
+        ctype = t.compute_type(node.dtype)
+        if op is Op.CONST:
+            return Imm(t.literal(const_value(node), node.dtype))
+        if op is Op.SCALAR:
+            return Imm(self.args.scalar(node.arg[0], node.dtype))
+        if op is Op.INPUT or node in self.materialized:
+            ptr, addr = self.address(node, idx)
+            return block.emit(ctype, t.load(ptr, addr, node.dtype))
+        if op is Op.IOTA:
+            axis, start, step = node.arg
+            e = idx[axis] * step + start
+            return Imm(f"(({ctype}){self.render_index(e)})")
+        if op in (Op.VIEW, Op.RESHAPE):
+            return self.value(block, node.srcs[0], src_index(node, 0, idx))
+        if op is Op.SETITEM:
+            return self._setitem(block, node, idx)
+        if op in REDUCE:  # pragma: no cover - the partitioner materialises or binds these
+            raise AssertionError(f"reduction {node} reached outside its kernel")
+        operands = [self.value(block, s, src_index(node, k, idx))
+                    for k, s in enumerate(node.srcs)]
+        for s in node.srcs:
+            self.note_dtype(s.dtype)
+        if op is Op.CAST:
+            expr = t.render_cast(node.srcs[0].dtype, node.dtype, "{0}")
+        else:
+            assert op in ELEMENTWISE, op
+            names = [f"{{{i}}}" for i in range(len(operands))]
+            expr = t.render_op(op, node.dtype, [s.dtype for s in node.srcs], names)
+            if node.dtype == dt.FLOAT16 and "predicate" not in OPS[op].flags:
+                expr = t.round_to_storage(node.dtype, expr)
+        return block.emit(ctype, expr, *operands)
+
+    def _setitem(self, block: Block, node: Node, idx: Index) -> Ref:
+        """base, overwritten inside the region: ``v = base; if (in region) { v = value; }``."""
+        base = self.value(block, node.srcs[0], idx)
+        conds = []
+        for (start, step, count, _), i in zip(node.arg, idx):
+            if start == 0 and step == 1 and count >= i.hi + 1 and i.lo >= 0:
+                continue  # the region spans this whole dim
+            rel = (i - start) if step > 0 else (Expr(start) - i)
+            s = abs(step)
+            text = self.render_index(rel)
+            cond = f"({text} >= 0 && {text} < {s * (count - 1) + 1}"
+            cond += f" && {text} % {s} == 0)" if s > 1 else ")"
+            conds.append(cond)
+        ctype = self.target.compute_type(node.dtype)
+        result = block.emit(ctype, "{0}", base)
+        if not conds:
+            value = self.value(block, node.srcs[1], src_index(node, 1, idx))
+            return block.emit(ctype, "{0}", value)
+        inner = block.nested("if (" + " && ".join(conds) + ") {")
+        value = inner.value(node.srcs[1], src_index(node, 1, idx))
+        inner.emit(None, "{0} = {1};", result, value)
+        return result
+
+
+def _in_cache_loop(block: Block) -> bool:
+    b: Block | None = block
+    while b is not None:
+        if b.cache_loop:
+            return True
+        b = b.parent
+    return False
+
+
+# -- rendering with name reuse --------------------------------------------------------------------
+
+
+class Renderer:
+    """Assigns names (reusing dead ones of the same type) and prints blocks."""
+
+    def __init__(self) -> None:
+        self.counter = 0
+        self.cache_decls: list[str] = []
+
+    def render(self, block: Block, indent: int) -> list[str]:
+        items = block.items
+        last_use: dict[int, int] = {}
+        pinned: set[int] = set()
+        for pos, item in enumerate(items):
+            for ref in self._refs(item):
+                if ref.block is block:
+                    last_use[id(ref)] = pos
+        # values read from nested blocks or other blocks stay alive for the whole block
+        for item in items:
+            if isinstance(item, Nested):
+                for ref in self._all_refs(item.block):
+                    pinned.add(id(ref))
+        free: dict[str, list[str]] = {}
+        lines: list[str] = []
+        pad = "    " * indent
+        for pos, item in enumerate(items):
+            if isinstance(item, Nested):
+                header = item.header.format(*map(self._text, item.operands)) \
+                    if item.operands else item.header
+                lines.append(pad + header)
+                lines += self.render(item.block, indent + 1)
+                lines.append(pad + item.footer)
+                continue
+            text = item.template.format(*map(self._text, item.operands)) \
+                if item.operands else item.template
+            for ref in self._refs(item):
+                if ref.block is block and last_use.get(id(ref)) == pos and id(ref) not in \
+                        pinned and not ref.cached and ref.ctype is not None and ref.name:
+                    free.setdefault(ref.ctype, []).append(ref.name)
+            if item.ctype is None:
+                lines.append(pad + text)
+                continue
+            reusable = free.get(item.ctype)
+            if reusable and id(item) not in pinned and not item.cached and \
+                    id(item) in last_use:
+                item.name = reusable.pop()
+                lines.append(f"{pad}{item.name} = {text};")
+            else:
+                item.name = f"v{self.counter}"
+                self.counter += 1
+                lines.append(f"{pad}{item.ctype} {item.name} = {text};")
+            if item.cached:
+                self.cache_decls.append(f"{item.ctype} c_{item.name}[CACHE];")
+                lines.append(f"{pad}c_{item.name}[k] = {item.name};")
+        return lines
+
+    @staticmethod
+    def _refs(item: Instr | Nested) -> list[Instr]:
+        out = []
+        for r in item.operands:
+            if isinstance(r, Instr):
+                out.append(r)
+        return out
+
+    def _all_refs(self, block: Block) -> list[Instr]:
+        out = []
+        for item in block.items:
+            out += self._refs(item)
+            if isinstance(item, Nested):
+                out += self._all_refs(item.block)
+        return out
+
+    @staticmethod
+    def _text(ref: Ref) -> str:
+        if isinstance(ref, CacheRead):
+            return f"c_{ref.instr.name}[k]"
+        if isinstance(ref, Imm):
+            return ref.text
+        assert ref.name, "operand rendered before its definition"
+        return ref.name
+
+
+# -- kernels ----------------------------------------------------------------------------------------
+
+
+def _store(block: Block, st: Store, node_idx: Index, lowering: Lowering, value: Ref) -> None:
+    t = lowering.target
+    node = st.node
+    if st.dest.kind == "param":
+        param = lowering.graph.params[st.dest.index]
+        ptr = lowering.args.buffer("param", st.dest.index, node.dtype, write=True)
+        addr = Expr(0)
+        for i, s in zip(node_idx, param.strides or row_major_strides(param.shape)):
+            addr = addr + i * s
+        text = lowering.render_index(addr)
+        if param.has_offset:
+            text = f"({lowering.args.offset(st.dest.index)} + {text})"
+    else:
+        role = "output" if st.dest.kind == "output" else "temp"
+        ptr = lowering.args.buffer(role, st.dest.index, node.dtype, write=True)
+        text = lowering.render_index(ravel(node_idx, node.shape))
+    block.emit(None, t.store(ptr, text, "{0}", node.dtype), value)
+
+
+def _guard(idx: Index, space: tuple[int, ...], shape: tuple[int, ...],
+           lowering: Lowering) -> str | None:
+    """Condition under which a work-item of ``space`` stores an element of a smaller
+    (broadcast) root: the broadcast dims' indices are 0."""
+    lead = len(space) - len(shape)
+    conds = []
+    for d, n in enumerate(space):
+        k = d - lead
+        if n > 1 and (k < 0 or shape[k] == 1):
+            conds.append(f"{lowering.render_index(idx[d])} == 0")
+    return " && ".join(conds) or None
+
+
+class SourceModule:
+    """Generates the module for a plan: deterministic, byte-identical for the same input."""
+
+    def __init__(self, graph: Graph, plan: Plan, target: Target, limits: object = None,
+                 aliased: frozenset[int] = frozenset()) -> None:
+        self.graph = graph
+        self.plan = plan
+        self.target = target
+        self.aliased = set(aliased)
+        self.materialized = {node: i for i, node in enumerate(plan.temps)}
+        self.written = {st.dest.index for g in plan.groups for st in g.stores + g.row_stores
+                        if st.dest.kind == "param"}
+        self.wide = self._needs_wide()
+        self.partials: list[Partial] = []
+
+    def _needs_wide(self) -> bool:
+        limit = 2**31 - 1
+        sizes = [math.prod(g.space) for g in self.plan.groups]
+        for p in self.graph.params:
+            if p.kind != "scalar" and (p.wide or _extent(p) > limit):
+                return True
+        return any(s > limit for s in sizes)
+
+    def _lowering(self) -> Lowering:
+        index_dtype = dt.INT64 if self.wide else dt.INT32
+        args = ArgTable(self.graph, self.written, self.aliased, index_dtype)
+        return Lowering(self.target, self.graph, args, self.materialized,
+                        self.target.index_type(self.wide))
+
+    def build(self) -> Module:
+        kernels: list[Kernel] = []
+        uses_fp64 = False
+        for i, group in enumerate(self.plan.groups):
+            if group.kind == "elementwise":
+                made = [self._elementwise(f"fj_k{i}", group)]
+            else:
+                made = self._reduce(f"fj_k{i}", group)
+            for kernel, low in made:
+                uses_fp64 |= low.uses_fp64
+                kernels.append(kernel)
+        prelude = self.target.prelude(uses_fp64)
+        source = prelude + "\n" + "\n\n".join(k.source for k in kernels) + "\n"
+        return Module(source, tuple(kernels), tuple(self.partials), uses_fp64, self.wide)
+
+    # -- elementwise ------------------------------------------------------------------------------
+    def _elementwise(self, name: str, group: Group) -> tuple[Kernel, Lowering]:
+        low = self._lowering()
+        it = low.index_type
+        n = math.prod(group.space)
+        top = Block(low)
+        idx = unravel(Expr.var("gid", n), group.space)
+        for st in group.stores:
+            node_idx = broadcast_index(idx, group.space, st.node.shape)
+            guard = _guard(idx, group.space, st.node.shape, low)
+            block = top.nested(f"if ({guard}) {{") if guard else top
+            _store(block, st, node_idx, low, block.value(st.node, node_idx))
+        renderer = Renderer()
+        body = renderer.render(top, 1)
+        sig = low.args.signature(name)
+        lines = [sig.render(self.target, None), "{",
+                 f"    const {it} gid = ({it}){self.target.global_id};",
+                 f"    if (gid >= {n}) return;", *body, "}"]
+        return Kernel(name, "\n".join(lines), sig, (n,), None, group, work=n), low
+
+    # -- reductions -------------------------------------------------------------------------------
+    def _reduce(self, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
+        st = group.strategy
+        assert st is not None
+        if st.gy == 1:
+            return [self._reduce_kernel(name, group, st, partial_out=None)]
+        # split: partials per (output, work-group), then a combine kernel with the epilogue
+        outer = math.prod(group.outer_shape)
+        base = len(self.partials)
+        for r in group.reductions:
+            acc = _acc_dtype(r)
+            self.partials.append(Partial(outer * st.gy, acc))
+            if r.op in (Op.ARGMAX, Op.ARGMIN):
+                self.partials.append(Partial(outer * st.gy, dt.INT64))
+        first = self._reduce_kernel(name + "_partial", group, st, partial_out=base)
+        combine = self._combine_kernel(name, group, st, base)
+        return [first, combine]
+
+    def _reduce_kernel(self, name: str, group: Group, st: ReduceStrategy,
+                       partial_out: int | None) -> tuple[Kernel, Lowering]:
+        t = self.target
+        low = self._lowering()
+        it = low.index_type
+        M = math.prod(group.outer_shape)
+        R = group.reduced_size
+        lx, ly, gy = st.lx, st.ly, st.gy
+        chunk = math.ceil(R / gy)
+        top = Block(low)
+        outer_idx = unravel(Expr.var("o", M), group.outer_shape)
+        red_shape = tuple(group.space[a] for a in group.axes)
+        red_it = iter(unravel(Expr.var("r", R), red_shape))
+        row_idx = tuple(next(red_it) if a in group.axes else outer_idx[a]
+                        for a in range(len(group.space)))
+        pre = [f"const {it} lx_ = ({it})get_local_id(0);",
+               f"const {it} ly_ = ({it})get_local_id(1);",
+               f"const {it} o = ({it})get_group_id(0) * {lx} + lx_;",
+               f"const int active = o < {M};"]
+        if gy > 1:
+            pre.append(f"const {it} gy_ = ({it})get_group_id(1);")
+        cache = st.cache if partial_out is None else 0
+        local_decls: list[str] = []
+        results: dict[Node, tuple[Ref, Ref | None]] = {}
+        for s_i, stage in enumerate(group.stages):
+            accs = []
+            for j, r in enumerate(stage):
+                acc_dt = _acc_dtype(r)
+                low.note_dtype(acc_dt)
+                ctype = t.compute_type(acc_dt)
+                acc = top.emit(ctype, _identity(t, r, acc_dt))
+                arg = top.emit("long", "-1") if r.op in (Op.ARGMAX, Op.ARGMIN) else None
+                accs.append((r, acc, arg, acc_dt))
+            if cache:
+                loop = top.nested(f"for (int k = 0; k < {cache}; k++) {{",
+                                  loop_vars=frozenset({"r"}), cache_loop=True)
+                loop.emit(None, f"const {it} r = ly_ + ({it})k * {ly};")
+                loop.emit(None, f"if (!active || r >= {R}) break;")
+            elif gy > 1:
+                loop = top.nested(
+                    f"for ({it} r = gy_ * {chunk} + ly_; active && r < min(({it}){R}, "
+                    f"(gy_ + 1) * {chunk}); r += {ly}) {{", loop_vars=frozenset({"r"}))
+            else:
+                loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {ly}) {{",
+                                  loop_vars=frozenset({"r"}))
+            for r, acc, arg, acc_dt in accs:
+                v = loop.value(r.srcs[0], row_idx)
+                _accumulate(loop, t, r, acc, arg, v, acc_dt)
+            # tree over ly (and nothing to do when ly == 1)
+            for j, (r, acc, arg, acc_dt) in enumerate(accs):
+                ctype = t.compute_type(acc_dt)
+                if ly > 1:
+                    buf = f"red{s_i}_{j}"
+                    local_decls.append(f"__local {ctype} {buf}[{lx * ly}];")
+                    top.emit(None, f"{buf}[ly_ * {lx} + lx_] = {{0}};", acc)
+                    if arg is not None:
+                        ibuf = f"idx{s_i}_{j}"
+                        local_decls.append(f"__local long {ibuf}[{lx * ly}];")
+                        top.emit(None, f"{ibuf}[ly_ * {lx} + lx_] = {{0}};", arg)
+            if ly > 1:
+                top.emit(None, t.barrier_local)
+                step = ly // 2
+                while step >= 1:
+                    body = top.nested(f"if (ly_ < {step}) {{")
+                    for j, (r, acc, arg, acc_dt) in enumerate(accs):
+                        buf = f"red{s_i}_{j}"
+                        mine, other = f"{buf}[ly_ * {lx} + lx_]", f"{buf}[(ly_ + {step}) * {lx} + lx_]"
+                        if arg is None:
+                            combined = _combine_text(t, r, acc_dt, mine, other)
+                            body.emit(None, f"{mine} = {combined};")
+                        else:
+                            ibuf = f"idx{s_i}_{j}"
+                            imine = f"{ibuf}[ly_ * {lx} + lx_]"
+                            iother = f"{ibuf}[(ly_ + {step}) * {lx} + lx_]"
+                            cond = _arg_better(r, acc_dt, other, iother, mine, imine)
+                            body.emit(None, f"if ({cond}) {{ {mine} = {other}; {imine} = {iother}; }}")
+                    top.emit(None, t.barrier_local)
+                    step //= 2
+                for j, (r, acc, arg, acc_dt) in enumerate(accs):
+                    ctype = t.compute_type(acc_dt)
+                    final = top.emit(ctype, f"red{s_i}_{j}[lx_]")
+                    farg = top.emit("long", f"idx{s_i}_{j}[lx_]") if arg is not None else None
+                    results[r] = (final, farg)
+                top.emit(None, t.barrier_local)  # local buffers are rewritten by the next stage
+            else:
+                for r, acc, arg, acc_dt in accs:
+                    results[r] = (acc, arg)
+            for r, (value, arg) in results.items():
+                if r in stage:
+                    bound = _finish(top, t, r, value, arg)
+                    low.bound[(r, outer_idx)] = bound
+        if partial_out is not None:
+            lines_guard = top.nested("if (ly_ == 0 && active) {")
+            slot = partial_out
+            for r in group.reductions:
+                value, arg = results[r]
+                acc_dt = _acc_dtype(r)
+                ptr = low.args.buffer("partial", slot, acc_dt, write=True)
+                lines_guard.emit(None, t.store(ptr, f"o * {gy} + gy_", "{0}", acc_dt), value)
+                slot += 1
+                if arg is not None:
+                    iptr = low.args.buffer("partial", slot, dt.INT64, write=True)
+                    lines_guard.emit(None, f"{iptr}[o * {gy} + gy_] = {{0}};", arg)
+                    slot += 1
+        else:
+            self._epilogue(top, low, group, outer_idx, row_idx, st, it, R)
+        renderer = Renderer()
+        body = renderer.render(top, 1)
+        sig = low.args.signature(name)
+        decls = [f"    {d}" for d in local_decls]
+        decls += [f"    {d.replace('CACHE', str(cache))}" for d in renderer.cache_decls]
+        lines = [sig.render(t, None), "{", *(f"    {p}" for p in pre), *decls, *body, "}"]
+        gsize = (math.ceil(M / lx) * lx, ly * gy)
+        return (Kernel(name, "\n".join(lines), sig, gsize, (lx, ly), group,
+                       "partial" if partial_out is not None else "main",
+                       work=math.prod(group.space)), low)
+
+    def _epilogue(self, top: Block, low: Lowering, group: Group, outer_idx: Index,
+                  row_idx: Index, st: ReduceStrategy, it: str, R: int) -> None:
+        if group.stores:
+            block = top.nested("if (ly_ == 0 && active) {")
+            for store in group.stores:
+                node_idx = unravel(Expr.var("o", math.prod(group.outer_shape)), store.node.shape)
+                _store(block, store, node_idx, low, block.value(store.node, node_idx))
+        for node in group.reductions:
+            if node in self.materialized:
+                block = top.nested("if (ly_ == 0 && active) {")
+                ptr = low.args.buffer("temp", self.materialized[node], node.dtype, write=True)
+                value = low.bound[(node, outer_idx)]
+                block.emit(None, low.target.store(ptr, "o", "{0}", node.dtype), value)
+        if group.row_stores:
+            if st.cache:
+                loop = top.nested(f"for (int k = 0; k < {st.cache}; k++) {{",
+                                  loop_vars=frozenset({"r"}), cache_loop=True)
+                loop.emit(None, f"const {it} r = ly_ + ({it})k * {st.ly};")
+                loop.emit(None, f"if (!active || r >= {R}) break;")
+            else:
+                loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {st.ly}) {{",
+                                  loop_vars=frozenset({"r"}))
+            for store in group.row_stores:
+                _store(loop, store, row_idx, low, loop.value(store.node, row_idx))
+
+    def _combine_kernel(self, name: str, group: Group, st: ReduceStrategy, base: int
+                        ) -> tuple[Kernel, Lowering]:
+        """Second kernel of a split reduction: one work-group per output combines the
+        partials in a tree, then runs the epilogue."""
+        t = self.target
+        low = self._lowering()
+        it = low.index_type
+        M = math.prod(group.outer_shape)
+        gy = st.gy
+        ly = 1
+        while ly < min(gy, 256):
+            ly *= 2
+        top = Block(low)
+        outer_idx = unravel(Expr.var("o", M), group.outer_shape)
+        pre = [f"const {it} ly_ = ({it})get_local_id(0);",
+               f"const {it} o = ({it})get_group_id(0);"]
+        local_decls = []
+        slot = base
+        for j, r in enumerate(group.reductions):
+            acc_dt = _acc_dtype(r)
+            ctype = t.compute_type(acc_dt)
+            ptr = low.args.buffer("partial", slot, acc_dt)
+            slot += 1
+            iptr = None
+            if r.op in (Op.ARGMAX, Op.ARGMIN):
+                iptr = low.args.buffer("partial", slot, dt.INT64)
+                slot += 1
+            acc = top.emit(ctype, _identity(t, r, acc_dt))
+            arg = top.emit("long", "-1") if iptr else None
+            loop = top.nested(f"for ({it} g = ly_; g < {gy}; g += {ly}) {{")
+            v = loop.emit(ctype, t.load(ptr, f"o * {gy} + g", acc_dt))
+            if iptr:
+                vi = loop.emit("long", f"{iptr}[o * {gy} + g]")
+                cond = _arg_better(r, acc_dt, "{0}", "{1}", "{2}", "{3}")
+                loop.emit(None, "if (" + cond + ") {{ {2} = {0}; {3} = {1}; }}", v, vi, acc,
+                          arg)
+            else:
+                loop.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";",
+                          acc, v)
+            buf, ibuf = f"red{j}", f"idx{j}"
+            local_decls.append(f"__local {ctype} {buf}[{ly}];")
+            top.emit(None, f"{buf}[ly_] = {{0}};", acc)
+            if iptr:
+                local_decls.append(f"__local long {ibuf}[{ly}];")
+                top.emit(None, f"{ibuf}[ly_] = {{0}};", arg)
+            top.emit(None, t.barrier_local)
+            step = ly // 2
+            while step >= 1:
+                body = top.nested(f"if (ly_ < {step}) {{")
+                mine, other = f"{buf}[ly_]", f"{buf}[ly_ + {step}]"
+                if iptr:
+                    cond = _arg_better(r, acc_dt, other, f"{ibuf}[ly_ + {step}]", mine,
+                                       f"{ibuf}[ly_]")
+                    body.emit(None, f"if ({cond}) {{ {mine} = {other}; "
+                                    f"{ibuf}[ly_] = {ibuf}[ly_ + {step}]; }}")
+                else:
+                    body.emit(None, f"{mine} = {_combine_text(t, r, acc_dt, mine, other)};")
+                top.emit(None, t.barrier_local)
+                step //= 2
+            final = top.emit(ctype, f"{buf}[0]")
+            farg = top.emit("long", f"{ibuf}[0]") if iptr else None
+            low.bound[(r, outer_idx)] = _finish(top, t, r, final, farg)
+        self._epilogue(top, low, group, outer_idx, (), ReduceStrategy(1, ly), it, 0)
+        renderer = Renderer()
+        body = renderer.render(top, 1)
+        sig = low.args.signature(name)
+        lines = [sig.render(t, None), "{", *(f"    {p}" for p in pre),
+                 *(f"    {d}" for d in local_decls), "    const int active = 1;", *body, "}"]
+        return (Kernel(name, "\n".join(lines), sig, (M * ly,), (ly,), group, "combine",
+                       work=M * gy), low)
+
+
+def _extent(p: object) -> int:
+    shape, strides = p.shape, p.strides or row_major_strides(p.shape)
+    if any(d == 0 for d in shape):
+        return 0
+    return 1 + sum((d - 1) * abs(s) for d, s in zip(shape, strides))
+
+
+# -- reduction helpers --------------------------------------------------------------------------------
+
+
+def _acc_dtype(r: Node) -> np.dtype:
+    """Accumulator dtype: the result dtype (float16 accumulates in float32, its compute type)."""
+    if r.op in (Op.ARGMAX, Op.ARGMIN):
+        return r.srcs[0].dtype
+    return r.dtype
+
+
+def _identity(t: Target, r: Node, acc: np.dtype) -> str:
+    if r.op in (Op.SUM, Op.ANY):
+        return t.literal(acc.type(0), acc)
+    if r.op in (Op.PROD, Op.ALL):
+        return t.literal(acc.type(1), acc)
+    low_end = r.op in (Op.MAX, Op.ARGMAX)
+    if acc.kind == "f":
+        return t.literal(acc.type(-np.inf if low_end else np.inf), acc)
+    if acc.kind == "b":
+        return t.literal(np.bool_(not low_end), acc)
+    info = np.iinfo(acc)
+    return t.literal(acc.type(info.min if low_end else info.max), acc)
+
+
+_COMBINE = {Op.SUM: Op.ADD, Op.PROD: Op.MUL, Op.MAX: Op.MAXIMUM, Op.MIN: Op.MINIMUM,
+            Op.ANY: Op.BITWISE_OR, Op.ALL: Op.BITWISE_AND}
+
+
+def _combine_text(t: Target, r: Node, acc: np.dtype, a: str, b: str) -> str:
+    return t.render_op(_COMBINE[r.op], acc, [acc, acc], [a, b])
+
+
+def _accumulate(loop: Block, t: Target, r: Node, acc: Instr, arg: Instr | None, v: Ref,
+                acc_dt: np.dtype) -> None:
+    if arg is None:
+        loop.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";", acc, v)
+        return
+    # first occurrence wins: each lane visits its indices in increasing order
+    better = ">" if r.op is Op.ARGMAX else "<"
+    nan = " || (isnan({1}) && !isnan({0}))" if acc_dt.kind == "f" else ""
+    loop.emit(None, "if ({2} < 0 || {1} " + better + " {0}" + nan
+              + ") {{ {0} = {1}; {2} = r; }}", acc, v, arg)
+
+
+def _arg_better(r: Node, acc: np.dtype, v: str, i: str, best: str, bi: str) -> str:
+    """Should (v, i) replace (best, bi)?  NumPy: the first maximum, and NaN is the maximum."""
+    cmp = ">" if r.op is Op.ARGMAX else "<"
+    if acc.kind == "f":
+        return (f"{i} >= 0 && ({bi} < 0 || {v} {cmp} {best} || (isnan({v}) && !isnan({best}))"
+                f" || (({v} == {best} || (isnan({v}) && isnan({best}))) && {i} < {bi}))")
+    return f"{i} >= 0 && ({bi} < 0 || {v} {cmp} {best} || ({v} == {best} && {i} < {bi}))"
+
+
+def _finish(top: Block, t: Target, r: Node, value: Ref, arg: Ref | None) -> Ref:
+    """A reduction's value as its node's dtype (argmax: the index; float16: rounded)."""
+    if arg is not None:
+        return top.emit("long", "({0} < 0 ? 0 : {0})", arg)
+    if r.dtype == dt.FLOAT16:
+        return top.emit("float", t.round_to_storage(r.dtype, "{0}"), value)
+    return value
+
+
+__all__ = ["BufferArg", "Kernel", "KernelSignature", "Module", "Partial", "ScalarArg",
+           "SourceModule"]

@@ -1,0 +1,83 @@
+"""The abstract Target: how a C-like kernel language spells types, literals, ops and idioms.
+
+A Target never walks the graph. SourceModule decides order, names, lifetimes and index math and
+asks the Target only for spellings, so another backend (CUDA C, Metal, GLSL compute) is a small
+subclass that fills in the same table.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..ops import Op
+
+
+class Target(abc.ABC):
+    """Spellings for one kernel language."""
+
+    name: str = "abstract"
+
+    def __init__(self) -> None:
+        self.helpers: dict[str, str] = {}  # helper functions the rendered code needs, by name
+
+    # -- types ------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def storage_type(self, dtype: np.dtype) -> str:
+        """The element type of a buffer holding ``dtype``."""
+
+    @abc.abstractmethod
+    def compute_type(self, dtype: np.dtype) -> str:
+        """The type a value of ``dtype`` is held in while computing."""
+
+    @abc.abstractmethod
+    def index_type(self, wide: bool) -> str:
+        """Integer type for index math (32-bit unless sizes need 64)."""
+
+    # -- values -----------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def literal(self, value: np.generic, dtype: np.dtype) -> str:
+        """An exact literal of ``dtype`` in its compute type."""
+
+    @abc.abstractmethod
+    def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
+                  operands: Sequence[str]) -> str:
+        """Expression computing ``op`` in the compute type of ``out``."""
+
+    @abc.abstractmethod
+    def render_cast(self, src: np.dtype, dst: np.dtype, x: str) -> str:
+        """Expression converting a value of ``src`` to ``dst`` as NumPy's astype does."""
+
+    @abc.abstractmethod
+    def round_to_storage(self, dtype: np.dtype, x: str, src: np.dtype | None = None) -> str:
+        """Round a computed value to ``dtype``'s precision (float16 computes in float32)."""
+
+    # -- memory -----------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def load(self, ptr: str, index: str, dtype: np.dtype) -> str: ...
+
+    @abc.abstractmethod
+    def store(self, ptr: str, index: str, value: str, dtype: np.dtype) -> str: ...
+
+    # -- kernels ----------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def buffer_param(self, name: str, dtype: np.dtype, writable: bool, restrict: bool) -> str: ...
+
+    @abc.abstractmethod
+    def scalar_param(self, name: str, dtype: np.dtype) -> str: ...
+
+    @abc.abstractmethod
+    def kernel_header(self, name: str, params: Sequence[str], local_size: int | None) -> str: ...
+
+    @abc.abstractmethod
+    def prelude(self, uses_fp64: bool) -> str:
+        """Pragmas and helpers at the top of the module."""
+
+    # thread-index idioms
+    global_id: str
+    local_id: str
+    group_id: str
+    barrier_local: str
+    local_qualifier: str

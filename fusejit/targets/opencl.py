@@ -1,0 +1,414 @@
+"""OpenCL C spellings, with op templates that reproduce NumPy's results bit for bit.
+
+Conventions the templates rely on:
+* operands are always variable names or literals, so a template may repeat them;
+* bool is stored and computed as ``uchar`` 0/1; float16 is stored as ``half`` (``vload_half`` /
+  ``vstore_half_rte``, core OpenCL, no ``cl_khr_fp16``) and computed in float, rounded back to
+  half after every op, which is what NumPy's float16 loops do;
+* signed integer arithmetic is done in the unsigned type of the same width (or ``uint`` for 8
+  and 16 bits) and reinterpreted with ``as_T``, so overflow wraps as in NumPy without C
+  undefined behaviour;
+* no FMA contraction (``FP_CONTRACT OFF``); float32 division and sqrt are built correctly
+  rounded (``-cl-fp32-correctly-rounded-divide-sqrt``) when the device supports it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..ops import OPS, Op
+from .base import Target
+
+_C = {
+    "bool": "uchar", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
+    "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong", "float16": "half",
+    "float32": "float", "float64": "double",
+}
+
+Template = str | Callable[..., str]
+
+# Templates are keyed by (op, kind) with kind in b/i/u/f, or (op, dtype name) for the few ops
+# whose float16 spelling differs. Placeholders: {a} {b} {c} operands, {T} compute type of the
+# result, {S} operand compute type, {U} unsigned type of the operand width, {W} unsigned type
+# wide enough for C arithmetic without promotion surprises, {N} operand bit width, {t} type
+# suffix used to name per-type helpers.
+_F = "f"
+_TEMPLATES: dict[tuple[Op, str], Template] = {
+    # arithmetic
+    (Op.ADD, "f"): "({a} + {b})", (Op.ADD, "i"): "as_{S}(({U})(({W}){a} + ({W}){b}))",
+    (Op.ADD, "u"): "(({S})(({W}){a} + ({W}){b}))", (Op.ADD, "b"): "({a} | {b})",
+    (Op.SUB, "f"): "({a} - {b})", (Op.SUB, "i"): "as_{S}(({U})(({W}){a} - ({W}){b}))",
+    (Op.SUB, "u"): "(({S})(({W}){a} - ({W}){b}))",
+    (Op.MUL, "f"): "({a} * {b})", (Op.MUL, "i"): "as_{S}(({U})(({W}){a} * ({W}){b}))",
+    (Op.MUL, "u"): "(({S})(({W}){a} * ({W}){b}))", (Op.MUL, "b"): "({a} & {b})",
+    (Op.TRUEDIV, "f"): "({a} / {b})",
+    (Op.FLOORDIV, "f"): "fj_floordiv_{t}({a}, {b})", (Op.FLOORDIV, "i"): "fj_floordiv_{t}({a}, {b})",
+    (Op.FLOORDIV, "u"): "(({b}) == 0 ? ({S})0 : ({S})({a} / {b}))",
+    (Op.MOD, "f"): "fj_remainder_{t}({a}, {b})", (Op.MOD, "i"): "fj_remainder_{t}({a}, {b})",
+    (Op.MOD, "u"): "(({b}) == 0 ? ({S})0 : ({S})({a} % {b}))",
+    (Op.FMOD, "f"): "fmod({a}, {b})",
+    (Op.FMOD, "i"): "(({b}) == 0 || ({b}) == -1 ? ({S})0 : ({S})({a} % {b}))",
+    (Op.FMOD, "u"): "(({b}) == 0 ? ({S})0 : ({S})({a} % {b}))",
+    (Op.POW, "f"): "pow({a}, {b})", (Op.POW, "i"): "fj_pow_{t}({a}, {b})",
+    (Op.POW, "u"): "fj_pow_{t}({a}, {b})",
+    (Op.NEG, "f"): "(-{a})", (Op.NEG, "i"): "as_{S}(({U})(({W})0 - ({W}){a}))",
+    (Op.NEG, "u"): "(({S})(({W})0 - ({W}){a}))",
+    (Op.POS, "f"): "{a}", (Op.POS, "i"): "{a}", (Op.POS, "u"): "{a}", (Op.POS, "b"): "{a}",
+    (Op.ABS, "f"): "fabs({a})", (Op.ABS, "i"): "as_{S}(({U})({a} < 0 ? ({W})0 - ({W}){a} : ({W}){a}))",
+    (Op.ABS, "u"): "{a}", (Op.ABS, "b"): "{a}",
+    (Op.SIGN, "f"): "({a} > 0 ? ({S})1 : ({a} < 0 ? ({S})-1 : ({a} == 0 ? ({S})0 : {a})))",
+    (Op.SIGN, "i"): "(({S})(({a} > 0) - ({a} < 0)))", (Op.SIGN, "u"): "(({S})({a} > 0))",
+    (Op.SQUARE, "f"): "({a} * {a})", (Op.SQUARE, "i"): "as_{S}(({U})(({W}){a} * ({W}){a}))",
+    (Op.SQUARE, "u"): "(({S})(({W}){a} * ({W}){a}))", (Op.SQUARE, "b"): "{a}",
+    (Op.RECIPROCAL, "f"): "(({S})1 / {a})",
+    (Op.RECIPROCAL, "i"): "(({a} == 1 || {a} == -1) ? {a} : ({S})0)",
+    (Op.RECIPROCAL, "u"): "(({a} == 1) ? {a} : ({S})0)",
+    (Op.DEG2RAD, "f"): "({a} * {DEG2RAD})", (Op.RAD2DEG, "f"): "({a} * {RAD2DEG})",
+    # rounding
+    (Op.FLOOR, "f"): "floor({a})", (Op.CEIL, "f"): "ceil({a})", (Op.TRUNC, "f"): "trunc({a})",
+    (Op.RINT, "f"): "rint({a})",
+    # classification
+    (Op.ISNAN, "f"): "((uchar)isnan({a}))", (Op.ISINF, "f"): "((uchar)isinf({a}))",
+    (Op.ISFINITE, "f"): "((uchar)isfinite({a}))", (Op.SIGNBIT, "f"): "((uchar)signbit({a}))",
+    (Op.SIGNBIT, "i"): "((uchar)({a} < 0))",
+    # two-operand math
+    (Op.ARCTAN2, "f"): "atan2({a}, {b})", (Op.HYPOT, "f"): "hypot({a}, {b})",
+    (Op.MAXIMUM, "f"): "(({a} >= {b} || isnan({a})) ? {a} : {b})",
+    (Op.MINIMUM, "f"): "(({a} <= {b} || isnan({a})) ? {a} : {b})",
+    (Op.FMAX, "f"): "fmax({a}, {b})", (Op.FMIN, "f"): "fmin({a}, {b})",
+    (Op.COPYSIGN, "f"): "copysign({a}, {b})", (Op.NEXTAFTER, "f"): "nextafter({a}, {b})",
+    (Op.NEXTAFTER, "float16"): "fj_nextafter_h({a}, {b})",
+    (Op.LDEXP, "f"): "ldexp({a}, (int)clamp((long){b}, (long)INT_MIN, (long)INT_MAX))",
+    (Op.LOGADDEXP, "f"): "fj_logaddexp_{t}({a}, {b})",
+    (Op.LOGADDEXP2, "f"): "fj_logaddexp2_{t}({a}, {b})",
+    (Op.HEAVISIDE, "f"): "(isnan({a}) ? {a} : ({a} == 0 ? {b} : ({a} < 0 ? ({S})0 : ({S})1)))",
+    (Op.GCD, "i"): "fj_gcd_{t}({a}, {b})", (Op.GCD, "u"): "fj_gcd_{t}({a}, {b})",
+    (Op.LCM, "i"): "fj_lcm_{t}({a}, {b})", (Op.LCM, "u"): "fj_lcm_{t}({a}, {b})",
+    # logic and bits
+    (Op.LOGICAL_AND, "*"): "((uchar)(({a} != 0) && ({b} != 0)))",
+    (Op.LOGICAL_OR, "*"): "((uchar)(({a} != 0) || ({b} != 0)))",
+    (Op.LOGICAL_XOR, "*"): "((uchar)(({a} != 0) != ({b} != 0)))",
+    (Op.LOGICAL_NOT, "*"): "((uchar)({a} == 0))",
+    (Op.BITWISE_AND, "*"): "(({S})({a} & {b}))", (Op.BITWISE_OR, "*"): "(({S})({a} | {b}))",
+    (Op.BITWISE_XOR, "*"): "(({S})({a} ^ {b}))",
+    (Op.INVERT, "i"): "(({S})~{a})", (Op.INVERT, "u"): "(({S})~{a})",
+    (Op.INVERT, "b"): "((uchar)({a} ^ 1))",
+    (Op.LSHIFT, "i"): "((({U}){b}) < {N} ? as_{S}(({U})((({W})({U}){a}) << (({U}){b}))) : ({S})0)",
+    (Op.LSHIFT, "u"): "((({U}){b}) < {N} ? as_{S}(({U})((({W})({U}){a}) << (({U}){b}))) : ({S})0)",
+    (Op.RSHIFT, "i"): "((({U}){b}) < {N} ? ({S})({a} < 0 ? ~(~{a} >> {b}) : ({a} >> {b}))"
+                      " : ({S})({a} < 0 ? -1 : 0))",
+    (Op.RSHIFT, "u"): "((({U}){b}) < {N} ? ({S})({a} >> {b}) : ({S})0)",
+    (Op.WHERE, "*"): "({a} ? {b} : {c})",
+}
+_UNARY_BUILTINS = {
+    Op.EXP: "exp", Op.EXP2: "exp2", Op.EXPM1: "expm1", Op.LOG: "log", Op.LOG2: "log2",
+    Op.LOG10: "log10", Op.LOG1P: "log1p", Op.SQRT: "sqrt", Op.CBRT: "cbrt", Op.SIN: "sin",
+    Op.COS: "cos", Op.TAN: "tan", Op.ARCSIN: "asin", Op.ARCCOS: "acos", Op.ARCTAN: "atan",
+    Op.SINH: "sinh", Op.COSH: "cosh", Op.TANH: "tanh", Op.ARCSINH: "asinh",
+    Op.ARCCOSH: "acosh", Op.ARCTANH: "atanh",
+}
+for _op, _fn in _UNARY_BUILTINS.items():
+    _TEMPLATES[(_op, "f")] = _fn + "({a})"
+# integer inputs of rounding ops keep their dtype in NumPy 2: identity
+for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
+    _TEMPLATES[(_op, "i")] = _TEMPLATES[(_op, "u")] = _TEMPLATES[(_op, "b")] = "{a}"
+for _op, _val in ((Op.ISNAN, 0), (Op.ISINF, 0), (Op.ISFINITE, 1), (Op.SIGNBIT, 0)):
+    for _k in "iub":
+        _TEMPLATES.setdefault((_op, _k), f"((uchar){_val})")
+for _op, _fn in ((Op.MAXIMUM, "max"), (Op.MINIMUM, "min"), (Op.FMAX, "max"), (Op.FMIN, "min")):
+    _TEMPLATES[(_op, "i")] = _TEMPLATES[(_op, "u")] = _fn + "({a}, {b})"
+_TEMPLATES[(Op.MAXIMUM, "b")] = _TEMPLATES[(Op.FMAX, "b")] = "({a} | {b})"
+_TEMPLATES[(Op.MINIMUM, "b")] = _TEMPLATES[(Op.FMIN, "b")] = "({a} & {b})"
+_COMPARE = {Op.EQ: "==", Op.NE: "!=", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">="}
+for _op, _sym in _COMPARE.items():
+    _TEMPLATES[(_op, "*")] = "((uchar)({a} " + _sym + " {b}))"
+    # NumPy 2 compares int64 with uint64 exactly (no float64 round trip)
+    _TEMPLATES[(_op, "iu")] = ("((uchar)({a} < 0 ? (0 " + _sym + " 1) : ((ulong){a} " + _sym
+                               + " {b})))")
+    _TEMPLATES[(_op, "ui")] = ("((uchar)({b} < 0 ? (1 " + _sym + " 0) : ({a} " + _sym
+                               + " (ulong){b})))")
+
+# -- helper functions, emitted once per module when a template names them --------------------------
+
+_SIGNED_HELPERS = """
+inline {S} fj_floordiv_{t}({S} a, {S} b) {{
+    if (b == 0) return 0;
+    if (b == -1) return as_{S}(({U})(({W})0 - ({W})a));
+    {S} q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    return q;
+}}
+inline {S} fj_remainder_{t}({S} a, {S} b) {{
+    if (b == 0 || b == -1) return 0;
+    {S} r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}}
+"""
+_POW_HELPER = """
+inline {S} fj_pow_{t}({S} a, {S} b) {{
+    if (b < 0) return (a == 1) ? 1 : ((a == -1) ? ((b & 1) ? -1 : 1) : 0);
+    {W} r = 1, x = ({W})({U})a;
+    {U} e = ({U})b;
+    while (e) {{
+        if (e & 1) r = ({U})(r * x);
+        x = ({U})(x * x);
+        e >>= 1;
+    }}
+    return as_{S}(({U})r);
+}}
+"""
+_GCD_HELPER = """
+inline {U} fj_uabs_{t}({S} a) {{ return a < 0 ? ({U})(({W})0 - ({W})a) : ({U})a; }}
+inline {S} fj_gcd_{t}({S} a, {S} b) {{
+    {U} x = fj_uabs_{t}(a), y = fj_uabs_{t}(b);
+    while (y != 0) {{ {U} r = x % y; x = y; y = r; }}
+    return as_{S}(x);
+}}
+inline {S} fj_lcm_{t}({S} a, {S} b) {{
+    {U} g = ({U})fj_gcd_{t}(a, b);
+    if (g == 0) return 0;
+    return as_{S}(({U})(({W})(fj_uabs_{t}(a) / g) * ({W})fj_uabs_{t}(b)));
+}}
+"""
+_FLOAT_HELPERS = """
+inline {S} fj_divmod_{t}({S} a, {S} b, {S} *modulus) {{
+    {S} mod = fmod(a, b);
+    if (b == 0) {{ *modulus = mod; return a / b; }}
+    {S} div = (a - mod) / b;
+    if (mod != 0) {{
+        if ((b < 0) != (mod < 0)) {{ mod += b; div -= 1; }}
+    }} else {{
+        mod = copysign(({S})0, b);
+    }}
+    {S} floordiv;
+    if (div != 0) {{
+        floordiv = floor(div);
+        if (div - floordiv > ({S})0.5) floordiv += 1;
+    }} else {{
+        floordiv = copysign(({S})0, a / b);
+    }}
+    *modulus = mod;
+    return floordiv;
+}}
+inline {S} fj_floordiv_{t}({S} a, {S} b) {{
+    {S} mod;
+    if (b == 0) return a / b;
+    return fj_divmod_{t}(a, b, &mod);
+}}
+inline {S} fj_remainder_{t}({S} a, {S} b) {{
+    {S} mod;
+    if (b == 0) return fmod(a, b);
+    fj_divmod_{t}(a, b, &mod);
+    return mod;
+}}
+inline {S} fj_logaddexp_{t}({S} x, {S} y) {{
+    if (x == y) return x + {LOGE2};
+    {S} tmp = x - y;
+    if (tmp > 0) return x + log1p(exp(-tmp));
+    if (tmp <= 0) return y + log1p(exp(tmp));
+    return tmp;
+}}
+inline {S} fj_logaddexp2_{t}({S} x, {S} y) {{
+    if (x == y) return x + 1;
+    {S} tmp = x - y;
+    if (tmp > 0) return x + {LOG2E} * log1p(exp2(-tmp));
+    if (tmp <= 0) return y + {LOG2E} * log1p(exp2(tmp));
+    return tmp;
+}}
+"""
+_HALF_HELPERS = """
+inline float fj_rh(float x) {
+    ushort h;
+    vstore_half_rte(x, 0, (half *)&h);
+    return vload_half(0, (const half *)&h);
+}
+inline float fj_nextafter_h(float a, float b) {
+    if (isnan(a) || isnan(b)) return a + b;
+    if (a == b) return b;
+    ushort h;
+    vstore_half_rte(a, 0, (half *)&h);
+    if (a == 0) h = (b > 0) ? 1 : 0x8001;
+    else if ((a < b) == (a > 0)) h += 1;
+    else h -= 1;
+    return vload_half(0, (const half *)&h);
+}
+"""
+_HALF_FROM_DOUBLE = """
+inline float fj_rh_d(double x) {
+    ushort h;
+    vstore_half_rte(x, 0, (half *)&h);
+    return vload_half(0, (const half *)&h);
+}
+"""
+
+
+def _float_literal(value: float, dtype: np.dtype) -> str:
+    suffix = "" if dtype == dt.FLOAT64 else "f"
+    if math.isnan(value):
+        return "(double)NAN" if dtype == dt.FLOAT64 else "NAN"
+    if math.isinf(value):
+        inf = "(double)INFINITY" if dtype == dt.FLOAT64 else "INFINITY"
+        return inf if value > 0 else f"(-{inf})"
+    mant, _, exp = float(value).hex().partition("p")
+    text = (mant.rstrip("0").rstrip(".") if "." in mant else mant) + "p" + exp
+    return f"({text}{suffix})" if text.startswith("-") else text + suffix
+
+
+class OpenCLTarget(Target):
+    """OpenCL C 1.2."""
+
+    name = "opencl"
+    global_id = "get_global_id(0)"
+    local_id = "get_local_id(0)"
+    group_id = "get_group_id(0)"
+    barrier_local = "barrier(CLK_LOCAL_MEM_FENCE);"
+    local_qualifier = "__local"
+
+    def storage_type(self, dtype: np.dtype) -> str:
+        return _C[dtype.name]
+
+    def compute_type(self, dtype: np.dtype) -> str:
+        return "float" if dtype == dt.FLOAT16 else _C[dtype.name]
+
+    def index_type(self, wide: bool) -> str:
+        return "long" if wide else "int"
+
+    # -- values -----------------------------------------------------------------------------------
+    def literal(self, value: np.generic, dtype: np.dtype) -> str:
+        if dtype.kind == "f":
+            return _float_literal(float(value), dt.FLOAT32 if dtype == dt.FLOAT16 else dtype)
+        if dtype.kind == "b":
+            return f"((uchar){int(bool(value))})"
+        v = int(value)
+        c = _C[dtype.name]
+        if dtype.kind == "i" and v == np.iinfo(dtype).min:
+            # the minimum has no literal spelling: reinterpret its unsigned bit pattern
+            return f"as_{c}(({_C['u' + dtype.name]}){(1 << (dt.bits(dtype) - 1))}{self._sfx(dtype)})"
+        return f"(({c}){v}{self._sfx(dtype)})"
+
+    @staticmethod
+    def _sfx(dtype: np.dtype) -> str:
+        if dtype.itemsize == 8:
+            return "UL" if dtype.kind == "u" else "L"
+        return "u" if dtype.kind == "u" else ""
+
+    def _fields(self, out: np.dtype, ins: Sequence[np.dtype]) -> dict[str, str]:
+        src = ins[0] if ins else out
+        if src.kind == "b" and len(ins) > 1 and ins[1].kind != "b":
+            src = ins[1]
+        width = src.itemsize
+        unsigned = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}[width]
+        f = {
+            "T": self.compute_type(out), "S": self.compute_type(src), "U": unsigned,
+            "W": "uint" if width < 4 else unsigned, "N": str(8 * width),
+            "t": src.name,
+        }
+        if src.kind == "f":
+            ftype = dt.FLOAT32 if src == dt.FLOAT16 else src
+            with np.errstate(all="ignore"):
+                f["DEG2RAD"] = self.literal(np.deg2rad(ftype.type(1)), ftype)
+                f["RAD2DEG"] = self.literal(np.rad2deg(ftype.type(1)), ftype)
+                f["LOGE2"] = self.literal(ftype.type(math.log(2)), ftype)
+                f["LOG2E"] = self.literal(ftype.type(1 / math.log(2)), ftype)
+            f["t"] = ftype.name
+        return f
+
+    def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
+                  operands: Sequence[str]) -> str:
+        src = ins[0] if ins else out
+        if op is Op.WHERE:
+            src = ins[1]
+        kinds = [src.name, src.kind, "*"]
+        if len(ins) == 2 and ins[0] != ins[1] and {ins[0].kind, ins[1].kind} == {"i", "u"}:
+            kinds.insert(0, ins[0].kind + ins[1].kind)
+        template = next((_TEMPLATES[(op, k)] for k in kinds if (op, k) in _TEMPLATES), None)
+        if template is None:
+            raise TypeError(f"no OpenCL template for {OPS[op].name} on {src.name}")
+        fields = self._fields(out, [d for d in ins if op is not Op.WHERE] or ins[1:])
+        self._require(template, fields, src)
+        names = dict(zip("abc", operands))
+        return template.format(**names, **fields)
+
+    def _require(self, template: str, fields: dict[str, str], src: np.dtype) -> None:
+        t = fields["t"]
+        if "fj_rh" in template or "fj_nextafter_h" in template:
+            self.helpers["half"] = _HALF_HELPERS
+        if src.kind == "f" and "fj_" in template and "_h(" not in template:
+            self.helpers[f"float_{t}"] = _FLOAT_HELPERS.format(**fields)
+        elif src.kind == "i" and ("fj_floordiv" in template or "fj_remainder" in template):
+            self.helpers[f"signed_{t}"] = _SIGNED_HELPERS.format(**fields)
+        if "fj_pow_" in template:
+            self.helpers[f"pow_{t}"] = _POW_HELPER.format(**fields)
+        if "fj_gcd_" in template or "fj_lcm_" in template:
+            self.helpers[f"gcd_{t}"] = _GCD_HELPER.format(**fields)
+
+    def render_cast(self, src: np.dtype, dst: np.dtype, x: str) -> str:
+        c = self.compute_type(dst)
+        if dst.kind == "b":
+            return f"((uchar)({x} != 0))"
+        if src.kind in "biu" and dst.kind in "iu":
+            unsigned = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}[dst.itemsize]
+            return f"as_{c}(({unsigned}){x})" if dst.kind == "i" else f"(({c}){x})"
+        if src.kind == "f" and dst.kind in "iu":
+            # Out-of-range and NaN conversions are implementation-defined in NumPy (C casts);
+            # these saturating conversions never invoke C undefined behaviour and match x86
+            # for values that fit the 32/64-bit intermediate NumPy's compiled loops use.
+            if dst.itemsize < 4 or dst == dt.UINT32:
+                wide = "int" if dst.itemsize < 4 else "long"
+                return f"(({c})convert_{wide}_sat_rtz({x}))"
+            if dst == dt.UINT64:
+                return f"({x} < 0 ? as_ulong(convert_long_sat_rtz({x})) : convert_ulong_sat_rtz({x}))"
+            return f"convert_{c}_sat_rtz({x})"
+        if dst == dt.FLOAT16:
+            return self.round_to_storage(dst, f"(float){x}" if src != dt.FLOAT64 else x, src)
+        return f"(({c}){x})"
+
+    def round_to_storage(self, dtype: np.dtype, x: str, src: np.dtype | None = None) -> str:
+        if dtype != dt.FLOAT16:
+            return x
+        if src == dt.FLOAT64:
+            self.helpers["half_from_double"] = _HALF_FROM_DOUBLE
+            return f"fj_rh_d({x})"
+        self.helpers["half"] = _HALF_HELPERS
+        return f"fj_rh({x})"
+
+    # -- memory -----------------------------------------------------------------------------------
+    def load(self, ptr: str, index: str, dtype: np.dtype) -> str:
+        if dtype == dt.FLOAT16:
+            return f"vload_half({index}, {ptr})"
+        if dtype.kind == "b":
+            return f"((uchar)({ptr}[{index}] != 0))"
+        return f"{ptr}[{index}]"
+
+    def store(self, ptr: str, index: str, value: str, dtype: np.dtype) -> str:
+        if dtype == dt.FLOAT16:
+            return f"vstore_half_rte({value}, {index}, {ptr});"
+        return f"{ptr}[{index}] = {value};"
+
+    # -- kernels ----------------------------------------------------------------------------------
+    def buffer_param(self, name: str, dtype: np.dtype, writable: bool, restrict: bool) -> str:
+        const = "" if writable else "const "
+        qual = " restrict" if restrict else ""
+        return f"__global {const}{self.storage_type(dtype)} *{qual} {name}"
+
+    def scalar_param(self, name: str, dtype: np.dtype) -> str:
+        return f"const {self.compute_type(dtype)} {name}"
+
+    def kernel_header(self, name: str, params: Sequence[str], local_size: int | None) -> str:
+        attr = (f"__attribute__((reqd_work_group_size({local_size}, 1, 1)))\n"
+                if local_size else "")
+        joined = ",\n    ".join(params)
+        return f"{attr}__kernel void {name}(\n    {joined})"
+
+    def prelude(self, uses_fp64: bool) -> str:
+        lines = ["#pragma OPENCL FP_CONTRACT OFF"]
+        if uses_fp64:
+            lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+        body = "\n".join(lines)
+        helpers = "".join(self.helpers[k] for k in sorted(self.helpers))
+        return body + "\n" + helpers

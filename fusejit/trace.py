@@ -1,0 +1,575 @@
+"""Tracing: run the user's numpy-style function once over symbolic ``TensorProxy`` values.
+
+NumPy calls on proxies arrive through ``__array_ufunc__`` / ``__array_function__`` (and the Python
+operators); each one appends hash-consed nodes to the graph. Dtypes follow NumPy exactly: every
+ufunc asks NumPy which loop it would run (``ufunc.resolve_dtypes``) with Python scalars passed as
+weak types (NEP 50), and explicit CAST nodes are inserted so each op sees its loop's dtypes.
+
+A proxy is either a *root* (owns its value; parameters and op results) or a *view* of a root
+(``x[1:]``, ``x.T``): a view reads through an affine map of its root's *current* value, and a
+write into a view rewrites the root with a SETITEM node, which is how in-place NumPy code
+(``x[1:] += y``) keeps NumPy's semantics.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as dt
+from . import shapes
+from .errors import (
+    BroadcastError,
+    ReadOnlyError,
+    TracerConversionError,
+    UnsupportedDTypeError,
+    UnsupportedOperationError,
+)
+from .ir import Graph, Node, Param, const
+from .ops import CLIP_UFUNC, OP_OF_UFUNC, Op
+
+_current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("fusejit_tracer",
+                                                                        default=None)
+
+
+def current_tracer() -> Tracer | None:
+    return _current.get()
+
+
+class Tracer:
+    """State of one trace: the parameters seen so far and the arrays written in place."""
+
+    def __init__(self) -> None:
+        self.params: list[Param] = []
+        self.param_proxies: dict[int, TensorProxy] = {}
+        self.constants: dict[int, np.ndarray] = {}  # param index -> captured constant array
+
+    def __enter__(self) -> Tracer:
+        if _current.get() is not None:
+            raise RuntimeError("nested traces are inlined, not started")  # pragma: no cover
+        self._token = _current.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
+
+    # -- parameters -------------------------------------------------------------------------------
+    def array_param(self, dtype: np.dtype, shape: tuple[int, ...], strides: tuple[int, ...],
+                    name: str, source: int, writable: bool = True, has_offset: bool = False,
+                    wide: bool = False) -> TensorProxy:
+        index = len(self.params)
+        self.params.append(Param("array", dtype, shape, name, source, strides, has_offset, wide))
+        proxy = TensorProxy(Node.make(Op.INPUT, dtype, shape, (), index), readonly=not writable)
+        proxy._param = index
+        self.param_proxies[index] = proxy
+        return proxy
+
+    def scalar_param(self, value: Any, name: str, source: int) -> TensorProxy:
+        """A dynamic scalar: weak if it is a Python scalar (its dtype is decided by each use)."""
+        t = dt.scalar_type(value)
+        index = len(self.params)
+        self.params.append(Param("scalar", dt.default_dtype(t), (), name, source))
+        if isinstance(t, np.dtype):
+            return TensorProxy(Node.make(Op.SCALAR, t, (), (), (index,)))
+        return TensorProxy(None, weak=(index, t))
+
+    def constant_array(self, value: np.ndarray) -> Node:
+        """A NumPy array used inside the function: a literal if uniform, else a captured buffer."""
+        value = np.asarray(value)
+        dtype = dt.check_supported(value.dtype, "array constant")
+        value = value.astype(dtype, copy=False)
+        if value.size == 0 or value.ndim == 0:
+            return const(value.reshape(-1)[0] if value.size else 0, dtype, value.shape)
+        flat = value.reshape(-1)
+        if np.all(flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)):
+            return const(flat[0], dtype, value.shape)
+        index = len(self.params)
+        contiguous = np.ascontiguousarray(value)
+        self.params.append(Param("const", dtype, value.shape, f"const{index}", -1,
+                                 shapes.row_major_strides(value.shape)))
+        self.constants[index] = contiguous
+        return Node.make(Op.INPUT, dtype, value.shape, (), index)
+
+    # -- result -----------------------------------------------------------------------------------
+    def graph(self, outputs: Sequence[Node]) -> Graph:
+        writes = []
+        for index, proxy in self.param_proxies.items():
+            if proxy._node is not Node.make(Op.INPUT, proxy.dtype, proxy.shape, (), index):
+                writes.append((index, proxy._node))
+        return Graph(tuple(self.params), tuple(outputs), tuple(writes))
+
+
+# -- operands -------------------------------------------------------------------------------------
+
+PyScalar = bool | int | float
+
+
+def _ptype(x: Any) -> np.dtype | type:
+    """Promotion type of an operand: a dtype (strong) or a Python type (weak)."""
+    if isinstance(x, TensorProxy):
+        return x._weak[1] if x._weak is not None else x.dtype
+    if isinstance(x, (bool, int, float)):
+        return type(x) if not isinstance(x, bool) else bool
+    if isinstance(x, (np.ndarray, np.generic)):
+        return dt.check_supported(x.dtype, "operand")
+    if isinstance(x, complex):
+        raise UnsupportedDTypeError("complex values are not supported by fusejit")
+    raise TypeError(f"unsupported operand type for a fused function: {type(x).__name__}")
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return x.shape if isinstance(x, (TensorProxy, np.ndarray)) else ()
+
+
+def as_node(x: Any, dtype: np.dtype) -> Node:
+    """The operand as a node of ``dtype`` (a CAST when a strong operand has another dtype)."""
+    if isinstance(x, TensorProxy):
+        if x._weak is not None:
+            index = x._weak[0]
+            return Node.make(Op.SCALAR, dtype, (), (), (index,))
+        return cast(x.node, dtype)
+    if isinstance(x, np.ndarray):
+        tracer = current_tracer()
+        assert tracer is not None
+        return cast(tracer.constant_array(x), dtype)
+    if isinstance(x, np.generic):
+        return cast(const(x, x.dtype), dtype)
+    return const(dt.convert_scalar(x, dtype), dtype)
+
+
+def to_operand(x: Any) -> Any:
+    """Normalise what NumPy would accept as an array (lists, tuples) into an ndarray."""
+    if isinstance(x, (list, tuple)):
+        return np.asarray(x)
+    return x
+
+
+def cast(node: Node, dtype: np.dtype) -> Node:
+    if node.dtype == dtype:
+        return node
+    return Node.make(Op.CAST, dtype, node.shape, (node,))
+
+
+# -- ufuncs ---------------------------------------------------------------------------------------
+
+_UNSUPPORTED_KWARGS = ("where", "order", "subok", "signature", "axes", "axis", "keepdims")
+
+
+def resolve(ufunc: np.ufunc, types: Sequence[Any], dtype: np.dtype | None = None,
+            casting: str = "same_kind") -> tuple[np.dtype, ...]:
+    """NumPy's loop for these operand types: input dtypes then output dtypes."""
+    return ufunc.resolve_dtypes((*types, *([dtype] * ufunc.nout if dtype is not None
+                                           else [None] * ufunc.nout)), casting=casting)
+
+
+def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """Trace ``ufunc(*inputs, **kwargs)``; returns a proxy (a tuple for divmod)."""
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    dtype = kwargs.pop("dtype", None)
+    casting = kwargs.pop("casting", "same_kind")
+    for key in kwargs:
+        if key in _UNSUPPORTED_KWARGS and not (key == "where" and kwargs[key] is True):
+            raise UnsupportedOperationError(
+                f"np.{ufunc.__name__}(..., {key}=...) is not supported inside @fuse")
+        if key not in _UNSUPPORTED_KWARGS:
+            raise TypeError(f"{ufunc.__name__}() got an unexpected keyword argument '{key}'")
+    inputs = [to_operand(x) for x in inputs]
+    if ufunc is np.divmod:
+        results = (apply_ufunc(np.floor_divide, inputs, {"dtype": dtype}),
+                   apply_ufunc(np.remainder, inputs, {"dtype": dtype}))
+        return _write_out(results, out, casting, "divmod") if out is not None else results
+    if ufunc.nout != 1:
+        raise UnsupportedOperationError(f"np.{ufunc.__name__} (several outputs) is not supported "
+                                        "inside @fuse")
+    if ufunc is CLIP_UFUNC:
+        result = clip(*inputs, dtype=dtype)
+    elif ufunc in OP_OF_UFUNC:
+        result = elementwise(ufunc, inputs, dtype=None if dtype is None else np.dtype(dtype))
+    else:
+        raise UnsupportedOperationError(f"np.{ufunc.__name__} is not supported inside @fuse")
+    if out is not None:
+        return _write_out((result,), out, casting, ufunc.__name__)[0]
+    return result
+
+
+def _write_out(results: tuple[Any, ...], out: Any, casting: str, ufunc_name: str
+               ) -> tuple[Any, ...]:
+    outs = out if isinstance(out, tuple) else (out,)
+    if len(outs) != len(results):
+        raise ValueError(f"The 'out' tuple must have exactly {len(results)} entries")
+    for target, value in zip(outs, results):
+        if target is None:
+            continue
+        if not isinstance(target, TensorProxy):
+            raise UnsupportedOperationError(
+                "out= inside @fuse must be an argument of the fused function (or a view of one)")
+        if not np.can_cast(value.dtype, target.dtype, casting=casting):
+            raise TypeError(f"Cannot cast ufunc '{ufunc_name}' output from {value.dtype!r} to "
+                            f"{target.dtype!r} with casting rule '{casting}'")
+        target.write(Ellipsis, value, as_output=True)
+    return tuple(t if t is not None else r for t, r in zip(outs, results))
+
+
+def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None = None,
+                op: Op | None = None) -> TensorProxy:
+    """One elementwise node with NumPy's loop dtypes and broadcasting."""
+    op = op if op is not None else OP_OF_UFUNC[ufunc]
+    types = [_ptype(x) for x in inputs]
+    folded = _fold_out_of_range_comparison(op, inputs, types)
+    if folded is not None:
+        return folded
+    loop = resolve(ufunc, types, dtype)
+    shape = shapes.broadcast_shapes(*(_shape(x) for x in inputs))
+    srcs = tuple(as_node(x, t) for x, t in zip(inputs, loop[:ufunc.nin]))
+    return TensorProxy(Node.make(op, loop[-1], shape, srcs))
+
+
+_COMPARISONS = {Op.EQ: np.equal, Op.NE: np.not_equal, Op.LT: np.less, Op.LE: np.less_equal,
+                Op.GT: np.greater, Op.GE: np.greater_equal}
+
+
+def _fold_out_of_range_comparison(op: Op, inputs: Sequence[Any], types: Sequence[Any]
+                                  ) -> TensorProxy | None:
+    """NumPy 2 compares integer arrays with out-of-range Python ints exactly (``i8 < 300``)."""
+    if op not in _COMPARISONS or len(inputs) != 2:
+        return None
+    for i, (x, t) in enumerate(zip(inputs, types)):
+        other = types[1 - i]
+        if (type(x) is int and isinstance(other, np.dtype) and other.kind in "iu"
+                and not np.iinfo(other).min <= x <= np.iinfo(other).max):
+            info = np.iinfo(other)
+            stand_in = info.max if x > info.max else info.min  # any in-range value on that side
+            probe = [0, 0]
+            probe[i], probe[1 - i] = x, stand_in
+            answer = bool(_COMPARISONS[op](*(int(p) for p in probe)))
+            shape = shapes.broadcast_shapes(_shape(inputs[0]), _shape(inputs[1]))
+            return TensorProxy(const(answer, dt.BOOL, shape))
+    return None
+
+
+def clip(x: Any, lo: Any, hi: Any, dtype: Any = None) -> TensorProxy:
+    """np.clip: NumPy's clip loop dtypes, then min(max(x, lo), hi) with NaN propagation."""
+    if lo is None and hi is None:
+        raise ValueError("One of max or min must be given")
+    parts = [x, lo, hi]
+    present = [p for p in parts if p is not None]
+    types = [_ptype(p) for p in present]
+    if lo is None or hi is None:
+        # np.clip with one bound is maximum / minimum with that bound
+        ufunc = np.minimum if lo is None else np.maximum
+        return elementwise(ufunc, present, dtype=None if dtype is None else np.dtype(dtype))
+    loop = resolve(CLIP_UFUNC, types, None if dtype is None else np.dtype(dtype))
+    shape = shapes.broadcast_shapes(*(_shape(p) for p in present))
+    xs, los, his = (as_node(p, t) for p, t in zip(present, loop[:3]))
+    out = Node.make(Op.MAXIMUM, loop[-1], shapes.broadcast_shapes(xs.shape, los.shape), (xs, los))
+    return TensorProxy(Node.make(Op.MINIMUM, loop[-1], shape, (out, his)))
+
+
+# -- structural builders --------------------------------------------------------------------------
+
+
+def view(node: Node, m: shapes.AffineMap, shape: tuple[int, ...]) -> Node:
+    """VIEW with map composition: a view of a view is one view; identity views vanish."""
+    if node.op is Op.VIEW:
+        m = shapes.compose(node.arg, m)
+        node = node.srcs[0]
+    if shapes.is_identity(m, node.shape, shape):
+        return node
+    return Node.make(Op.VIEW, node.dtype, shape, (node,), m)
+
+
+def reshape(node: Node, shape: tuple[int, ...]) -> Node:
+    if node.shape == shape:
+        return node
+    # a reshape that only adds or removes length-1 axes is affine: keep it a VIEW
+    if [d for d in node.shape if d != 1] == [d for d in shape if d != 1]:
+        src_dims = [k for k, d in enumerate(node.shape) if d != 1]
+        out_dims = [j for j, d in enumerate(shape) if d != 1]
+        pos = dict(zip(src_dims, out_dims))
+        m = tuple((0, tuple(int(pos.get(k) == j) for j in range(len(shape))))
+                  for k in range(node.ndim))
+        return view(node, m, shape)
+    if node.op is Op.RESHAPE:
+        node = node.srcs[0]
+    return Node.make(Op.RESHAPE, node.dtype, shape, (node,))
+
+
+def broadcast_to(node: Node, shape: tuple[int, ...]) -> Node:
+    if node.shape == shape:
+        return node
+    if len(node.shape) > len(shape) or shapes.broadcast_shapes(node.shape, shape) != shape:
+        raise BroadcastError(f"operands could not be broadcast together with remapped shapes "
+                             f"[original->remapped]: {node.shape} and requested shape {shape}")
+    return view(node, shapes.broadcast_map(node.shape, shape), shape)
+
+
+def where(cond: Any, a: Any, b: Any) -> TensorProxy:
+    cond, a, b = (to_operand(v) for v in (cond, a, b))
+    out_dtype = dt.result_type(_ptype(a), _ptype(b))
+    shape = shapes.broadcast_shapes(_shape(cond), _shape(a), _shape(b))
+    c = as_node(cond, dt.BOOL)
+    return TensorProxy(Node.make(Op.WHERE, out_dtype, shape,
+                                 (c, as_node(a, out_dtype), as_node(b, out_dtype))))
+
+
+def lift(x: Any) -> TensorProxy:
+    """Any array-like operand as a (strong) proxy."""
+    x = to_operand(x)
+    if isinstance(x, TensorProxy):
+        if x._weak is not None:
+            return TensorProxy(as_node(x, dt.default_dtype(x._weak[1])))
+        return x
+    t = _ptype(x)
+    return TensorProxy(as_node(x, dt.default_dtype(t)))
+
+
+# -- the proxy ------------------------------------------------------------------------------------
+
+
+class TensorProxy:
+    """A symbolic array standing for a value of the traced function."""
+
+    __array_priority__ = 1000
+
+    def __init__(self, node: Node | None, *, weak: tuple[int, type] | None = None,
+                 base: TensorProxy | None = None, vmap: shapes.AffineMap | None = None,
+                 shape: tuple[int, ...] | None = None, readonly: bool = False) -> None:
+        self._node = node
+        self._weak = weak  # (param index, python type) for a weak dynamic scalar
+        self._base = base  # root proxy this one is a view of
+        self._vmap = vmap  # affine map from this view's index to the root's index
+        self._vshape = shape
+        self._readonly = readonly
+        self._param: int | None = None
+
+    # -- value ------------------------------------------------------------------------------------
+    @property
+    def node(self) -> Node:
+        if self._base is not None:
+            assert self._vmap is not None and self._vshape is not None
+            return view(self._base.node, self._vmap, self._vshape)
+        if self._weak is not None:
+            return as_node(self, dt.default_dtype(self._weak[1]))
+        assert self._node is not None
+        return self._node
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self._vshape is not None:
+            return self._vshape
+        return () if self._node is None else self._node.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        if self._weak is not None:
+            return dt.default_dtype(self._weak[1])
+        return self._base.dtype if self._base is not None else self._node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def describe(self) -> str:
+        return f"{self.dtype.name}[{','.join(map(str, self.shape))}] traced value"
+
+    def __repr__(self) -> str:
+        return f"TensorProxy({self.dtype.name}[{','.join(map(str, self.shape))}])"
+
+    # -- writes -----------------------------------------------------------------------------------
+    def _root(self) -> tuple[TensorProxy, shapes.AffineMap | None]:
+        return (self._base, self._vmap) if self._base is not None else (self, None)
+
+    def write(self, key: Any, value: Any, *, as_output: bool = False) -> None:
+        """``self[key] = value`` (values cast unsafely, as NumPy's setitem does)."""
+        if self._readonly or (self._base is not None and self._base._readonly):
+            raise ReadOnlyError("output array is read-only" if as_output
+                                else "assignment destination is read-only")
+        if self._weak is not None:
+            raise UnsupportedOperationError("cannot write into a scalar argument")
+        region_shape, m, _ = shapes.index_map(self.shape, key)
+        root, vmap = self._root()
+        full = m if vmap is None else shapes.compose(vmap, m)
+        value = to_operand(value)
+        vnode = as_node(value, self.dtype)
+        if vnode.shape != region_shape:
+            try:
+                vnode = broadcast_to(vnode, region_shape)
+            except BroadcastError:
+                raise ValueError(f"could not broadcast input array from shape {vnode.shape} "
+                                 f"into shape {region_shape}") from None
+        region = _region_of(full, root.shape, region_shape)
+        root._node = Node.make(Op.SETITEM, root.dtype, root.shape, (root.node, vnode), region)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(key, TensorProxy):
+            if key.dtype == dt.BOOL and key.shape == self.shape:
+                # x[mask] = v with a scalar v is a select; NumPy's array v would be a scatter
+                if _shape(to_operand(value)) not in ((), (1,)):
+                    raise UnsupportedOperationError(
+                        "x[mask] = array is a scatter; only a scalar value can be assigned "
+                        "through a boolean mask inside @fuse (or use np.where)")
+                self.write(Ellipsis, where(key, value, self))
+                return
+            raise UnsupportedOperationError("indexing with a traced array is a gather/scatter "
+                                            "and is not supported inside @fuse")
+        self.write(key, value)
+
+    def __getitem__(self, key: Any) -> TensorProxy:
+        if isinstance(key, TensorProxy) or (isinstance(key, tuple) and any(
+                isinstance(k, TensorProxy) for k in key)):
+            raise UnsupportedOperationError(
+                "indexing with a traced array (boolean mask or integer array) is a gather with a "
+                "data-dependent shape and is not supported inside @fuse; use np.where")
+        out_shape, m, _ = shapes.index_map(self.shape, key)
+        return self._view(m, out_shape)
+
+    def _view(self, m: shapes.AffineMap, shape: tuple[int, ...],
+              readonly: bool = False) -> TensorProxy:
+        if self._weak is not None:
+            return TensorProxy(view(self.node, m, shape))
+        root, vmap = self._root()
+        full = m if vmap is None else shapes.compose(vmap, m)
+        return TensorProxy(None, base=root, vmap=full, shape=shape,
+                           readonly=readonly or self._readonly)
+
+    # -- NumPy protocols --------------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from . import numpy_api
+
+        return numpy_api.ufunc_method(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Callable, types: Any, args: Any, kwargs: Any) -> Any:
+        from . import numpy_api
+
+        return numpy_api.array_function(func, args, kwargs)
+
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise TracerConversionError(self.describe(), "array")
+
+    def __bool__(self) -> bool:
+        raise TracerConversionError(self.describe(), "bool")
+
+    def __float__(self) -> float:
+        raise TracerConversionError(self.describe(), "float")
+
+    def __complex__(self) -> complex:
+        raise TracerConversionError(self.describe(), "float")
+
+    def __int__(self) -> int:
+        raise TracerConversionError(self.describe(), "int")
+
+    __index__ = __int__
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    __hash__ = None  # type: ignore[assignment]  # == builds a traced comparison
+
+    def __getattr__(self, name: str) -> Any:
+        from . import numpy_api
+
+        method = numpy_api.METHODS.get(name)
+        if method is None:
+            raise AttributeError(
+                f"'{type(self).__name__}' ({self.describe()}) has no attribute {name!r}; "
+                f"ndarray.{name} is not supported inside @fuse")
+        return lambda *a, **k: method(self, *a, **k)
+
+    @property
+    def T(self) -> TensorProxy:
+        from . import numpy_api
+
+        return numpy_api.transpose(self)
+
+    @property
+    def mT(self) -> TensorProxy:
+        from . import numpy_api
+
+        return numpy_api.swapaxes(self, -1, -2)
+
+    @property
+    def real(self) -> TensorProxy:
+        return self
+
+    @property
+    def imag(self) -> TensorProxy:
+        return TensorProxy(const(0, self.dtype, self.shape))
+
+
+def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: tuple[int, ...]
+               ) -> tuple[tuple[int, int, int, int], ...]:
+    """A write map as a per-root-dim region (start, step, count, region dim)."""
+    region = []
+    used: set[int] = set()
+    for k, (off, coefs) in enumerate(m):
+        nz = [(j, c) for j, c in enumerate(coefs) if c and region_shape[j] != 1]
+        if len(nz) > 1 or any(j in used for j, _ in nz):
+            raise UnsupportedOperationError("cannot write through this view (it is not a plain "
+                                            "strided region of the argument)")
+        if nz:
+            j, c = nz[0]
+            used.add(j)
+            region.append((off, c, region_shape[j], j))
+        else:
+            size1 = [j for j, c in enumerate(coefs) if c and region_shape[j] == 1]
+            region.append((off, 1, 1, -1 if not size1 else size1[0]))
+    if len(used) != sum(1 for d in region_shape if d != 1):
+        raise ReadOnlyError("output array is read-only (it is a broadcast view)")
+    return tuple(region)
+
+
+def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[..., Any]:
+    if reflected:
+        return lambda self, other: apply_ufunc(ufunc, (other, self), {})
+    return lambda self, other: apply_ufunc(ufunc, (self, other), {})
+
+
+def _inplace(ufunc: np.ufunc) -> Callable[..., Any]:
+    def method(self: TensorProxy, other: Any) -> TensorProxy:
+        apply_ufunc(ufunc, (self, other), {"out": self})
+        return self
+    return method
+
+
+for _name, _ufunc in {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "and": np.bitwise_and,
+    "or": np.bitwise_or, "xor": np.bitwise_xor, "lshift": np.left_shift,
+    "rshift": np.right_shift,
+}.items():
+    setattr(TensorProxy, f"__{_name}__", _binary(_ufunc))
+    setattr(TensorProxy, f"__r{_name}__", _binary(_ufunc, reflected=True))
+    setattr(TensorProxy, f"__i{_name}__", _inplace(_ufunc))
+for _name, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater,
+                      "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal}.items():
+    setattr(TensorProxy, f"__{_name}__", _binary(_ufunc))
+for _name, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute,
+                      "invert": np.invert}.items():
+    setattr(TensorProxy, f"__{_name}__", lambda self, _u=_ufunc: apply_ufunc(_u, (self,), {}))
+TensorProxy.__divmod__ = lambda self, o: apply_ufunc(np.divmod, (self, o), {})  # type: ignore
+TensorProxy.__rdivmod__ = lambda self, o: apply_ufunc(np.divmod, (o, self), {})  # type: ignore
+
+
+def __matmul__(self: TensorProxy, other: Any) -> Any:
+    raise UnsupportedOperationError("matmul (@) is not fused by fusejit yet; compute it outside "
+                                    "the fused function and pass the result in")
+
+
+TensorProxy.__matmul__ = __matmul__  # type: ignore[attr-defined]
+TensorProxy.__rmatmul__ = __matmul__  # type: ignore[attr-defined]
