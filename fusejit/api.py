@@ -62,6 +62,28 @@ class StaticSpec(NamedTuple):
 
 Spec = DeviceArraySpec | HostArraySpec | ScalarSpec | StaticSpec
 
+class _Static(NamedTuple):
+    """A bound method's ``self``: static, keyed by identity."""
+
+    value: Any
+
+
+class _Identity:
+    """Keys a cache entry on an object's identity and keeps the object alive (so its id is
+    never reused by another object while the entry exists)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+
 _AUTO_STATIC = (type(None), str, bytes, tuple, list, slice, type(Ellipsis), np.dtype, type)
 _WIDE = 2**31 - 1
 
@@ -244,6 +266,7 @@ class Fused:
         self.validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
         self._cache: dict[CallKey, _Compiled] = {}
+        self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
         self._lock = threading.RLock()
         self._hits = 0
         self._misses = 0
@@ -253,9 +276,11 @@ class Fused:
         return f"<fused function {getattr(self._fn, '__qualname__', self._fn)!r}>"
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """As a method: ``self`` is a static argument (keyed by identity; attributes read while
+        tracing are baked into the kernel, as with JAX's static arguments)."""
         if obj is None:
             return self
-        return functools.partial(self, obj)
+        return functools.partial(self._call, (_Static(obj),))
 
     # -- call path --------------------------------------------------------------------------------
     def _flatten(self, args: tuple, kwargs: dict) -> tuple[list[Any], tuple[str, ...], CallKey,
@@ -268,7 +293,11 @@ class Fused:
         context = None
         for i, value in enumerate(flat):
             static = (i in self._static_nums) if i < n else (kwnames[i - n] in self._static_names)
-            spec = arg_spec(value, static)
+            if isinstance(value, _Static):
+                spec = StaticSpec(_Identity(value.value))
+                flat[i] = value.value
+            else:
+                spec = arg_spec(value, static)
             if isinstance(spec, DeviceArraySpec):
                 if context is None:
                     context, queue = spec.context, value.queue
@@ -284,9 +313,12 @@ class Fused:
         return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases), queue
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call((), *args, **kwargs)
+
+    def _call(self, bound: tuple, *args: Any, **kwargs: Any) -> Any:
         if current_tracer() is not None:  # called from another fused function: inline
-            return self._fn(*args, **kwargs)
-        flat, kwnames, key, queue = self._flatten(args, kwargs)
+            return self._fn(*(b.value for b in bound), *args, **kwargs)
+        flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._compile(key, flat, kwnames, queue)
@@ -303,7 +335,8 @@ class Fused:
             if compiled is not None:
                 self._hits += 1
                 return compiled
-            lowered, outputs, treedef, constants = self._lower(key, flat, kwnames, queue)
+            lowered, outputs, treedef, constants = self._lowered.pop(key, None) or self._lower(
+                key, flat, kwnames, queue)
             info = lowered.device
             if lowered.module.uses_fp64 and not info.has_fp64:
                 raise UnsupportedDTypeError(
@@ -376,7 +409,9 @@ class Fused:
             compiled = self._cache.get(key)
             if compiled is not None:
                 return compiled.lowered
-            return self._lower(key, flat, kwnames, queue)[0]
+            if key not in self._lowered:
+                self._lowered[key] = self._lower(key, flat, kwnames, queue)
+            return self._lowered[key][0]
 
     # -- cache ------------------------------------------------------------------------------------
     def cache_info(self) -> CacheInfo:
@@ -385,6 +420,7 @@ class Fused:
     def cache_clear(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._lowered.clear()
             self._hits = self._misses = 0
 
 

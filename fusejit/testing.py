@@ -1,0 +1,76 @@
+"""Comparing results with NumPy: dtype, shape and value, with tolerances in ULP.
+
+Used by fusejit's own tests, by ``validate=True`` and by users checking their fused functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .ops import OPS, Op
+
+_INT_OF = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Units in the last place between two float arrays of one dtype (NaN==NaN is 0, NaN vs
+    number is inf; +0 and -0 are 0 apart)."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    assert a.dtype == b.dtype and a.dtype.kind == "f", (a.dtype, b.dtype)
+    itype = _INT_OF[a.dtype.itemsize]
+    ia = a.view(itype).astype(np.int64)
+    ib = b.view(itype).astype(np.int64)
+    top = np.int64(1) << (8 * a.dtype.itemsize - 1)
+    # map sign-magnitude bit patterns to a monotonic integer line
+    ia = np.where(ia < 0, -(ia + top) if a.dtype.itemsize < 8 else -(ia ^ top), ia)
+    ib = np.where(ib < 0, -(ib + top) if b.dtype.itemsize < 8 else -(ib ^ top), ib)
+    with np.errstate(over="ignore"):
+        d = np.abs(ia.astype(np.float64) - ib.astype(np.float64))
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    d = np.where(nan_a & nan_b, 0.0, np.where(nan_a | nan_b, np.inf, d))
+    return d
+
+
+def op_ulp(op: Op, dtype: np.dtype) -> float:
+    """The documented accuracy bound of ``op`` on ``dtype`` (0 for exact ops)."""
+    bound = OPS[op].ulp
+    return 0.0 if bound is None else bound.get(np.dtype(dtype).itemsize * 8, 0.0)
+
+
+def assert_matches(got: Any, want: Any, *, ulp: float = 0.0, atol: float = 0.0,
+                   mask: np.ndarray | None = None, what: str = "result") -> None:
+    """Assert ``got`` equals NumPy's ``want`` in dtype, shape and value.
+
+    Floats may differ by ``ulp`` units in the last place, or by ``atol`` absolutely (for
+    results near zero after cancellation). NaN must match NaN. ``mask`` (True = compare)
+    excludes elements whose value NumPy leaves implementation-defined.
+    """
+    g = np.asarray(got.get() if hasattr(got, "get") and not isinstance(got, np.ndarray)
+                   else got)
+    w = np.asarray(want)
+    if g.dtype != w.dtype:
+        raise AssertionError(f"{what}: dtype {g.dtype} != NumPy's {w.dtype}")
+    if g.shape != w.shape:
+        raise AssertionError(f"{what}: shape {g.shape} != NumPy's {w.shape}")
+    if g.size == 0:
+        return
+    keep = np.ones(g.shape, bool) if mask is None else np.broadcast_to(mask, g.shape)
+    if w.dtype.kind != "f":
+        bad = (g != w) & keep
+        if bad.any():
+            i = tuple(np.argwhere(bad)[0])
+            raise AssertionError(f"{what}: {int(bad.sum())} of {g.size} elements differ; "
+                                 f"first at {i}: got {g[i]!r}, NumPy {w[i]!r}")
+        return
+    d = ulp_distance(g, w)
+    close = (d <= ulp) | (np.abs(g.astype(np.float64) - w.astype(np.float64)) <= atol)
+    bad = ~close & keep
+    if bad.any():
+        i = tuple(np.argwhere(bad)[0])
+        worst = tuple(np.unravel_index(np.argmax(np.where(keep, d, 0)), d.shape))
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} of {g.size} elements beyond {ulp} ULP / atol {atol}; "
+            f"first at {i}: got {g[i]!r}, NumPy {w[i]!r} ({d[i]:.0f} ULP); "
+            f"worst {d[worst]:.0f} ULP at {worst}")

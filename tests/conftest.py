@@ -1,0 +1,34 @@
+"""Shared fixtures: the default device (PoCL's CPU device in CI) and host<->device helpers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl.array as cla
+import pytest
+
+import fusejit
+
+
+@pytest.fixture(scope="session")
+def queue():
+    return fusejit.default_queue()
+
+
+@pytest.fixture(scope="session")
+def has_fp64(queue) -> bool:
+    from fusejit.runtime.devices import device_info
+
+    return device_info(queue.device).has_fp64
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def dev(queue):
+    """Upload a NumPy array to the default device."""
+    def upload(x):
+        return cla.to_device(queue, np.ascontiguousarray(x))
+    return upload

@@ -1,0 +1,178 @@
+"""The public API surface: decorator forms, arguments, results, cache, lower()."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl.array as cla
+import pytest
+
+import fusejit
+from fusejit import fuse
+from fusejit.testing import assert_matches
+
+
+def gelu_np(x):
+    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+
+def test_decorator_forms(rng):
+    x = rng.standard_normal(100).astype(np.float32)
+    plain = fuse(gelu_np)
+    configured = fuse(static_argnums=())(gelu_np)
+    assert_matches(plain(x), gelu_np(x), ulp=8, atol=2e-7)
+    assert_matches(configured(x), gelu_np(x), ulp=8, atol=2e-7)
+    assert plain.__name__ == "gelu_np" and plain.__wrapped__ is gelu_np
+
+
+def test_device_in_device_out(dev, queue, rng):
+    x = rng.standard_normal((16, 33)).astype(np.float32)
+    y = fuse(gelu_np)(dev(x))
+    assert isinstance(y, cla.Array) and y.queue is not None
+    assert_matches(y, gelu_np(x), ulp=8, atol=2e-7)
+
+
+def test_host_in_host_out(rng):
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    y = fuse(gelu_np)(x)
+    assert isinstance(y, np.ndarray)
+    assert_matches(y, gelu_np(x), ulp=8, atol=2e-7)
+
+
+def test_one_kernel_and_one_trace_per_signature(rng):
+    f = fuse(gelu_np)
+    x = rng.standard_normal(256).astype(np.float32)
+    low = f.lower(x)
+    assert len(low.kernels) == 1
+    for _ in range(3):
+        f(x)
+    assert f.trace_count == 1
+    assert f.cache_info().misses == 1 and f.cache_info().hits == 2
+    f(x.astype(np.float64))
+    f(x[:10])
+    assert f.trace_count == 3 and f.cache_info().currsize == 3
+    f.cache_clear()
+    assert f.cache_info().currsize == 0
+
+
+def test_cache_hit_never_runs_python():
+    calls = []
+
+    @fuse
+    def f(x):
+        calls.append(1)
+        return x * 2
+
+    x = np.arange(8, dtype=np.int32)
+    f(x), f(x), f(x + 1)
+    assert len(calls) == 1
+
+
+def test_scalar_argument_is_dynamic_static_is_baked(rng):
+    @fuse
+    def scale(x, a):
+        return x * a
+
+    x = rng.standard_normal(64).astype(np.float32)
+    for a in (1.5, -2.0, 3.25):
+        assert_matches(scale(x, a), x * a)
+    assert scale.trace_count == 1  # a new value does not recompile
+
+    static = fuse(lambda x, a: x * a, static_argnums=1)
+    static(x, 1.5), static(x, 2.5)
+    assert static.trace_count == 2
+    assert "0x1.4p+1f" in static.lower(x, 2.5).source  # 2.5 baked in as an exact literal
+
+    named = fuse(lambda x, *, n: x + n, static_argnames="n")
+    assert_matches(named(x, n=2), x + 2)
+    assert "s1_" not in named.lower(x, n=2).source
+
+
+def test_results_keep_structure(rng):
+    @fuse
+    def f(x):
+        return {"a": x + 1, "b": (x * 2, [x - 1])}
+
+    x = rng.standard_normal(10).astype(np.float32)
+    out = f(x)
+    assert set(out) == {"a", "b"} and isinstance(out["b"], tuple) and isinstance(out["b"][1], list)
+    assert_matches(out["b"][1][0], x - 1)
+    assert len(f.lower(x).kernels) == 1  # three outputs, one kernel
+
+
+def test_lower_shows_graph_kernels_and_source(rng):
+    x = rng.standard_normal(32).astype(np.float32)
+    low = fuse(gelu_np).lower(x)
+    assert "tanh" in str(low.graph)
+    (k,) = low.kernels
+    assert k.name in low.source and "tanh(" in k.source
+    assert "#pragma OPENCL FP_CONTRACT OFF" in low.source
+    assert "elementwise" in k.reason
+
+
+def test_source_is_deterministic(rng):
+    x = rng.standard_normal(32).astype(np.float32)
+    a = fuse(gelu_np).lower(x).source
+    b = fuse(gelu_np).lower(x).source
+    assert a == b
+
+
+def test_returning_an_argument_returns_it(rng):
+    x = rng.standard_normal(5).astype(np.float32)
+    f = fuse(lambda x, y: (x, y + 1))
+    a, b = f(x, x)
+    assert a is x
+    assert_matches(b, x + 1)
+
+
+def test_fused_function_calling_fused_function(rng):
+    inner = fuse(lambda x: np.exp(x) + 1)
+
+    @fuse
+    def outer(x):
+        return inner(x) * 2
+
+    x = rng.standard_normal(50).astype(np.float32)
+    assert_matches(outer(x), (np.exp(x) + 1) * 2, ulp=8)
+    assert len(outer.lower(x).kernels) == 1  # inlined, not a separate launch
+
+
+def test_method_decoration(rng):
+    class Model:
+        def __init__(self, w):
+            self.w = w
+
+        @fuse
+        def apply(self, x):
+            return x * 2
+
+    x = rng.standard_normal(4).astype(np.float32)
+    assert_matches(Model(3).apply(x), x * 2)
+
+
+def test_default_queue_is_usable():
+    q = fusejit.default_queue()
+    assert q.device is not None
+    assert fusejit.default_queue() is q
+
+
+def test_zero_size_returns_empty_without_launch():
+    f = fuse(lambda x: x * 2 + 1)
+    x = np.zeros((0, 3), np.float32)
+    out = f(x)
+    assert out.shape == (0, 3) and out.dtype == np.float32
+
+
+def test_zero_d(rng):
+    f = fuse(lambda x, y: x * y + 1)
+    x = np.float32(3.0)
+    y = np.asarray(2.0, np.float32)
+    assert_matches(f(x, y), x * y + 1)
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000])
+def test_mixed_numpy_and_device_args(dev, n, rng):
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    out = fuse(lambda a, b: a * b)(dev(x), y)
+    assert isinstance(out, cla.Array)
+    assert_matches(out, x * y)
