@@ -32,3 +32,9 @@ def dev(queue):
     def upload(x):
         return cla.to_device(queue, np.ascontiguousarray(x))
     return upload
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fuzz-examples", type=int, default=None,
+                     help="programs the differential fuzz test runs (default 400, or "
+                          "FUSEJIT_FUZZ_EXAMPLES)")

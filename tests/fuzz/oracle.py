@@ -1,0 +1,346 @@
+"""The fuzz oracle: NumPy's values for a program, and how far fusejit may be from each element.
+
+Tolerance rule (documented here, used by every fuzz comparison)
+--------------------------------------------------------------
+Every value carries, per element, its NumPy result ``center``, an absolute bound ``err`` on how
+far a correct fusejit result may be from it, and a flag ``zsign`` (the sign of a zero is not
+specified). A value is *exact* where ``err == 0``: fusejit must then match NumPy bit for bit
+(NaN matches any NaN; ``-0.0`` must match ``-0.0`` unless ``zsign``).
+
+* Arguments and literals are exact.
+* An elementwise step whose operands are exact at an element is exact there, unless it is
+  transcendental (``exp``, ``sin``, ``pow`` on floats, ...): then it may be ``op_ulp(op, dtype)``
+  ULP off (``fusejit.testing.op_ulp``, the op table's documented bound, which includes NumPy's
+  own libm error). Integer ops, comparisons, select, abs, min/max, casts and the correctly
+  rounded float ops (+ - * / sqrt, floor, rint, fmod, ...) are therefore checked exactly.
+* When an operand is inexact, the step is evaluated by NumPy at the *corners* of its operands'
+  intervals (``center ± err``, rounded outwards in the operand's dtype; ``±0`` too when the
+  interval contains zero; ``~b`` for an uncertain bool): ``err`` of the result is the largest
+  distance of a corner result from the center result, plus 1 ULP of the result (both sides
+  round) or the op's ULP bound if it is transcendental. A result that differs in NaN-ness, or an
+  integer/bool that differs at some corner, is *unverifiable* (``err = inf``) at that element.
+  This is first-order interval propagation: loose, never tight, but it follows cancellation,
+  conditioning (``exp`` of an inexact value) and discontinuities (``floor``, comparisons,
+  ``where`` on an uncertain condition) through any composition.
+* Reductions: integer reductions are exact. A float ``sum``/``mean`` over ``n >= 3`` elements
+  may be summed in any order: ``err = Σ err_i + (n-1)·u·Σ|x_i|`` (``u`` = unit roundoff of the
+  accumulator), unverifiable if ``Σ|x_i|`` can overflow. ``prod`` likewise in relative terms,
+  unverifiable if a partial product can overflow or underflow. ``max``/``min``: the largest
+  operand ``err``; the sign of a zero result is unspecified when the row holds zeros of both
+  signs (NumPy itself differs between its scalar and SIMD loops). ``argmax``/``argmin``/
+  ``any``/``all`` are exact unless an operand of the row is inexact (then unverifiable, except
+  when ``any``/``all`` are decided by certain elements).
+* Float → integer casts: an element whose value (or any corner) is NaN, ±inf, or truncates to
+  outside the target range is *masked* (``err = inf``): C leaves the conversion undefined and
+  NumPy's result depends on the machine. The mask propagates to everything computed from it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from fusejit.testing import op_ulp
+
+from .generator import Program, Step
+
+_MAX_CORNERS = 125
+
+
+@dataclass
+class Approx:
+    """A value as NumPy computed it, with its tolerance (see the module docstring)."""
+
+    center: Any  # ndarray, NumPy scalar, or Python scalar (an argument)
+    err: np.ndarray  # float64, broadcast to the value's shape; inf = unverifiable
+    zsign: np.ndarray  # bool: the sign of a zero result is unspecified
+
+    @staticmethod
+    def exact(value: Any) -> Approx:
+        shape = np.shape(value)
+        return Approx(value, np.zeros(shape), np.zeros(shape, bool))
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        return self.center.dtype if isinstance(self.center, (np.ndarray, np.generic)) else None
+
+
+@dataclass
+class Evaluation:
+    outputs: list[Approx] | None
+    exc: BaseException | None  # what NumPy raised, if it did
+    values: dict[str, Approx]
+
+
+def step_function(step: Step) -> Callable[..., Any]:
+    src = f"lambda {', '.join(step.operands)}: {step.code}"
+    return eval(compile(src, f"<step {step.name}>", "eval"), {"np": np})
+
+
+def evaluate(program: Program, inputs: list[Any]) -> Evaluation:
+    """Run ``program`` in NumPy step by step, propagating tolerances."""
+    env: dict[str, Approx] = {a.name: Approx.exact(v) for a, v in zip(program.args, inputs)}
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step in program.steps:
+            fn = step_function(step)
+            ops = [env[n] for n in step.operands]
+            try:
+                center = fn(*(o.center for o in ops))
+            except Exception as exc:  # NumPy raises: fusejit must raise alike
+                return Evaluation(None, exc, env)
+            env[step.name] = _propagate(step, fn, ops, center)
+    return Evaluation([env[n] for n in program.outputs], None, env)
+
+
+# -- propagation ------------------------------------------------------------------------------------
+
+
+def _outward(x: np.ndarray, dtype: np.dtype, up: bool) -> np.ndarray:
+    """``x`` (float64) rounded to ``dtype`` away from the center (towards ±inf)."""
+    r = x.astype(dtype)
+    target = np.inf if up else -np.inf
+    behind = (r < x) if up else (r > x)
+    return np.where(behind, np.nextafter(r, dtype.type(target)), r)
+
+
+def _corners(a: Approx, shape: tuple[int, ...]) -> tuple[list[Any], np.ndarray]:
+    """Corner values of one operand, and where it is unverifiable (an unknown integer)."""
+    c = a.center
+    unknown = np.zeros(shape, bool)
+    if not isinstance(c, (np.ndarray, np.generic)):
+        return [c], unknown
+    err = np.broadcast_to(a.err, np.shape(c))
+    if not err.any() and not a.zsign.any():
+        return [c], unknown
+    dt = c.dtype
+    carr = np.asarray(c)
+    if dt.kind == "f":
+        finite = np.isfinite(err)
+        e = np.where(finite, err, 0.0)
+        wide = carr.astype(np.float64)
+        lo = _outward(wide - e, dt, up=False)
+        hi = _outward(wide + e, dt, up=True)
+        zero = ((lo <= 0) & (hi >= 0) & (e > 0)) | (a.zsign & (carr == 0))
+        out = [carr, lo, hi]
+        if zero.any():
+            out += [np.where(zero, dt.type(0.0), carr), np.where(zero, dt.type(-0.0), carr)]
+        unknown = np.broadcast_to(~finite, shape) if shape else np.asarray(~finite)
+        return out, np.array(unknown)
+    uncertain = err > 0
+    if dt.kind == "b":
+        return [carr, np.where(uncertain, ~carr, carr)], unknown
+    return [carr], np.array(np.broadcast_to(uncertain, shape))
+
+
+def _deviation(r: np.ndarray, rk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distance of a corner result from the center result, and zero-sign disagreement."""
+    rk = np.broadcast_to(np.asarray(rk), r.shape)
+    if r.dtype.kind != "f":
+        if rk.dtype.kind == "f":
+            return np.full(r.shape, np.inf), np.zeros(r.shape, bool)
+        return np.where(rk != r, np.inf, 0.0), np.zeros(r.shape, bool)
+    a, b = r.astype(np.float64), rk.astype(np.float64)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    same_inf = np.isinf(a) & (a == b)
+    d = np.where(same_inf, 0.0, np.abs(a - b))
+    d = np.where(nan_a & nan_b, 0.0, np.where(nan_a | nan_b, np.inf, d))
+    d = np.where(np.isnan(d), np.inf, d)
+    zsign = (a == 0) & (b == 0) & (np.signbit(a) != np.signbit(b))
+    return d, zsign
+
+
+def _ulp(r: np.ndarray) -> np.ndarray:
+    s = np.spacing(np.abs(r)).astype(np.float64)
+    return np.where(np.isfinite(s), s, 0.0)
+
+
+def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: Any) -> Approx:
+    shape = np.shape(center)
+    if step.kind == "move":
+        err = np.asarray(fn(*(np.broadcast_to(o.err, np.shape(o.center)) for o in ops)),
+                         np.float64)
+        zs = np.asarray(fn(*(np.broadcast_to(o.zsign, np.shape(o.center)) for o in ops)), bool)
+        return Approx(center, err, zs)
+    if step.kind == "reduce":
+        return _reduce(step, ops[0], center)
+    r = np.asarray(center)
+    corner_sets, unknown = [], np.zeros(shape, bool)
+    inexact = np.zeros(shape, bool)
+    for o in ops:
+        cs, unk = _corners(o, shape)
+        corner_sets.append(cs)
+        unknown |= np.broadcast_to(unk, shape) if np.shape(unk) != shape else unk
+        e = np.broadcast_to(o.err, np.shape(o.center))
+        inexact |= np.broadcast_to((e > 0) | np.broadcast_to(o.zsign, e.shape), shape)
+    err = np.zeros(shape)
+    zsign = np.zeros(shape, bool)
+    combos = list(itertools.islice(itertools.product(*corner_sets), _MAX_CORNERS + 1))
+    if len(combos) > _MAX_CORNERS:
+        unknown |= inexact
+        combos = combos[:1]
+    for combo in combos[1:]:
+        d, z = _deviation(r, np.asarray(fn(*combo)))
+        err = np.maximum(err, d)
+        zsign |= z
+        if step.kind == "cast" and r.dtype.kind in "iu":
+            unknown |= _undefined_cast(combo, ops, r.dtype, shape)
+    if step.kind == "cast" and r.dtype.kind in "iu":
+        unknown |= _undefined_cast(combos[0], ops, r.dtype, shape)
+    if r.dtype.kind == "f":
+        ulps = 0.0
+        if step.kind == "transcendental" and step.fj_op is not None:
+            ulps = op_ulp(step.fj_op, r.dtype)
+        err = err + _ulp(r) * np.where(inexact, max(ulps, 1.0), ulps)
+    err = np.where(unknown, np.inf, err)
+    if r.dtype.kind != "f":
+        err = np.where(err > 0, np.inf, 0.0)
+    return Approx(center, err, zsign)
+
+
+def _undefined_cast(combo: tuple[Any, ...], ops: list[Approx], target: np.dtype,
+                    shape: tuple[int, ...]) -> np.ndarray:
+    """Where a float → int cast is implementation-defined (NaN, inf, out of range)."""
+    x = np.asarray(combo[0])
+    if ops[0].dtype is None or ops[0].dtype.kind != "f":
+        return np.zeros(shape, bool)
+    info = np.iinfo(target)
+    t = np.trunc(x.astype(np.float64))
+    bad = ~np.isfinite(t) | (t < info.min) | (t > info.max)
+    return np.broadcast_to(bad, shape)
+
+
+# -- reductions -------------------------------------------------------------------------------------
+
+
+def _axes(step: Step, ndim: int) -> tuple[int, ...]:
+    axis = step.get("axis")
+    if axis is None:
+        return tuple(range(ndim))
+    axis = axis if isinstance(axis, tuple) else (axis,)
+    return tuple(sorted(a % ndim for a in axis))
+
+
+def _reduce(step: Step, x: Approx, center: Any) -> Approx:
+    fn = step.get("reduce")
+    xc = np.asarray(x.center)
+    err = np.broadcast_to(x.err, xc.shape)
+    zs = np.broadcast_to(x.zsign, xc.shape)
+    axes = _axes(step, xc.ndim)
+    kept = np.asarray(np.ones(xc.shape, bool).all(axis=axes, keepdims=True)).shape
+    r = np.asarray(center)
+    if fn in ("argmax", "argmin") and step.get("axis") is None:
+        kept = (1,) * xc.ndim
+    n = int(np.prod([xc.shape[a] for a in axes])) if axes else 1
+    unknown = np.isinf(err).any(axis=axes, keepdims=True)
+    inexact = (err > 0).any(axis=axes, keepdims=True) | (zs & (xc == 0)).any(axis=axes,
+                                                                            keepdims=True)
+    e = np.where(np.isinf(err), 0.0, err)
+    rk = r.reshape(kept) if r.size == int(np.prod(kept)) else r
+    out_z = np.zeros(kept, bool)
+    if fn in ("sum", "mean", "prod") and rk.dtype.kind == "f":
+        acc = rk.dtype
+        if fn == "mean":  # NumPy's mean sums ints in float64, floats in their own dtype
+            acc = xc.dtype if xc.dtype.kind == "f" else np.dtype(np.float64)
+        xs = xc.astype(acc).astype(np.float64)
+        u = np.finfo(acc).eps / 2
+        finite = np.isfinite(xs)
+        mag = np.where(finite, np.abs(xs) + e, 0.0)
+        if fn == "prod":
+            total = _prod_err(xs, e, axes, n, u, rk.dtype)
+        else:
+            s_abs = mag.sum(axis=axes, keepdims=True)
+            total = e.sum(axis=axes, keepdims=True) + (max(n - 1, 0) * u * s_abs if n > 2
+                                                       else 0.0)
+            total = np.where(s_abs > np.finfo(acc).max, np.inf, total)
+            if fn == "mean":
+                total = total / max(n, 1)
+        total = total + _ulp(rk) * inexact
+        out = np.where(unknown, np.inf, total)
+    elif fn in ("max", "min"):
+        out = np.where(unknown, np.inf, e.max(axis=axes, keepdims=True, initial=0.0))
+        if rk.dtype.kind == "f":
+            neg = ((xc == 0) & np.signbit(xc)).any(axis=axes, keepdims=True)
+            pos = ((xc == 0) & ~np.signbit(xc)).any(axis=axes, keepdims=True)
+            zflag = (zs & (xc == 0)).any(axis=axes, keepdims=True)
+            out_z = (rk == 0) & ((neg & pos) | zflag)
+        else:
+            out = np.where(out > 0, np.inf, 0.0)
+    elif fn in ("any", "all"):
+        nonzero = (np.abs(xc.astype(np.float64)) > e) | np.isnan(xc.astype(np.float64))
+        if xc.dtype.kind != "f":
+            nonzero = (xc != 0) & (err == 0)
+        zero = (xc == 0) & (err == 0)
+        if fn == "any":
+            decided = nonzero.any(axis=axes, keepdims=True) | zero.all(axis=axes, keepdims=True)
+        else:
+            decided = zero.any(axis=axes, keepdims=True) | nonzero.all(axis=axes, keepdims=True)
+        out = np.where(decided, 0.0, np.inf)
+    else:  # integer sum/prod/mean-free paths, argmax/argmin
+        out = np.where(unknown | inexact, np.inf, 0.0)
+    out = np.broadcast_to(out, kept)
+    out_z = np.broadcast_to(out_z, kept)
+    return Approx(center, np.array(out.reshape(r.shape)), np.array(out_z.reshape(r.shape)))
+
+
+def _prod_err(xs: np.ndarray, e: np.ndarray, axes: tuple[int, ...], n: int, u: float,
+              dtype: np.dtype) -> np.ndarray:
+    info = np.finfo(dtype)
+    with np.errstate(all="ignore"):
+        a = np.abs(xs)
+        big = np.where(np.isfinite(a) & (a > 1), np.log2(np.maximum(a, 1)), 0.0).sum(
+            axis=axes, keepdims=True)
+        small = np.where(np.isfinite(a) & (a < 1) & (a > 0), np.log2(np.where(a > 0, a, 1)),
+                         0.0).sum(axis=axes, keepdims=True)
+        rel = np.where(e > 0, np.where(a > 0, e / a, np.inf), 0.0).sum(axis=axes, keepdims=True)
+        p = np.abs(np.prod(np.where(np.isfinite(xs), xs, 1.0), axis=axes, keepdims=True))
+        total = p * (max(n - 1, 0) * u + rel)
+    risky = (big > np.log2(info.max) - 1) | (small < np.log2(info.tiny) + 1)
+    return np.where(risky | np.isnan(total), np.inf, total)
+
+
+# -- comparison -------------------------------------------------------------------------------------
+
+
+def compare(got: Any, want: Approx, what: str) -> str | None:
+    """None if ``got`` is within tolerance of ``want``; else a description of the mismatch."""
+    g = np.asarray(got)
+    w = np.asarray(want.center)
+    if g.dtype != w.dtype:
+        return f"{what}: dtype {g.dtype} != NumPy's {w.dtype}"
+    if g.shape != w.shape:
+        return f"{what}: shape {g.shape} != NumPy's {w.shape}"
+    if g.size == 0:
+        return None
+    err = np.broadcast_to(want.err, w.shape)
+    zs = np.broadcast_to(want.zsign, w.shape)
+    check = np.isfinite(err)
+    if w.dtype.kind != "f":
+        bad = check & (g != w)
+    else:
+        gw, ww = g.astype(np.float64), w.astype(np.float64)
+        nan_g, nan_w = np.isnan(gw), np.isnan(ww)
+        exact = err == 0
+        same = (gw == ww) & ((np.signbit(gw) == np.signbit(ww)) | zs)
+        lo = _outward(ww - err, w.dtype, up=False)
+        hi = _outward(ww + err, w.dtype, up=True)
+        inside = (g >= lo) & (g <= hi)
+        ok = np.where(nan_w | nan_g, nan_w & nan_g, np.where(exact, same, inside))
+        bad = check & ~ok
+    if not bad.any():
+        return None
+    i = tuple(int(k) for k in np.argwhere(bad)[0])
+    return (f"{what}: {int(bad.sum())} of {g.size} elements differ ({int((~check).sum())} "
+            f"masked); first at {i}: fusejit {g[i]!r}, NumPy {w[i]!r}, tolerance {err[i]:.3g}")
+
+
+def builtin_class(exc: BaseException) -> type[BaseException]:
+    """The first builtin exception class in ``exc``'s MRO (what parity is checked on)."""
+    for cls in type(exc).__mro__:
+        if cls.__module__ == "builtins":
+            return cls
+    return Exception

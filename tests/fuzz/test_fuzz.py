@@ -1,0 +1,43 @@
+"""Differential fuzzing: random numpy programs through ``@fuse`` and through NumPy.
+
+CI runs ``FUSEJIT_FUZZ_EXAMPLES`` programs (default 400), each compiled once and run on three
+value draws, derandomized so a run is reproducible; ``FUSEJIT_FUZZ_EXAMPLES=10000`` (or
+``pytest --fuzz-examples=10000``) runs a campaign, ``FUSEJIT_FUZZ_SEED`` picks other programs,
+``FUSEJIT_FUZZ_SHRINK=1`` lets Hypothesis shrink a failure to a minimal program. The tolerance
+rules are in ``oracle.py``; every failure leaves a reproducer under ``fuzz-failures/`` whose
+path the assertion message names.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from .generator import Program, programs
+from .runner import run_case
+
+EXAMPLES = int(os.environ.get("FUSEJIT_FUZZ_EXAMPLES", "400"))
+SEED = int(os.environ.get("FUSEJIT_FUZZ_SEED", "0"))
+PHASES = (Phase.explicit, Phase.generate) + (
+    (Phase.shrink,) if os.environ.get("FUSEJIT_FUZZ_SHRINK") else ())
+
+
+@pytest.fixture(scope="module")
+def fuzz_examples(request: pytest.FixtureRequest) -> int:
+    return int(request.config.getoption("--fuzz-examples", None) or EXAMPLES)
+
+
+def test_fuzz_against_numpy(queue, fuzz_examples: int) -> None:
+    @seed(SEED)
+    @settings(max_examples=fuzz_examples, deadline=None, database=None, phases=PHASES,
+              derandomize=SEED == 0, suppress_health_check=list(HealthCheck),
+              print_blob=False)
+    @given(program=programs(), draw_seed=st.integers(0, 2**31))
+    def check(program: Program, draw_seed: int) -> None:
+        out = run_case(program, draw_seed, queue, draws=3)
+        assert out.status != "fail", out.message
+
+    check()
