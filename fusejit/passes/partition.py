@@ -272,8 +272,12 @@ def partition(graph: Graph, limits: DeviceLimits = DeviceLimits()) -> Plan:
             temps.append(r)
 
     # 4. elementwise groups: roots whose shapes broadcast together share a kernel
+    #    (a zero-size root needs no store: sharing a kernel would make that kernel's iteration
+    #    space zero-size too, leaving the other roots unwritten)
     buckets: list[list[Store]] = []
     for st in pending:
+        if st.node.size == 0:
+            continue
         for bucket in buckets:
             try:
                 broadcast_shapes(*(s.node.shape for s in bucket), st.node.shape)

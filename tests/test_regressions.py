@@ -1,0 +1,19 @@
+"""Regression tests for bugs the differential fuzzer (tests/fuzz) found, one per cause."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl.array as cla
+
+from fusejit import fuse
+from fusejit.testing import assert_matches
+
+
+def test_zero_size_axis_before_a_nonzero_one(queue):
+    # (4, 0) has a zero row-major stride: unravel divided by it while partitioning
+    f = fuse(lambda a, b: (np.trunc(b), np.nextafter(a, a)))
+    a = np.float64(-0.5)
+    b = np.zeros((4, 0), np.bool_)
+    t, n = f(a, cla.to_device(queue, b))
+    assert_matches(t, np.trunc(b))
+    assert_matches(n, np.nextafter(a, a))
