@@ -112,10 +112,10 @@ def _ptype(x: Any) -> np.dtype | type:
     """Promotion type of an operand: a dtype (strong) or a Python type (weak)."""
     if isinstance(x, TensorProxy):
         return x._weak[1] if x._weak is not None else x.dtype
+    if isinstance(x, (np.ndarray, np.generic)):  # first: np.float64 subclasses Python float
+        return dt.check_supported(x.dtype, "operand")
     if isinstance(x, (bool, int, float)):
         return type(x) if not isinstance(x, bool) else bool
-    if isinstance(x, (np.ndarray, np.generic)):
-        return dt.check_supported(x.dtype, "operand")
     if isinstance(x, complex):
         raise UnsupportedDTypeError("complex values are not supported by fusejit")
     raise TypeError(f"unsupported operand type for a fused function: {type(x).__name__}")

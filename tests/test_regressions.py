@@ -17,3 +17,10 @@ def test_zero_size_axis_before_a_nonzero_one(queue):
     t, n = f(a, cla.to_device(queue, b))
     assert_matches(t, np.trunc(b))
     assert_matches(n, np.nextafter(a, a))
+
+
+def test_float64_scalar_operand_is_strong():
+    # np.float64 subclasses Python float; it must promote as a float64, not a weak float
+    f = fuse(lambda x: x / np.float64(-np.inf))
+    x = np.array([1.0, -2.0], np.float32)
+    assert_matches(f(x), x / np.float64(-np.inf))
