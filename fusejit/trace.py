@@ -162,6 +162,9 @@ _UNSUPPORTED_KWARGS = ("where", "order", "subok", "signature", "axes", "axis", "
 def resolve(ufunc: np.ufunc, types: Sequence[Any], dtype: np.dtype | None = None,
             casting: str = "same_kind") -> tuple[np.dtype, ...]:
     """NumPy's loop for these operand types: input dtypes then output dtypes."""
+    # resolve_dtypes takes int/float as weak types but not bool: a Python bool promotes
+    # exactly like np.bool_ (it is the lowest kind, so "weak" would change nothing)
+    types = [dt.BOOL if t is bool else t for t in types]
     return ufunc.resolve_dtypes((*types, *([dtype] * ufunc.nout if dtype is not None
                                            else [None] * ufunc.nout)), casting=casting)
 

@@ -24,3 +24,13 @@ def test_float64_scalar_operand_is_strong():
     f = fuse(lambda x: x / np.float64(-np.inf))
     x = np.array([1.0, -2.0], np.float32)
     assert_matches(f(x), x / np.float64(-np.inf))
+
+
+def test_python_bool_operand():
+    # ufunc.resolve_dtypes rejects the Python type bool as a weak operand type
+    def f(a):
+        return True - a, a * False, np.add(a, True)
+
+    for a in (np.float64(2.5), np.array([1, -3], np.int32), np.array([0.5], np.float32)):
+        for got, want in zip(fuse(f)(a), f(a)):
+            assert_matches(got, want)
