@@ -476,7 +476,7 @@ def _store(block: Block, st: Store, node_idx: Index, lowering: Lowering, value: 
         param = lowering.graph.params[st.dest.index]
         ptr = lowering.args.buffer("param", st.dest.index, node.dtype, write=True)
         addr = Expr(0)
-        for i, s in zip(node_idx, param.strides or row_major_strides(param.shape)):
+        for i, s in zip(st.root_index(node_idx), param.strides or row_major_strides(param.shape)):
             addr = addr + i * s
         text = lowering.render_index(addr)
         if param.has_offset:
@@ -524,10 +524,13 @@ class SourceModule:
                 return True
         return any(s > limit for s in sizes)
 
-    def _lowering(self) -> Lowering:
+    def _lowering(self, group: Group) -> Lowering:
         index_dtype = dt.INT64 if self.wide else dt.INT32
         args = ArgTable(self.graph, self.written, self.aliased, index_dtype)
-        return Lowering(self.target, self.graph, args, self.materialized,
+        # what this group itself stores into temporaries it computes, never loads
+        own = {st.node for st in group.stores + group.row_stores if st.dest.kind == "temp"}
+        materialized = {n: t for n, t in self.materialized.items() if n not in own}
+        return Lowering(self.target, self.graph, args, materialized,
                         self.target.index_type(self.wide))
 
     def build(self) -> Module:
@@ -547,7 +550,7 @@ class SourceModule:
 
     # -- elementwise ------------------------------------------------------------------------------
     def _elementwise(self, name: str, group: Group) -> tuple[Kernel, Lowering]:
-        low = self._lowering()
+        low = self._lowering(group)
         it = low.index_type
         n = math.prod(group.space)
         top = Block(low)
@@ -586,7 +589,7 @@ class SourceModule:
     def _reduce_kernel(self, name: str, group: Group, st: ReduceStrategy,
                        partial_out: int | None) -> tuple[Kernel, Lowering]:
         t = self.target
-        low = self._lowering()
+        low = self._lowering(group)
         it = low.index_type
         M = math.prod(group.outer_shape)
         R = group.reduced_size
@@ -730,7 +733,7 @@ class SourceModule:
         """Second kernel of a split reduction: one work-group per output combines the
         partials in a tree, then runs the epilogue."""
         t = self.target
-        low = self._lowering()
+        low = self._lowering(group)
         it = low.index_type
         M = math.prod(group.outer_shape)
         gy = st.gy

@@ -93,8 +93,12 @@ class Executable:
                     buffers[p] = value.base_data
                     offsets[p] = value.offset // value.dtype.itemsize
                 else:
-                    host = np.ascontiguousarray(value, dtype=param.dtype)
-                    dev = cla.to_device(queue, host, allocator=pool)
+                    # the same NumPy array passed twice is one device buffer, as in NumPy
+                    dev = next((uploaded[q] for q in uploaded
+                                if flat[graph.params[q].source] is value), None)
+                    if dev is None:
+                        host = np.ascontiguousarray(value, dtype=param.dtype)
+                        dev = cla.to_device(queue, host, allocator=pool)
                     uploaded[p] = dev
                     buffers[p] = dev.base_data
                     offsets[p] = 0
