@@ -19,12 +19,15 @@ from .errors import ContextMismatchError, UnsupportedDTypeError, UnsupportedOper
 from .ir import Graph, Node, format_graph
 from .passes import PassRecord, run_pipeline
 from .passes.partition import Plan, partition
+from .runtime import autotune
 from .runtime.build import build_options, build_program
 from .runtime.devices import DeviceInfo, default_queue, device_info
 from .runtime.executable import Executable, OutSpec
 from .source import Kernel, Module, SourceModule
 from .targets.opencl import OpenCLTarget
 from .trace import TensorProxy, Tracer, current_tracer, lift
+
+_current_tracer = current_tracer
 
 # -- argument specs ---------------------------------------------------------------------------------
 
@@ -110,7 +113,10 @@ def arg_spec(value: Any, static: bool) -> Spec:
         if any(s % item for s in value.strides):
             raise ValueError("array strides must be multiples of the item size")
         strides = tuple(s // item for s in value.strides)
-        wide = value.base_data is not None and value.base_data.size // item > _WIDE
+        # 64-bit index math when the furthest element addressed does not fit in 32 bits
+        extent = sum((d - 1) * abs(s) for d, s in zip(value.shape, strides)) + 1
+        wide = value.offset // item + extent > _WIDE or (value.offset != 0 and
+                                                          value.offset >= _BIG_OFFSET)
         return DeviceArraySpec(dtype, value.shape, strides, value.offset != 0, wide,
                                value.context)
     if isinstance(value, np.ndarray):
@@ -268,6 +274,8 @@ class Fused:
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
         self._guards = _guard_getters(fn)
         self._cache: dict[CallKey, _Compiled] = {}
+        # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
+        self._fast: dict[tuple, _Compiled] = {}
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
         self._lock = threading.RLock()
         self._hits = 0
@@ -316,6 +324,15 @@ class Fused:
         return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards), queue
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and not self._guards:
+            fkey = _fast_key(args, self._static_nums)
+            compiled = self._fast.get(fkey) if fkey is not None else None
+            if compiled is not None and _current_tracer() is None:
+                self._hits += 1
+                exe = compiled.executable
+                queue = args[exe.queue_arg].queue if exe.queue_arg >= 0 else default_queue()
+                leaves = exe.launch(args, queue)
+                return leaves[0] if exe.treedef == "*" else tree_unflatten(exe.treedef, leaves)
         return self._call((), *args, **kwargs)
 
     def _call(self, bound: tuple, *args: Any, **kwargs: Any) -> Any:
@@ -327,6 +344,10 @@ class Fused:
             compiled = self._compile(key, flat, kwnames, queue)
         else:
             self._hits += 1
+        if not bound and not kwnames and not key.aliases and not self._guards:
+            fkey = _fast_key(args, self._static_nums)
+            if fkey is not None:
+                self._fast[fkey] = compiled
         exe = compiled.executable
         leaves = exe.run(flat, queue)
         return tree_unflatten(exe.treedef, leaves)
@@ -351,7 +372,10 @@ class Fused:
             temps = [(n.shape, n.dtype) for n in lowered.plan.temps]
             index_dtype = np.dtype(np.int64 if lowered.module.wide else np.int32)
             exe = Executable(lowered.graph, lowered.module, program, info, outputs, temps,
-                             host_mode, index_dtype, treedef, constants)
+                             host_mode, index_dtype, treedef, constants,
+                             autotune=autotune.enabled(self.autotune))
+            exe.queue_arg = next((i for i, s in enumerate(key.specs)
+                                  if isinstance(s, DeviceArraySpec)), -1)
             compiled = _Compiled(exe, lowered)
             self._cache[key] = compiled
             self._misses += 1
@@ -426,8 +450,56 @@ class Fused:
     def cache_clear(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._fast.clear()
             self._lowered.clear()
             self._hits = self._misses = 0
+
+
+_BIG_OFFSET = 2**30  # bytes; arrays starting further into their buffer take the full path
+
+
+def _fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
+    """The hot-path cache key: raw attributes of positional arguments, or None when the call
+    needs the full path (aliasing arrays, unusual argument types, huge buffers)."""
+    if len(args) == 1 and not static_nums and type(args[0]) is cla.Array:
+        a = args[0]  # the most common call: one device array
+        if a.offset < _BIG_OFFSET and a.base_data is not None:
+            return ((a.dtype, a.shape, a.strides, a.offset != 0, a.context),)
+        return None
+    parts = []
+    ptrs = []
+    host = 0
+    for i, a in enumerate(args):
+        t = type(a)
+        if i in static_nums:
+            try:
+                parts.append(("static", _static_key(a)))
+            except TypeError:
+                return None
+        elif t is cla.Array:
+            offset = a.offset
+            if offset >= _BIG_OFFSET or a.base_data is None:
+                return None  # the full path decides between 32- and 64-bit index math
+            ptrs.append(a)
+            parts.append((a.dtype, a.shape, a.strides, offset != 0, a.context))
+        elif t is np.ndarray:
+            host += 1
+            parts.append(("host", a.dtype, a.shape, a.flags.writeable))
+        elif t is float or t is int or t is bool:
+            parts.append(t)
+        elif isinstance(a, np.generic):
+            parts.append(a.dtype)
+        else:
+            return None
+    if len(ptrs) > 1:
+        bases = {a.base_data.int_ptr for a in ptrs}
+        if len(bases) < len(ptrs):
+            return None
+    if host > 1:
+        arrays = [a for a in args if type(a) is np.ndarray]
+        if any(np.may_share_memory(x, y) for k, x in enumerate(arrays) for y in arrays[k + 1:]):
+            return None
+    return tuple(parts)
 
 
 def _aliases(flat: list[Any], specs: Sequence[Spec]) -> tuple[tuple[int, int, bool], ...]:
