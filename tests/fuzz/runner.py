@@ -155,11 +155,15 @@ _REPRO = '''"""fusejit fuzz failure {ident} (program seed {seed}).
 
 Run from the repository root: python {path}
 """
+import sys
+from pathlib import Path
+
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-import fusejit
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout this file is in
+import fusejit  # noqa: E402
 
 {source}
 LAYOUTS = {layouts!r}
