@@ -558,13 +558,14 @@ class Renderer:
 
     @staticmethod
     def _refs(item: Instr | Nested) -> list[Instr]:
-        out = []
+        """The instructions ``item`` reads, each once: an operand read twice (``x * x``) must
+        not put its name on the free list twice, or two later values would share it."""
+        out: dict[int, Instr] = {}
         for r in item.operands:
-            if isinstance(r, Instr):
-                out.append(r)
-            elif isinstance(r, LaneOf):
-                out.append(r.instr)
-        return out
+            instr = r if isinstance(r, Instr) else r.instr if isinstance(r, LaneOf) else None
+            if instr is not None:
+                out.setdefault(id(instr), instr)
+        return list(out.values())
 
     def _all_refs(self, block: Block) -> list[Instr]:
         out = []

@@ -34,3 +34,14 @@ def test_python_bool_operand():
     for a in (np.float64(2.5), np.array([1, -3], np.int32), np.array([0.5], np.float32)):
         for got, want in zip(fuse(f)(a), f(a)):
             assert_matches(got, want)
+
+
+def test_operand_read_twice_frees_its_register_once():
+    # nextafter(x, x) freed x's name twice; two later doubles then shared one variable
+    def f(x, y):
+        n = np.nextafter(x, x)
+        return np.square(x) * np.less(n, y.astype(np.float64))
+
+    x = np.array([0.5, 2.0, -3.0])
+    y = np.array([True, True, False])
+    assert_matches(fuse(f)(x, y), f(x, y))
