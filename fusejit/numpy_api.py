@@ -106,9 +106,14 @@ def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *,
 def _round(a: Any, decimals: int = 0, out: Any = None) -> TensorProxy:
     """NumPy's PyArray_Round: rint for decimals=0, else scale by 10**decimals (same dtypes)."""
     x = lift(a)
-    if x.dtype.kind in "biu" and decimals >= 0:
-        return TensorProxy(x.node)
-    if decimals == 0:
+    if x.dtype == dt.BOOL and decimals != 0:
+        # NumPy scales by 10**decimals in float64 and cannot cast the product back to bool
+        raise TypeError("Cannot cast ufunc 'multiply' output from dtype('float64') to "
+                        "dtype('bool') with casting rule 'same_kind' (np.round of a bool "
+                        "array with decimals != 0)")
+    if x.dtype.kind in "iu" and decimals >= 0:
+        result = TensorProxy(x.node)
+    elif decimals == 0:  # bool too: rint of bool is float16, as in NumPy
         result = apply_ufunc(np.rint, (x,), {})
     else:
         f = 10.0 ** abs(decimals)

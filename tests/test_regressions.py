@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import pyopencl.array as cla
 
 from fusejit import fuse
@@ -45,3 +46,13 @@ def test_operand_read_twice_frees_its_register_once():
     x = np.array([0.5, 2.0, -3.0])
     y = np.array([True, True, False])
     assert_matches(fuse(f)(x, y), f(x, y))
+
+
+def test_round_of_bool():
+    # np.round(bool) is rint: float16; with decimals != 0 NumPy raises a TypeError
+    x = np.array([True, False])
+    assert_matches(fuse(np.round)(x), np.round(x))
+    with pytest.raises(TypeError):
+        np.round(x, 1)
+    with pytest.raises(TypeError):
+        fuse(lambda a: np.round(a, 1))(x)
