@@ -32,7 +32,11 @@ specified). A value is *exact* where ``err == 0``: fusejit must then match NumPy
   when ``any``/``all`` are decided by certain elements).
 * Float → integer casts: an element whose value (or any corner) is NaN, ±inf, or truncates to
   outside the target range is *masked* (``err = inf``): C leaves the conversion undefined and
-  NumPy's result depends on the machine. The mask propagates to everything computed from it.
+  NumPy's result depends on the machine. NumPy computes an integer ``reciprocal`` as
+  ``(int)(1.0 / x)``, so its value at ``x == 0`` is masked too. The mask propagates to
+  everything computed from it.
+* ``maximum``/``minimum``/``fmax``/``fmin``/``clip`` of zeros of both signs: the sign of the
+  zero result is unspecified (NumPy's own loops disagree between sizes and strides).
 """
 
 from __future__ import annotations
@@ -191,6 +195,10 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
             unknown |= _undefined_cast(combo, ops, r.dtype, shape)
     if step.kind == "cast" and r.dtype.kind in "iu":
         unknown |= _undefined_cast(combos[0], ops, r.dtype, shape)
+    if step.op == "reciprocal" and r.dtype.kind in "iu":
+        unknown |= np.broadcast_to(np.asarray(combos[0][0]) == 0, shape)  # (int)(1.0 / 0)
+    if step.op in _ZERO_SIGN_OPS and r.dtype.kind == "f":
+        zsign |= _mixed_zeros(r, [o.center for o in ops], shape)
     if r.dtype.kind == "f":
         ulps = 0.0
         if step.kind == "transcendental" and step.fj_op is not None:
@@ -200,6 +208,24 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
     if r.dtype.kind != "f":
         err = np.where(err > 0, np.inf, 0.0)
     return Approx(center, err, zsign)
+
+
+# ops whose result's zero sign NumPy leaves to the loop (SIMD and scalar loops differ) when
+# the operands hold zeros of both signs: maximum(-0.0, +0.0) may be either
+_ZERO_SIGN_OPS = frozenset({"maximum", "minimum", "fmax", "fmin", "clip"})
+
+
+def _mixed_zeros(r: np.ndarray, operands: list[Any], shape: tuple[int, ...]) -> np.ndarray:
+    pos = np.zeros(shape, bool)
+    neg = np.zeros(shape, bool)
+    for x in operands:
+        x = np.asarray(x)
+        if x.dtype.kind == "f":
+            pos |= np.broadcast_to((x == 0) & ~np.signbit(x), shape)
+            neg |= np.broadcast_to((x == 0) & np.signbit(x), shape)
+        else:
+            pos |= np.broadcast_to(x == 0, shape)
+    return (r == 0) & pos & neg
 
 
 def _undefined_cast(combo: tuple[Any, ...], ops: list[Approx], target: np.dtype,
