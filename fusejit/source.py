@@ -766,10 +766,13 @@ class SourceModule:
         red_it = iter(unravel(Expr.var("r", R), red_shape))
         row_idx = tuple(next(red_it) if a in group.axes else outer_idx[a]
                         for a in range(len(group.space)))
+        # Lanes past the last output (padding of the last work-group) recompute the last
+        # output without storing it: values hoisted out of the loops are then loaded in bounds.
         pre = [f"const {it} lx_ = ({it})get_local_id(0);",
                f"const {it} ly_ = ({it})get_local_id(1);",
-               f"const {it} o = ({it})get_group_id(0) * {lx} + lx_;",
-               f"const int active = o < {M};"]
+               f"const {it} o_ = ({it})get_group_id(0) * {lx} + lx_;",
+               f"const int active = o_ < {M};",
+               f"const {it} o = active ? o_ : {max(M - 1, 0)};"]
         if gy > 1:
             pre.append(f"const {it} gy_ = ({it})get_group_id(1);")
         cache = st.cache if partial_out is None else 0
@@ -784,7 +787,9 @@ class SourceModule:
                 acc = top.emit(ctype, _identity(t, r, acc_dt))
                 arg = top.emit("long", "-1") if r.op in (Op.ARGMAX, Op.ARGMIN) else None
                 accs.append((r, acc, arg, acc_dt))
-            if cache:
+            if R == 0:
+                pass  # nothing to reduce: the identity (and no load of the zero-size input)
+            elif cache:
                 loop = top.nested(f"for (int k = 0; k < {cache}; k++) {{",
                                   loop_vars=frozenset({"r"}), cache_loop=True)
                 loop.emit(None, f"const {it} r = ly_ + ({it})k * {ly};")
@@ -796,7 +801,7 @@ class SourceModule:
             else:
                 loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {ly}) {{",
                                   loop_vars=frozenset({"r"}))
-            for r, acc, arg, acc_dt in accs:
+            for r, acc, arg, acc_dt in accs if R else ():
                 v = loop.value(r.srcs[0], row_idx)
                 _accumulate(loop, t, r, acc, arg, v, acc_dt)
             # tree over ly (and nothing to do when ly == 1)
@@ -881,7 +886,7 @@ class SourceModule:
                 ptr = low.args.buffer("temp", self.materialized[node], node.dtype, write=True)
                 value = low.bound[(node, outer_idx)]
                 block.emit(None, low.target.store(ptr, "o", "{0}", node.dtype), value)
-        if group.row_stores:
+        if group.row_stores and R:  # (R == 0: the row outputs are zero-size)
             if st.cache:
                 loop = top.nested(f"for (int k = 0; k < {st.cache}; k++) {{",
                                   loop_vars=frozenset({"r"}), cache_loop=True)

@@ -56,3 +56,15 @@ def test_round_of_bool():
         np.round(x, 1)
     with pytest.raises(TypeError):
         fuse(lambda a: np.round(a, 1))(x)
+
+
+def test_reduction_over_zero_length_axes_reads_nothing():
+    # a load of the (zero-size) input was hoisted out of the never-executed reduction loop
+    # and read element 0 of an empty buffer (segfault)
+    def f(x):
+        y = np.sqrt(x != 2) > np.fmod(x, x != 2)
+        return np.sum(y, axis=(0, 1)), np.prod(x, axis=1), np.max(x, axis=0, initial=3)
+
+    x = np.zeros((1, 0), np.int64)
+    for got, want in zip(fuse(f)(x), f(x)):
+        assert_matches(got, want)
