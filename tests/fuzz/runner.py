@@ -260,13 +260,16 @@ def save_failure(program: Program, draws: list[list[Any]], message: str, fused: 
 # -- campaigns --------------------------------------------------------------------------------------
 
 
-def campaign(examples: int, seed: int, validate: bool, log: Any = sys.stdout) -> Counter:
+def campaign(examples: int, seed: int, validate: bool, log: Any = sys.stdout,
+             verbose: bool = False) -> Counter:
     queue = fusejit.default_queue()
     stats: Counter = Counter()
     start = time.time()
     for i in range(examples):
         s = seed * 1_000_003 + i
         program = generate(RandomChooser(s))
+        if verbose:
+            print(f"[{i}] seed {s}\n{program.source()}", file=log, flush=True)
         try:
             out = run_case(program, s, queue, validate=validate)
         except Exception as exc:  # a crash of the harness itself: report and go on
@@ -289,8 +292,9 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--validate", action="store_true")
+    parser.add_argument("--verbose", action="store_true", help="print each program first")
     ns = parser.parse_args()
-    stats = campaign(ns.examples, ns.seed, ns.validate)
+    stats = campaign(ns.examples, ns.seed, ns.validate, verbose=ns.verbose)
     print("done:", dict(stats))
 
 
