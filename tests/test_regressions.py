@@ -68,3 +68,18 @@ def test_reduction_over_zero_length_axes_reads_nothing():
     x = np.zeros((1, 0), np.int64)
     for got, want in zip(fuse(f)(x), f(x)):
         assert_matches(got, want)
+
+
+def test_ops_that_are_nan_for_every_input_are_folded(dev):
+    # PoCL constant-folds trunc/floor/exp of a NaN it derived itself (x % 0.0, x + nan) into
+    # garbage; such ops are folded to NaN before code generation
+    def f(x, i):
+        return (np.trunc(i.astype(np.float64) % 0.0), np.floor(x + np.nan),
+                np.exp(np.fmod(x, 0.0)), np.ceil(np.maximum(x, np.nan)))
+
+    x = np.array([-1.5, 2.0, np.inf], np.float32)
+    i = np.array([-1, 0, 7], np.int32)
+    with np.errstate(all="ignore"):
+        want = f(x, i)
+    for got, w in zip(fuse(f)(dev(x), dev(i)), want):
+        assert_matches(got, w)

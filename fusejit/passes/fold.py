@@ -23,6 +23,29 @@ def uniform_value(node: Node) -> np.generic | None:
     return const_value(node) if node.op is Op.CONST else None
 
 
+# Float ops whose result is NaN, whatever their other operands, when the operand at one of these
+# positions is NaN (IEEE propagation). Folding them keeps compile-time NaNs away from the OpenCL
+# compiler: PoCL's constant folding of trunc/floor/ceil/round/exp/expm1 (and float tanh) on a
+# NaN it derived itself (``np.floor(x + np.nan)``, ``np.trunc(x % 0.0)``) yields garbage.
+_NAN_OPERANDS: dict[Op, tuple[int, ...]] = {
+    **{op: (0, 1) for op in (Op.ADD, Op.SUB, Op.MUL, Op.TRUEDIV, Op.FLOORDIV, Op.MOD, Op.FMOD,
+                             Op.ARCTAN2, Op.NEXTAFTER, Op.LOGADDEXP, Op.LOGADDEXP2,
+                             Op.MAXIMUM, Op.MINIMUM)},
+    Op.COPYSIGN: (0,), Op.LDEXP: (0,), Op.HEAVISIDE: (0,),
+}
+
+
+def _always_nan(node: Node, values: list[np.generic | None]) -> bool:
+    positions = _NAN_OPERANDS.get(node.op)
+    if positions is None or node.dtype.kind != "f":
+        return False
+    if any(values[i] is not None and node.srcs[i].dtype.kind == "f" and np.isnan(values[i])
+           for i in positions):
+        return True
+    # x % 0.0 and fmod(x, 0.0) are NaN for every x (C99 fmod; NumPy's remainder uses it)
+    return node.op in (Op.MOD, Op.FMOD) and values[1] is not None and values[1] == 0
+
+
 def _fold(node: Node) -> Node | None:
     if node.op in LEAVES or node.op is Op.SETITEM:
         return None
@@ -31,6 +54,8 @@ def _fold(node: Node) -> Node | None:
         value = uniform_value(node.srcs[0])
         return None if value is None else const(value, node.dtype, node.shape)
     values = [uniform_value(s) for s in node.srcs]
+    if _always_nan(node, values):
+        return const(np.nan, node.dtype, node.shape)
     if any(v is None for v in values):
         return None
     if node.op in REDUCE:
