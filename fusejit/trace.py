@@ -259,6 +259,12 @@ def clip(x: Any, lo: Any, hi: Any, dtype: Any = None) -> TensorProxy:
     """np.clip: NumPy's clip loop dtypes, then min(max(x, lo), hi) with NaN propagation."""
     if lo is None and hi is None:
         raise ValueError("One of max or min must be given")
+    if isinstance(x, (bool, int, float)):
+        x = np.asarray(x)  # np.clip converts its array argument: a strong operand
+    lo, hi = _clip_bound(x, lo, below=True), _clip_bound(x, hi, below=False)
+    if lo is None and hi is None:  # both bounds beyond the integer range: nothing to clip
+        result = lift(x)
+        return result if dtype is None else TensorProxy(cast(result.node, np.dtype(dtype)))
     parts = [x, lo, hi]
     present = [p for p in parts if p is not None]
     types = [_ptype(p) for p in present]
@@ -271,6 +277,17 @@ def clip(x: Any, lo: Any, hi: Any, dtype: Any = None) -> TensorProxy:
     xs, los, his = (as_node(p, t) for p, t in zip(present, loop[:3]))
     out = Node.make(Op.MAXIMUM, loop[-1], shapes.broadcast_shapes(xs.shape, los.shape), (xs, los))
     return TensorProxy(Node.make(Op.MINIMUM, loop[-1], shape, (out, his)))
+
+
+def _clip_bound(x: Any, bound: Any, below: bool) -> Any:
+    """NumPy's clip drops a Python int bound beyond an integer array's range on the side where
+    it cannot clip anything (``clip(uint8, -3, 300)``); beyond the other side it raises."""
+    t = _ptype(x)
+    if type(bound) is int and isinstance(t, np.dtype) and t.kind in "iu":
+        info = np.iinfo(t)
+        if (bound < info.min) if below else (bound > info.max):
+            return None
+    return bound
 
 
 # -- structural builders --------------------------------------------------------------------------
@@ -317,7 +334,19 @@ def where(cond: Any, a: Any, b: Any) -> TensorProxy:
     shape = shapes.broadcast_shapes(_shape(cond), _shape(a), _shape(b))
     c = as_node(cond, dt.BOOL)
     return TensorProxy(Node.make(Op.WHERE, out_dtype, shape,
-                                 (c, as_node(a, out_dtype), as_node(b, out_dtype))))
+                                 (c, _where_operand(a, out_dtype), _where_operand(b, out_dtype))))
+
+
+def _where_operand(x: Any, dtype: np.dtype) -> Node:
+    """np.where converts a Python scalar as np.asarray does, then casts it to the result dtype
+    unsafely: ``np.where(c, uint8_array, -7)`` holds 249, it does not raise."""
+    t = _ptype(x)
+    if isinstance(t, np.dtype):
+        return as_node(x, dtype)
+    if isinstance(x, TensorProxy):  # a dynamic Python scalar: converted as its default dtype
+        return cast(as_node(x, dt.default_dtype(t)), dtype)
+    value = np.asarray(x)
+    return cast(const(value, dt.check_supported(value.dtype, "np.where operand")), dtype)
 
 
 def lift(x: Any) -> TensorProxy:

@@ -83,3 +83,26 @@ def test_ops_that_are_nan_for_every_input_are_folded(dev):
         want = f(x, i)
     for got, w in zip(fuse(f)(dev(x), dev(i)), want):
         assert_matches(got, w)
+
+
+def test_where_casts_python_int_operands_unsafely():
+    # np.where converts a Python scalar with np.asarray and casts it: -7 -> 249 in uint8
+    def f(c, a, s):
+        return np.where(c, a, -7), np.where(c, a, s), np.where(c, a, 300)
+
+    c, a = np.array([True, False]), np.array([1, 2], np.uint8)
+    for got, want in zip(fuse(f)(c, a, -7), f(c, a, -7)):
+        assert_matches(got, want)
+
+
+def test_clip_python_scalars_like_numpy():
+    # np.clip's array argument is converted (strong); a Python int bound beyond an integer
+    # range is dropped where it cannot clip, and raises OverflowError where it would
+    def f(x):
+        return np.clip(x, -3, 4), np.clip(x, 3, 300), np.clip(x, -3, 300), np.clip(100, x, x)
+
+    x = np.array([0, 5, 250], np.uint8)
+    for got, want in zip(fuse(f)(x), f(x)):
+        assert_matches(got, want)
+    with pytest.raises(OverflowError):
+        fuse(lambda x: np.clip(x, 300, 400))(x)
