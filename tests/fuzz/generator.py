@@ -381,7 +381,7 @@ def _render(ch: Chooser, d: OpDef, values: list[_Value], shape: tuple[int, ...]
     if not real or all(p.pykind == "pyscalar" for p in real):
         return None  # Python arithmetic on Python scalars is not NumPy's; not fuzzed
     spelling = ch.choice(d.spellings)
-    if d.key == "pow" and not lit and all(_kind(p) in "biu" for p in picks):
+    if d.key == "pow" and picks[1] is not None and _kind(picks[1]) in "biu":
         texts[1] = f"({texts[1]} & 3)"  # negative integer powers raise in NumPy (data-dependent)
     code = spelling.format(*texts)
     return code, tuple(dict.fromkeys(p.name for p in real)), {}

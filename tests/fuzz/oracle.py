@@ -37,6 +37,8 @@ specified). A value is *exact* where ``err == 0``: fusejit must then match NumPy
   everything computed from it.
 * ``maximum``/``minimum``/``fmax``/``fmin``/``clip`` of zeros of both signs: the sign of the
   zero result is unspecified (NumPy's own loops disagree between sizes and strides).
+* The sign of a NaN is unspecified (IEEE 754): ``signbit(NaN)`` and ``copysign(x, NaN)`` are
+  masked.
 """
 
 from __future__ import annotations
@@ -197,6 +199,10 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
         unknown |= _undefined_cast(combos[0], ops, r.dtype, shape)
     if step.op == "reciprocal" and r.dtype.kind in "iu":
         unknown |= np.broadcast_to(np.asarray(combos[0][0]) == 0, shape)  # (int)(1.0 / 0)
+    if step.op in _NAN_SIGN_OPS:  # the sign of a NaN is not specified by IEEE 754
+        x = np.asarray(combos[0][_NAN_SIGN_OPS[step.op]])
+        if x.dtype.kind == "f":
+            unknown |= np.broadcast_to(np.isnan(x), shape)
     if step.op in _ZERO_SIGN_OPS and r.dtype.kind == "f":
         zsign |= _mixed_zeros(r, [o.center for o in ops], shape)
     if r.dtype.kind == "f":
@@ -213,6 +219,8 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
 # ops whose result's zero sign NumPy leaves to the loop (SIMD and scalar loops differ) when
 # the operands hold zeros of both signs: maximum(-0.0, +0.0) may be either
 _ZERO_SIGN_OPS = frozenset({"maximum", "minimum", "fmax", "fmin", "clip"})
+# ops that read the sign bit of a NaN operand (at this position)
+_NAN_SIGN_OPS = {"signbit": 0, "copysign": 1}
 
 
 def _mixed_zeros(r: np.ndarray, operands: list[Any], shape: tuple[int, ...]) -> np.ndarray:
