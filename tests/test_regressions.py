@@ -106,3 +106,16 @@ def test_clip_python_scalars_like_numpy():
         assert_matches(got, want)
     with pytest.raises(OverflowError):
         fuse(lambda x: np.clip(x, 300, 400))(x)
+
+
+def test_builtins_on_a_nan_the_compiler_derives(dev):
+    # inf // x computes floor(NaN) inside the floor-divide helper once PoCL folds fmod(inf, x);
+    # PoCL then returns garbage for floor/trunc/exp/... unless the NaN is guarded
+    def f(x):
+        return np.inf // x, np.floor(np.inf % x), np.exp(np.inf % x), np.tanh(np.inf % x)
+
+    x = np.array([-9.2e18, 3.0], np.float64)
+    with np.errstate(all="ignore"):
+        want = f(x)
+    for got, w in zip(fuse(f)(dev(x)), want):
+        assert_matches(got, w)

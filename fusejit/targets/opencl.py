@@ -113,6 +113,13 @@ _UNARY_BUILTINS = {
 }
 for _op, _fn in _UNARY_BUILTINS.items():
     _TEMPLATES[(_op, "f")] = _fn + "({a})"
+# PoCL 3 returns garbage from these builtins when its compiler proves the argument is a NaN and
+# the kernel has no other call to the same builtin (floor(x % 0.0) gave 6.9e-310): a NaN takes
+# the guard instead, which the compiler then folds away.
+_NAN_GUARDED = {Op.FLOOR: "floor", Op.CEIL: "ceil", Op.TRUNC: "trunc", Op.EXP: "exp",
+                Op.EXP2: "exp2", Op.EXPM1: "expm1", Op.TANH: "tanh", Op.SINH: "sinh"}
+for _op, _fn in _NAN_GUARDED.items():
+    _TEMPLATES[(_op, "f")] = "(isnan({a}) ? {a} : " + _fn + "({a}))"
 # integer inputs of rounding ops keep their dtype in NumPy 2: identity
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _TEMPLATES[(_op, "i")] = _TEMPLATES[(_op, "u")] = _TEMPLATES[(_op, "b")] = "{a}"
@@ -169,6 +176,8 @@ for _op, _fn in _UNARY_BUILTINS.items():
     _VEC[(_op, "f")] = _fn + "({a})"
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "f")] = _TEMPLATES[(_op, "f")]
+for _op, _fn in _NAN_GUARDED.items():
+    _VEC[(_op, "f")] = "select(" + _fn + "({a}), {a}, isnan({a}))"
     _VEC[(_op, "i")] = _VEC[(_op, "u")] = _VEC[(_op, "b")] = "{a}"
 for _op, _fn in ((Op.MAXIMUM, "max"), (Op.MINIMUM, "min"), (Op.FMAX, "max"), (Op.FMIN, "min")):
     _VEC[(_op, "i")] = _VEC[(_op, "u")] = _fn + "({a}, {b})"
@@ -240,7 +249,7 @@ inline {S} fj_divmod_{t}({S} a, {S} b, {S} *modulus) {{
     }}
     {S} floordiv;
     if (div != 0) {{
-        floordiv = floor(div);
+        floordiv = isnan(div) ? div : floor(div);  /* see _NAN_GUARDED */
         if (div - floordiv > ({S})0.5) floordiv += 1;
     }} else {{
         floordiv = copysign(({S})0, a / b);
