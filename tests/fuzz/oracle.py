@@ -200,9 +200,9 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
     if step.op == "reciprocal" and r.dtype.kind in "iu":
         unknown |= np.broadcast_to(np.asarray(combos[0][0]) == 0, shape)  # (int)(1.0 / 0)
     if step.op in _NAN_SIGN_OPS:  # the sign of a NaN is not specified by IEEE 754
-        x = np.asarray(combos[0][_NAN_SIGN_OPS[step.op]])
-        if x.dtype.kind == "f":
-            unknown |= np.broadcast_to(np.isnan(x), shape)
+        for x in map(np.asarray, combos[0]):
+            if x.dtype.kind == "f":
+                unknown |= np.broadcast_to(np.isnan(x), shape)
     if step.op in _ZERO_SIGN_OPS and r.dtype.kind == "f":
         zsign |= _mixed_zeros(r, [o.center for o in ops], shape)
     if r.dtype.kind == "f":
@@ -219,8 +219,8 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
 # ops whose result's zero sign NumPy leaves to the loop (SIMD and scalar loops differ) when
 # the operands hold zeros of both signs: maximum(-0.0, +0.0) may be either
 _ZERO_SIGN_OPS = frozenset({"maximum", "minimum", "fmax", "fmin", "clip"})
-# ops that read the sign bit of a NaN operand (at this position)
-_NAN_SIGN_OPS = {"signbit": 0, "copysign": 1}
+# ops that read the sign bit of a NaN operand (masked where any operand is NaN)
+_NAN_SIGN_OPS = frozenset({"signbit", "copysign"})
 
 
 def _mixed_zeros(r: np.ndarray, operands: list[Any], shape: tuple[int, ...]) -> np.ndarray:
