@@ -226,6 +226,8 @@ def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None =
     folded = _fold_out_of_range_comparison(op, inputs, types)
     if folded is not None:
         return folded
+    if op in _COMPARISONS and len(types) == 2:
+        types = _exact_comparison_types(inputs, types)
     loop = resolve(ufunc, types, dtype)
     shape = shapes.broadcast_shapes(*(_shape(x) for x in inputs))
     srcs = tuple(as_node(x, t) for x, t in zip(inputs, loop[:ufunc.nin]))
@@ -234,6 +236,19 @@ def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None =
 
 _COMPARISONS = {Op.EQ: np.equal, Op.NE: np.not_equal, Op.LT: np.less, Op.LE: np.less_equal,
                 Op.GT: np.greater, Op.GE: np.greater_equal}
+
+
+def _exact_comparison_types(inputs: Sequence[Any], types: list[Any]) -> list[Any]:
+    """NumPy 2 compares an integer array with a Python int exactly, whatever the int's value
+    (``uint8_array > -1`` is all True). A dynamic Python int argument is only known at run time,
+    so the comparison is done in int64 (uint64 arrays: the exact mixed-sign loop)."""
+    out = list(types)
+    for i, (x, t) in enumerate(zip(inputs, types)):
+        other = types[1 - i]
+        if isinstance(x, TensorProxy) and t is int and isinstance(other, np.dtype) \
+                and other.kind in "iu":
+            out[i] = dt.INT64
+    return out
 
 
 def _fold_out_of_range_comparison(op: Op, inputs: Sequence[Any], types: Sequence[Any]

@@ -119,3 +119,16 @@ def test_builtins_on_a_nan_the_compiler_derives(dev):
         want = f(x)
     for got, w in zip(fuse(f)(dev(x)), want):
         assert_matches(got, w)
+
+
+def test_comparison_with_a_dynamic_python_int_is_exact():
+    # NumPy 2 compares uint8 with -1 or 300 exactly; the dynamic int was converted to uint8
+    # at call time (OverflowError)
+    def f(a, s):
+        return a > s, s <= a, a == s, np.less(a, s)
+
+    fused = fuse(f)
+    for a in (np.array([0, 5, 255], np.uint8), np.array([0, 2**63, 2**64 - 1], np.uint64)):
+        for s in (-1, 3, 300):
+            for got, want in zip(fused(a, s), f(a, s)):
+                assert_matches(got, want)
