@@ -384,7 +384,7 @@ def _render(ch: Chooser, d: OpDef, values: list[_Value], shape: tuple[int, ...]
     if d.key == "pow" and picks[1] is not None and _kind(picks[1]) in "biu":
         texts[1] = f"({texts[1]} & 3)"  # negative integer powers raise in NumPy (data-dependent)
     code = spelling.format(*texts)
-    return code, tuple(dict.fromkeys(p.name for p in real)), {}
+    return code, tuple(dict.fromkeys(p.name for p in real)), {"args": tuple(texts)}
 
 
 def _kind(v: _Value | None) -> str:

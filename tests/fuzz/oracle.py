@@ -207,6 +207,8 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
         for x in map(np.asarray, combos[0]):
             if x.dtype.kind == "f":
                 unknown |= np.broadcast_to(np.isnan(x), shape)
+    if step.op in _PERIODIC and r.dtype.kind == "f" and inexact.any():
+        err = np.maximum(err, _periodic_bound(step, ops, shape))
     if step.op in _ZERO_SIGN_OPS and r.dtype.kind == "f":
         zsign |= r == 0  # (literal operands are not in ``ops``: any zero result)
     if r.dtype.kind == "f":
@@ -227,6 +229,24 @@ _ZERO_SIGN_OPS = frozenset({"maximum", "minimum", "fmax", "fmin", "clip"})
 _NAN_SIGN_OPS = frozenset({"signbit", "copysign"})
 
 
+
+
+# ops that wrap around: once an operand's interval spans a period, any value in the range is
+# possible (corner and interior samples can all land close together)
+_PERIODIC = frozenset({"mod", "fmod", "sin", "cos", "tan"})
+
+
+def _periodic_bound(step: Step, ops: list[Approx], shape: tuple[int, ...]) -> np.ndarray:
+    env = {n: o.center for n, o in zip(step.operands, ops)}
+    args = [np.asarray(eval(text, {"np": np}, env), np.float64) for text in step.get("args")]
+    errs = {n: np.broadcast_to(o.err, np.shape(o.center)) for n, o in zip(step.operands, ops)}
+    ex = np.broadcast_to(np.asarray(errs.get(step.get("args")[0], 0.0)), shape)
+    if step.op in ("mod", "fmod"):
+        b = np.abs(np.broadcast_to(args[1], shape))
+        eb = np.broadcast_to(np.asarray(errs.get(step.get("args")[1], 0.0)), shape)
+        wide = (2 * ex >= b) | (eb > 0)
+        return np.where(wide, 2 * (b + eb), 0.0)
+    return np.where(ex >= 0.25, np.inf if step.op == "tan" else 2.0, 0.0)
 
 
 def _undefined_cast(combo: tuple[Any, ...], ops: list[Approx], target: np.dtype,

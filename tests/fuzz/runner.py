@@ -293,7 +293,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--validate", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="print each program first")
+    parser.add_argument("--program", type=int, help="run only the program of this seed")
     ns = parser.parse_args()
+    if ns.program is not None:
+        program = generate(RandomChooser(ns.program))
+        print(program.source())
+        out = run_case(program, ns.program, fusejit.default_queue(), validate=ns.validate)
+        print(out.status, out.message)
+        return
     stats = campaign(ns.examples, ns.seed, ns.validate, verbose=ns.verbose)
     print("done:", dict(stats))
 
