@@ -276,6 +276,8 @@ def clip(x: Any, lo: Any, hi: Any, dtype: Any = None) -> TensorProxy:
         raise ValueError("One of max or min must be given")
     if isinstance(x, (bool, int, float)):
         x = np.asarray(x)  # np.clip converts its array argument: a strong operand
+    elif isinstance(x, TensorProxy) and x._weak is not None:
+        x = lift(x)  # a dynamic Python scalar argument: strong too
     lo, hi = _clip_bound(x, lo, below=True), _clip_bound(x, hi, below=False)
     if lo is None and hi is None:  # both bounds beyond the integer range: nothing to clip
         result = lift(x)

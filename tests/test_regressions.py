@@ -106,6 +106,8 @@ def test_clip_python_scalars_like_numpy():
         assert_matches(got, want)
     with pytest.raises(OverflowError):
         fuse(lambda x: np.clip(x, 300, 400))(x)
+    dynamic = fuse(lambda s, x: np.clip(s, x, x))  # a Python int argument is strong too
+    assert_matches(dynamic(100, x), np.clip(100, x, x))
 
 
 def test_builtins_on_a_nan_the_compiler_derives(dev):
