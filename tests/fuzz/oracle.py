@@ -35,7 +35,8 @@ specified). A value is *exact* where ``err == 0``: fusejit must then match NumPy
 * Float → integer casts: an element whose value (or any corner) is NaN, ±inf, or truncates to
   outside the target range is *masked* (``err = inf``): C leaves the conversion undefined and
   NumPy's result depends on the machine. NumPy computes an integer ``reciprocal`` as
-  ``(int)(1.0 / x)``, so its value at ``x == 0`` is masked too. The mask propagates to
+  ``(int)(1.0 / x)``, so its value at ``x == 0`` is masked too, as is ``np.round`` of an
+  integer with negative decimals beyond the dtype's range. The mask propagates to
   everything computed from it.
 * ``maximum``/``minimum``/``fmax``/``fmin``/``clip`` of zeros of both signs: the sign of the
   zero result is unspecified (NumPy's own loops disagree between sizes and strides).
@@ -201,6 +202,11 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
             unknown |= _undefined_cast(combo, ops, r.dtype, shape)
     if step.kind == "cast" and r.dtype.kind in "iu":
         unknown |= _undefined_cast(combos[0], ops, r.dtype, shape)
+    if step.op == "rint" and r.dtype.kind in "iu" and ", -1)" in step.code:
+        # np.round(ints, -1) is (int)(rint(x / 10) * 10) in float64: undefined out of range
+        x = np.asarray(combos[0][0]).astype(np.float64)
+        with np.errstate(all="ignore"):
+            unknown |= np.broadcast_to(_out_of_range(np.rint(x / 10) * 10, r.dtype), shape)
     if step.op == "reciprocal" and r.dtype.kind in "iu":
         unknown |= np.broadcast_to(np.asarray(combos[0][0]) == 0, shape)  # (int)(1.0 / 0)
     if step.op in _NAN_SIGN_OPS:  # the sign of a NaN is not specified by IEEE 754
@@ -255,10 +261,15 @@ def _undefined_cast(combo: tuple[Any, ...], ops: list[Approx], target: np.dtype,
     x = np.asarray(combo[0])
     if ops[0].dtype is None or ops[0].dtype.kind != "f":
         return np.zeros(shape, bool)
-    info = np.iinfo(target)
-    t = np.trunc(x.astype(np.float64))
-    bad = ~np.isfinite(t) | (t < info.min) | (t > info.max)
-    return np.broadcast_to(bad, shape)
+    return np.broadcast_to(_out_of_range(x.astype(np.float64), target), shape)
+
+
+def _out_of_range(x: np.ndarray, target: np.dtype) -> np.ndarray:
+    """Float values whose conversion to the integer ``target`` is undefined in C."""
+    bits = 8 * target.itemsize
+    lo, hi = (0.0, 2.0 ** bits) if target.kind == "u" else (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1))
+    t = np.trunc(x)
+    return ~np.isfinite(t) | (t < lo) | (t >= hi)  # (exact: the bounds are powers of two)
 
 
 # -- reductions -------------------------------------------------------------------------------------
