@@ -83,6 +83,7 @@ class Evaluation:
     outputs: list[Approx] | None
     exc: BaseException | None  # what NumPy raised, if it did
     values: dict[str, Approx]
+    dead: bool = False  # it raised in a step no output depends on (see ``evaluate``)
 
 
 def step_function(step: Step) -> Callable[..., Any]:
@@ -100,10 +101,23 @@ def evaluate(program: Program, inputs: list[Any]) -> Evaluation:
             ops = [env[n] for n in step.operands]
             try:
                 center = fn(*(o.center for o in ops))
-            except Exception as exc:  # NumPy raises: fusejit must raise alike
-                return Evaluation(None, exc, env)
+            except Exception as exc:  # NumPy raises: fusejit must raise alike...
+                # ...unless it raised on these values only (a Python int out of range for the
+                # dtype it met) in a step whose result is never used: fusejit removes dead
+                # code, so it never converts that value (a documented difference)
+                dead = program.raises is None and step.name not in live(program)
+                return Evaluation(None, exc, env, dead)
             env[step.name] = _propagate(step, fn, ops, center)
     return Evaluation([env[n] for n in program.outputs], None, env)
+
+
+def live(program: Program) -> set[str]:
+    """Steps some output depends on."""
+    needed = set(program.outputs)
+    for step in reversed(program.steps):
+        if step.name in needed:
+            needed |= set(step.operands)
+    return needed
 
 
 # -- propagation ------------------------------------------------------------------------------------
@@ -111,10 +125,11 @@ def evaluate(program: Program, inputs: list[Any]) -> Evaluation:
 
 def _outward(x: np.ndarray, dtype: np.dtype, up: bool) -> np.ndarray:
     """``x`` (float64) rounded to ``dtype`` away from the center (towards ±inf)."""
-    r = x.astype(dtype)
-    target = np.inf if up else -np.inf
-    behind = (r < x) if up else (r > x)
-    return np.where(behind, np.nextafter(r, dtype.type(target)), r)
+    with np.errstate(all="ignore"):
+        r = x.astype(dtype)
+        target = np.inf if up else -np.inf
+        behind = (r < x) if up else (r > x)
+        return np.where(behind, np.nextafter(r, dtype.type(target)), r)
 
 
 def _corners(a: Approx, shape: tuple[int, ...]) -> tuple[list[Any], np.ndarray]:
