@@ -15,6 +15,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from . import dtypes as dt
+from . import validate
 from .errors import ContextMismatchError, UnsupportedDTypeError, UnsupportedOperationError
 from .ir import Graph, Node, format_graph
 from .passes import PassRecord, run_pipeline
@@ -324,7 +325,7 @@ class Fused:
         return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards), queue
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and not self._guards:
+        if not kwargs and not self._guards and not self.validate:
             fkey = _fast_key(args, self._static_nums)
             compiled = self._fast.get(fkey) if fkey is not None else None
             if compiled is not None and _current_tracer() is None:
@@ -349,7 +350,10 @@ class Fused:
             if fkey is not None:
                 self._fast[fkey] = compiled
         exe = compiled.executable
-        leaves = exe.run(flat, queue)
+        if self.validate:  # results checked against a float64 NumPy evaluation of the graph
+            leaves = validate.run_checked(exe, flat, queue, getattr(self, "__name__", "fn"))
+        else:
+            leaves = exe.run(flat, queue)
         return tree_unflatten(exe.treedef, leaves)
 
     def _compile(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
