@@ -18,8 +18,10 @@ NumPy with every float widened to float64, on the call's actual inputs) and an a
   dtype, ``(n-1)·u·Σ|x|`` (``prod``: the same, relative); ``max``/``min`` keep the largest
   operand bound; ``argmax``/``argmin``/``any``/``all`` must be decided by exact operands;
 * an integer or bool value is exact or *unverifiable*, and so is a float → integer conversion of
-  NaN, ±inf or an out-of-range value (implementation-defined in C); everything computed from an
-  unverifiable value is unverifiable and not compared.
+  NaN, ±inf or an out-of-range value (implementation-defined in C), the sign bit of a NaN
+  (``signbit``, ``copysign``) and an integer ``reciprocal`` of 0 (NumPy computes
+  ``(int)(1.0 / 0)``); everything computed from an unverifiable value is unverifiable and not
+  compared.
 
 An output element passes when ``|result - ref| <= E + 1 ULP`` of the output's dtype (the
 constant covers rounding the reference itself); NaN must match NaN, an infinity the same
@@ -212,11 +214,23 @@ def _pointwise(node: Node, srcs: list[Bound]) -> Bound:
                          else np.where(got != ref, np.inf, 0.0))
         if node.op is Op.CAST and node.dtype.kind in "iu" and node.srcs[0].dtype.kind == "f":
             unknown |= _undefined_conversion(combo[0], node.dtype)
+        unknown |= _implementation_defined(node, combo)
     if node.dtype.kind == "f":
         bound = OPS[node.op].ulp
         if bound is not None:
             err = err + bound.get(8 * node.dtype.itemsize, 0.0) * _ulp(ref, node.dtype)
     return Bound(ref, np.where(unknown, np.inf, err))
+
+
+def _implementation_defined(node: Node, combo: Sequence[np.ndarray]) -> np.ndarray | bool:
+    """Elements whose value IEEE 754 or C leave open: the sign bit of a NaN (``signbit``,
+    ``copysign``), and NumPy's integer ``reciprocal`` of 0, which is ``(int)(1.0 / 0)``."""
+    if node.op in (Op.SIGNBIT, Op.COPYSIGN):
+        x = np.asarray(combo[-1])
+        return np.broadcast_to(np.isnan(x), node.shape) if x.dtype.kind == "f" else False
+    if node.op is Op.RECIPROCAL and node.dtype.kind in "iu":
+        return np.broadcast_to(np.asarray(combo[0]) == 0, node.shape)
+    return False
 
 
 def _undefined_conversion(x: np.ndarray, target: np.dtype) -> np.ndarray:

@@ -37,6 +37,11 @@ def test_no_false_alarm_on_cancellation_or_undefined_casts(x):
     f = fuse(lambda x: ((x + big) - big, (x * np.nan).astype(np.int32),
                         np.sum(x * 1e30) - np.sum(x * 1e30)), validate=True)
     f(x)
+    z = np.array([0.0, -0.0, 1.0], np.float32)
+    i = np.array([0, 1, -1], np.int64)
+    g = fuse(lambda z, i: (np.signbit(np.fmod(3, z) / z), np.copysign(1.0, z / z),
+                           np.cbrt(np.reciprocal(i))), validate=True)
+    g(z, i)  # NaN signs and NumPy's (int)(1.0 / 0) are implementation-defined
 
 
 def test_in_place_writes_are_validated(x):
