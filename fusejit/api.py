@@ -17,7 +17,7 @@ import pyopencl.array as cla
 from . import dtypes as dt
 from . import validate
 from .errors import ContextMismatchError, UnsupportedDTypeError, UnsupportedOperationError
-from .ir import Graph, Node, format_graph
+from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
 from .passes.partition import Plan, partition
 from .runtime import autotune
@@ -217,7 +217,7 @@ class Lowered:
     plan: Plan
     module: Module
     device: DeviceInfo
-    traced_nodes: int
+    traced_nodes: int  # values the function computed, including ones no output uses
 
     @property
     def source(self) -> str:
@@ -236,8 +236,6 @@ class Lowered:
 
 
 def _group_nodes(kernel: Kernel) -> int:
-    from .ir import toposort
-
     g = kernel.group
     roots = [s.node for s in g.stores + g.row_stores] + list(g.reductions)
     return len(toposort(roots))
@@ -426,7 +424,8 @@ class Fused:
                 nodes.append(proxy.node)
             traced = tracer.graph(nodes)
             constants = dict(tracer.constants)
-        traced_nodes = len(traced)
+        # everything the function computed, returned or not (explain() reports the unused)
+        traced_nodes = len(toposort(list(traced.roots) + tracer.values))
         graph, records = run_pipeline(traced)
         info = device_info(queue.device)
         classes = _alias_classes(key.aliases, traced)
@@ -446,6 +445,14 @@ class Fused:
             if key not in self._lowered:
                 self._lowered[key] = self._lower(key, flat, kwnames, queue)
             return self._lowered[key][0]
+
+    def explain(self, *args: Any, **kwargs: Any) -> Any:
+        """A readable report of what fusejit makes of a call with these arguments (graph, passes,
+        fusion groups and why they split, bytes moved, kernel sources; ``.dot`` for a picture);
+        see ``fusejit.explain``. Launches nothing."""
+        from .explain import explain
+
+        return explain(getattr(self, "__qualname__", "function"), self.lower(*args, **kwargs))
 
     # -- cache ------------------------------------------------------------------------------------
     def cache_info(self) -> CacheInfo:

@@ -47,6 +47,7 @@ class Tracer:
         self.params: list[Param] = []
         self.param_proxies: dict[int, TensorProxy] = {}
         self.constants: dict[int, np.ndarray] = {}  # param index -> captured constant array
+        self.values: list[Node] = []  # every value the function computed (explain: unused)
 
     def __enter__(self) -> Tracer:
         if _current.get() is not None:
@@ -389,6 +390,8 @@ class TensorProxy:
                  base: TensorProxy | None = None, vmap: shapes.AffineMap | None = None,
                  shape: tuple[int, ...] | None = None, readonly: bool = False) -> None:
         self._node = node
+        if node is not None and (tracer := _current.get()) is not None:
+            tracer.values.append(node)
         self._weak = weak  # (param index, python type) for a weak dynamic scalar
         self._base = base  # root proxy this one is a view of
         self._vmap = vmap  # affine map from this view's index to the root's index
