@@ -1,0 +1,293 @@
+"""Every elementwise op of the op table on every dtype, on edge values, against NumPy.
+
+Each test compares one op (or one cast) with NumPy in dtype, shape and value. The device work is
+batched: ``run_batched`` compiles many cases into one fused function returning a list, which is
+one kernel, so the whole catalog builds a few dozen kernels. A combination NumPy rejects is
+checked to raise the same exception class in fusejit; nothing is skipped.
+
+Tolerances: exact everywhere (integers, bools, comparisons, min/max, selects, casts, rounding,
+and the correctly rounded + - * / sqrt), except the transcendental ops, which get their
+documented bound ``op_ulp(op, dtype)`` from the op table.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fusejit import fuse
+from fusejit.ops import ELEMENTWISE, OP_OF_UFUNC, Op
+from fusejit.testing import assert_matches, op_ulp
+
+DTYPES = tuple(np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
+                                     "f2", "f4", "f8"))
+UNARY = tuple(sorted((u for u in OP_OF_UFUNC if u.nin == 1), key=lambda u: u.__name__))
+BINARY = tuple(sorted((u for u in OP_OF_UFUNC if u.nin == 2), key=lambda u: u.__name__))
+# Binary ops also run on every pair of *different* dtypes when their result depends on more than
+# casting both operands to the loop dtype (exact int64/uint64 comparisons, mixed-signedness
+# shifts, ldexp's (float, int) loops), plus a few arithmetic ops that pin NEP 50 promotion.
+MIXED = frozenset({np.add, np.true_divide, np.power, np.maximum, np.equal, np.not_equal,
+                   np.less, np.less_equal, np.greater, np.greater_equal, np.left_shift,
+                   np.right_shift, np.ldexp})
+# Arguments per kernel (inputs + outputs): 8-byte pointers stay under the 1024 bytes that
+# CL_DEVICE_MAX_PARAMETER_SIZE guarantees, so the catalog runs on any OpenCL device.
+MAX_ARGS = 120
+
+
+def _ids(values: Sequence[Any]) -> list[str]:
+    return [getattr(v, "__name__", None) or str(v) for v in values]
+
+
+def edge_values(dtype: np.dtype) -> np.ndarray:
+    """Zeros of both signs, ±1, halfway values for rounding, range limits, ±inf, NaN,
+    subnormals; for integers the limits, shift counts around each width and negatives."""
+    if dtype.kind == "b":
+        return np.array([False, True])
+    if dtype.kind == "f":
+        info = np.finfo(dtype)
+        values = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.1, 0.3, 3.0, -7.0,
+                  7.5, 100.0, -1e3, 2.0**22 + 0.5, 1e-5, float(info.max), float(info.min),
+                  float(info.tiny), -float(info.tiny), float(info.smallest_subnormal),
+                  -float(info.smallest_subnormal), np.inf, -np.inf, np.nan]
+        with np.errstate(over="ignore"):
+            return np.array(values).astype(dtype)
+    info = np.iinfo(dtype)
+    values = [0, 1, 2, 3, 7, 8, 15, 16, 31, 32, 63, 64, 100, info.max, info.max - 1, info.min,
+              info.min + 1]
+    if dtype.kind == "i":
+        values += [-1, -2, -3, -7, -8, -64, -100]
+    return np.array(sorted({v for v in values if info.min <= v <= info.max}), dtype=dtype)
+
+
+def numpy_result(fn: Callable[..., Any], *args: Any) -> np.ndarray | Exception:
+    """NumPy's answer, or the exception it raises for this combination."""
+    try:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    except (TypeError, ValueError) as exc:
+        return exc
+
+
+def assert_rejected_like_numpy(fn: Callable[..., Any], args: Sequence[np.ndarray],
+                               numpy_error: Exception) -> None:
+    """fusejit refuses what NumPy refuses, with the same exception class (at trace time)."""
+    with pytest.raises(type(numpy_error)):
+        fuse(fn).lower(*args)
+
+
+Case = tuple[Callable[..., Any], tuple[str, ...]]  # a function and the names of its inputs
+
+
+def run_batched(inputs: dict[str, np.ndarray], cases: dict[Hashable, Case]
+                ) -> dict[Hashable, np.ndarray]:
+    """Run every case on the device, as few kernels as MAX_ARGS allows: a chunk of cases is one
+    fused function returning a list of results, compiled as one kernel."""
+    results: dict[Hashable, np.ndarray] = {}
+    chunk: list[Hashable] = []
+    names: list[str] = []
+
+    def flush() -> None:
+        if not chunk:
+            return
+        order = list(names)
+        picked = [(cases[k][0], [order.index(n) for n in cases[k][1]]) for k in chunk]
+
+        def batch(*arrays: Any) -> list[Any]:
+            return [fn(*(arrays[i] for i in idx)) for fn, idx in picked]
+
+        outs = fuse(batch)(*(inputs[n] for n in order))
+        results.update(zip(chunk, outs))
+        chunk.clear()
+        names.clear()
+
+    for key, (_, needs) in cases.items():
+        new = [n for n in needs if n not in names]
+        if len(names) + len(new) + len(chunk) + 1 > MAX_ARGS:
+            flush()
+            new = list(dict.fromkeys(needs))
+        names.extend(new)
+        chunk.append(key)
+    flush()
+    return results
+
+
+# -- unary ops ------------------------------------------------------------------------------------
+
+
+@functools.cache
+def unary_results(dtype: np.dtype) -> dict[Hashable, np.ndarray]:
+    x = edge_values(dtype)
+    cases = {u: (u, ("x",)) for u in UNARY if not isinstance(numpy_result(u, x), Exception)}
+    return run_batched({"x": x}, cases)
+
+
+def unary_mask(ufunc: np.ufunc, x: np.ndarray) -> np.ndarray | None:
+    # np.reciprocal of an integer 0 is NumPy's C conversion of 1.0/0 = inf to the integer type:
+    # implementation-defined (INT_MIN or 0 on x86), so it is not compared.
+    if ufunc is np.reciprocal and x.dtype.kind in "iu":
+        return x != 0
+    return None
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids(DTYPES))
+@pytest.mark.parametrize("ufunc", UNARY, ids=_ids(UNARY))
+def test_unary(ufunc: np.ufunc, dtype: np.dtype) -> None:
+    x = edge_values(dtype)
+    want = numpy_result(ufunc, x)
+    if isinstance(want, Exception):
+        assert_rejected_like_numpy(ufunc, [x], want)
+        return
+    got = unary_results(dtype)[ufunc]
+    assert_matches(got, want, ulp=op_ulp(OP_OF_UFUNC[ufunc], want.dtype),
+                   mask=unary_mask(ufunc, x), what=f"np.{ufunc.__name__}({dtype.name})")
+
+
+# -- binary ops -----------------------------------------------------------------------------------
+
+
+def grid(left: np.dtype, right: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of edge values: a column against a row, broadcast inside the kernel."""
+    return edge_values(left)[:, None], edge_values(right)[None, :]
+
+
+def partners(ufunc: np.ufunc, left: np.dtype) -> list[np.dtype]:
+    return [d for d in DTYPES if d == left or ufunc in MIXED]
+
+
+def binary_reference(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray
+                     ) -> tuple[np.ndarray | Exception, np.ndarray | None]:
+    """NumPy's result and the mask of the elements it defines.
+
+    np.power of integers raises ValueError for a negative integer exponent anywhere in the
+    array, a value-dependent error a kernel cannot raise: those elements are masked and the
+    reference is computed with exponent 0 there.
+    """
+    want = numpy_result(ufunc, a, b)
+    if isinstance(want, ValueError) and ufunc is np.power:
+        defined = np.broadcast_to(b >= 0, np.broadcast_shapes(a.shape, b.shape))
+        return numpy_result(ufunc, a, np.where(b >= 0, b, 0).astype(b.dtype)), defined
+    return want, None
+
+
+@functools.cache
+def binary_results(left: np.dtype) -> dict[Hashable, np.ndarray]:
+    inputs = {"a": edge_values(left)[:, None]}
+    cases = {}
+    for right in DTYPES:
+        inputs[f"b_{right.name}"] = edge_values(right)[None, :]
+        for ufunc in BINARY:
+            if right in partners(ufunc, left) and not isinstance(
+                    binary_reference(ufunc, *grid(left, right))[0], Exception):
+                cases[(ufunc, right)] = (ufunc, ("a", f"b_{right.name}"))
+    return run_batched(inputs, cases)
+
+
+@pytest.mark.parametrize("left", DTYPES, ids=_ids(DTYPES))
+@pytest.mark.parametrize("ufunc", BINARY, ids=_ids(BINARY))
+def test_binary(ufunc: np.ufunc, left: np.dtype) -> None:
+    """``ufunc(left, right)`` for right = left, and for every other dtype if ufunc is MIXED."""
+    failures = []
+    for right in partners(ufunc, left):
+        a, b = grid(left, right)
+        want, mask = binary_reference(ufunc, a, b)
+        if isinstance(want, Exception):
+            assert_rejected_like_numpy(ufunc, [a, b], want)
+            continue
+        try:
+            assert_matches(binary_results(left)[(ufunc, right)], want,
+                           ulp=op_ulp(OP_OF_UFUNC[ufunc], want.dtype), mask=mask,
+                           what=f"np.{ufunc.__name__}({left.name}, {right.name})")
+        except AssertionError as exc:
+            failures.append(str(exc))
+    assert not failures, "\n".join(failures)
+
+
+# -- casts ----------------------------------------------------------------------------------------
+
+
+@functools.cache
+def cast_results() -> dict[Hashable, np.ndarray]:
+    inputs = {src.name: edge_values(src) for src in DTYPES}
+    cases = {(src, dst): (functools.partial(lambda x, d: x.astype(d), d=dst), (src.name,))
+             for src in DTYPES for dst in DTYPES}
+    return run_batched(inputs, cases)
+
+
+def cast_mask(x: np.ndarray, dst: np.dtype) -> np.ndarray | None:
+    """Float -> int casts of NaN, ±inf and values whose truncation is outside the target's
+    range are C undefined behaviour that NumPy leaves implementation-defined (x86 gives INT_MIN
+    patterns, other CPUs saturate): only the casts NumPy defines are compared."""
+    if x.dtype.kind != "f" or dst.kind not in "iu":
+        return None
+    info = np.iinfo(dst)
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(x.astype(np.float64))
+        return np.isfinite(t) & (t >= info.min) & (t <= info.max)
+
+
+@pytest.mark.parametrize("dst", DTYPES, ids=_ids(DTYPES))
+@pytest.mark.parametrize("src", DTYPES, ids=_ids(DTYPES))
+def test_astype(src: np.dtype, dst: np.dtype) -> None:
+    x = edge_values(src)
+    with np.errstate(all="ignore"):
+        want = x.astype(dst)
+    assert_matches(cast_results()[(src, dst)], want, mask=cast_mask(x, dst),
+                   what=f"{src.name}.astype({dst.name})")
+
+
+# -- where and clip -------------------------------------------------------------------------------
+
+SELECTS: dict[str, Callable[..., Any]] = {
+    "where": lambda c, x, y, z: np.where(c, x, y),
+    "where_python_scalar": lambda c, x, y, z: np.where(c, x, 1),
+    "where_scalar_first": lambda c, x, y, z: np.where(c, 0, y),
+    "clip": lambda c, x, y, z: np.clip(x, y, z),
+    "clip_lower_only": lambda c, x, y, z: np.clip(x, y, None),
+    "clip_upper_only": lambda c, x, y, z: np.clip(x, None, z),
+    "clip_method": lambda c, x, y, z: x.clip(min=z),
+}
+
+
+def select_inputs(dtype: np.dtype) -> tuple[np.ndarray, ...]:
+    """A condition and three operands that meet every edge value against several others
+    (NaN bounds included, and lower bounds above upper ones, which NumPy resolves as
+    min(max(x, lo), hi))."""
+    x = edge_values(dtype)
+    n = len(x)
+    cond = np.arange(n) % 3 == 1
+    return cond, x, x[::-1].copy(), np.roll(x, n // 3)
+
+
+@functools.cache
+def select_results() -> dict[Hashable, np.ndarray]:
+    inputs, cases = {}, {}
+    for dtype in DTYPES:
+        names = tuple(f"{v}_{dtype.name}" for v in "cxyz")
+        inputs.update(zip(names, select_inputs(dtype)))
+        for name, fn in SELECTS.items():
+            if not isinstance(numpy_result(fn, *select_inputs(dtype)), Exception):
+                cases[(name, dtype)] = (fn, names)
+    return run_batched(inputs, cases)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids(DTYPES))
+@pytest.mark.parametrize("name", list(SELECTS))
+def test_where_and_clip(name: str, dtype: np.dtype) -> None:
+    fn = SELECTS[name]
+    args = select_inputs(dtype)
+    want = numpy_result(fn, *args)
+    if isinstance(want, Exception):
+        assert_rejected_like_numpy(fn, args, want)
+        return
+    assert_matches(select_results()[(name, dtype)], want, what=f"{name}({dtype.name})")
+
+
+def test_catalog_covers_every_elementwise_op() -> None:
+    """Every elementwise op is reached through a ufunc (UNARY, BINARY), astype or np.where; an
+    op added to the table without a ufunc would escape the catalog and fails here."""
+    assert {OP_OF_UFUNC[u] for u in UNARY + BINARY} | {Op.CAST, Op.WHERE} == ELEMENTWISE
+    assert MIXED <= set(BINARY)
