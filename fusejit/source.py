@@ -442,11 +442,13 @@ class Renderer:
 
     @staticmethod
     def _refs(item: Instr | Nested) -> list[Instr]:
-        out = []
+        """The distinct instructions ``item`` reads: ``v0 * v0`` reads v0 once, so a dying
+        operand frees its name once (freeing it twice hands one name to two live values)."""
+        out: dict[int, Instr] = {}
         for r in item.operands:
             if isinstance(r, Instr):
-                out.append(r)
-        return out
+                out[id(r)] = r
+        return list(out.values())
 
     def _all_refs(self, block: Block) -> list[Instr]:
         out = []
