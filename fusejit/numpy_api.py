@@ -22,8 +22,10 @@ from .trace import (
     TensorProxy,
     _ptype,
     apply_ufunc,
+    as_node,
     broadcast_to,
     cast,
+    check_output_cast,
     clip,
     lift,
     reshape,
@@ -95,7 +97,18 @@ def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *,
     if kwargs:
         raise UnsupportedOperationError(f"np.clip(..., {next(iter(kwargs))}=...) is not "
                                         "supported inside @fuse")
-    result = clip(to_operand(a), to_operand(lo), to_operand(hi))
+    x = to_operand(a)
+    t = _ptype(x)
+    if isinstance(t, np.dtype) and t.kind in "iu":
+        # NumPy's _methods._clip: a Python int bound beyond the integer dtype's range clips
+        # nothing and is dropped (NEP 50 would otherwise refuse to convert it)
+        info = np.iinfo(t)
+        lo = None if type(lo) is int and lo <= info.min else lo
+        hi = None if type(hi) is int and hi >= info.max else hi
+    if lo is None and hi is None:
+        result = apply_ufunc(np.positive, (x,), {})
+    else:
+        result = clip(x, to_operand(lo), to_operand(hi))
     if out is not None:
         out.write(Ellipsis, result, as_output=True)
         return out
@@ -104,21 +117,24 @@ def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *,
 
 @implements(np.round, np.around, method="round")
 def _round(a: Any, decimals: int = 0, out: Any = None) -> TensorProxy:
-    """NumPy's PyArray_Round: rint for decimals=0, else scale by 10**decimals (same dtypes)."""
+    """NumPy's PyArray_Round: integers are returned as they are for decimals >= 0; otherwise
+    rint for decimals=0, else scale by 10**decimals into an array of the input's dtype (float64
+    for integers), rint, unscale, and cast back. Bools are not integers there: rint gives
+    float16, and scaling a bool fails NumPy's same_kind store back into a bool array."""
     x = lift(a)
-    if x.dtype.kind in "biu" and decimals >= 0:
+    if x.dtype.kind in "iu" and decimals >= 0:
         return TensorProxy(x.node)
     if decimals == 0:
         result = apply_ufunc(np.rint, (x,), {})
     else:
+        scale, unscale = ((np.multiply, np.true_divide) if decimals > 0
+                          else (np.true_divide, np.multiply))
         f = 10.0 ** abs(decimals)
-        work = x if x.dtype.kind == "f" else TensorProxy(cast(x.node, dt.FLOAT64))
-        if decimals > 0:
-            result = apply_ufunc(np.true_divide, (apply_ufunc(
-                np.rint, (apply_ufunc(np.multiply, (work, f), {}),), {}), f), {})
-        else:
-            result = apply_ufunc(np.multiply, (apply_ufunc(
-                np.rint, (apply_ufunc(np.true_divide, (work, f), {}),), {}), f), {})
+        work = dt.FLOAT64 if x.dtype.kind in "iu" else x.dtype
+        scaled = apply_ufunc(scale, (x, f), {})
+        check_output_cast(scale.__name__, scaled.dtype, work)
+        rounded = apply_ufunc(np.rint, (TensorProxy(cast(scaled.node, work)),), {})
+        result = apply_ufunc(unscale, (rounded, f), {})
         result = TensorProxy(cast(result.node, x.dtype))
     if out is not None:
         out.write(Ellipsis, result, as_output=True)
@@ -202,9 +218,12 @@ def _filled_like(fill: float | None) -> Callable[..., TensorProxy]:
             args = args[1:]
         if args:
             dtype = args[0]
-        target = np.dtype(dtype) if dtype is not None else a.dtype
+        target = dt.check_supported(np.dtype(dtype) if dtype is not None else a.dtype)
         shp = tuple(np.atleast_1d(shape)) if shape is not None else a.shape
-        return TensorProxy(const(value, dt.check_supported(target), tuple(map(int, shp))))
+        # NumPy fills with copyto(..., casting='unsafe'): 7.5 fills an int8 array with 7, and
+        # a Python int out of the dtype's range raises OverflowError (NEP 50), as in as_node
+        node = as_node(to_operand(value), target)
+        return TensorProxy(broadcast_to(node, tuple(map(int, shp))))
     return impl
 
 
@@ -271,7 +290,7 @@ def _permute_dims(x: Any, axes: Any = None) -> TensorProxy:
 def swapaxes(x: Any, a: int, b: int) -> TensorProxy:
     x = _as_view_source(x)
     axes = list(range(x.ndim))
-    a, b = shapes.normalize_axis(a, x.ndim), shapes.normalize_axis(b, x.ndim)
+    a, b = shapes.normalize_axis(a, x.ndim, "axis1"), shapes.normalize_axis(b, x.ndim, "axis2")
     axes[a], axes[b] = axes[b], axes[a]
     return transpose(x, tuple(axes))
 
@@ -279,8 +298,8 @@ def swapaxes(x: Any, a: int, b: int) -> TensorProxy:
 @implements(np.moveaxis)
 def _moveaxis(x: Any, source: Any, destination: Any) -> TensorProxy:
     x = _as_view_source(x)
-    src = [shapes.normalize_axis(a, x.ndim) for a in np.atleast_1d(source)]
-    dst = [shapes.normalize_axis(a, x.ndim) for a in np.atleast_1d(destination)]
+    src = [shapes.normalize_axis(a, x.ndim, "source") for a in np.atleast_1d(source)]
+    dst = [shapes.normalize_axis(a, x.ndim, "destination") for a in np.atleast_1d(destination)]
     if len(src) != len(dst):
         raise ValueError("`source` and `destination` arguments must have the same number of "
                          "elements")

@@ -26,6 +26,7 @@ from .errors import (
     BroadcastError,
     ReadOnlyError,
     TracerConversionError,
+    UnsupportedAttributeError,
     UnsupportedDTypeError,
     UnsupportedOperationError,
 )
@@ -112,10 +113,11 @@ def _ptype(x: Any) -> np.dtype | type:
     """Promotion type of an operand: a dtype (strong) or a Python type (weak)."""
     if isinstance(x, TensorProxy):
         return x._weak[1] if x._weak is not None else x.dtype
-    if isinstance(x, (bool, int, float)):
-        return type(x) if not isinstance(x, bool) else bool
+    # NumPy scalars first: np.float64 subclasses float but is strong
     if isinstance(x, (np.ndarray, np.generic)):
         return dt.check_supported(x.dtype, "operand")
+    if isinstance(x, (bool, int, float)):
+        return dt.scalar_type(x)
     if isinstance(x, complex):
         raise UnsupportedDTypeError("complex values are not supported by fusejit")
     raise TypeError(f"unsupported operand type for a fused function: {type(x).__name__}")
@@ -139,6 +141,16 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
     if isinstance(x, np.generic):
         return cast(const(x, x.dtype), dtype)
     return const(dt.convert_scalar(x, dtype), dtype)
+
+
+def as_array_node(x: Any, dtype: np.dtype) -> Node:
+    """The operand as NumPy's array-converting functions (np.where, np.full_like) see it: a
+    Python scalar first becomes an array of its default dtype (int64, float64), which is then
+    cast unsafely, so ``np.where(c, int8_array, 300)`` wraps 300 to 44 as NumPy does."""
+    t = _ptype(x)
+    if not isinstance(t, np.dtype):
+        return cast(as_node(x, dt.default_dtype(t)), dtype)
+    return as_node(x, dtype)
 
 
 def to_operand(x: Any) -> Any:
@@ -188,6 +200,8 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
                                         "inside @fuse")
     if ufunc is CLIP_UFUNC:
         result = clip(*inputs, dtype=dtype)
+    elif ufunc is np.power:
+        result = power(*inputs, dtype=None if dtype is None else np.dtype(dtype))
     elif ufunc in OP_OF_UFUNC:
         result = elementwise(ufunc, inputs, dtype=None if dtype is None else np.dtype(dtype))
     else:
@@ -208,11 +222,17 @@ def _write_out(results: tuple[Any, ...], out: Any, casting: str, ufunc_name: str
         if not isinstance(target, TensorProxy):
             raise UnsupportedOperationError(
                 "out= inside @fuse must be an argument of the fused function (or a view of one)")
-        if not np.can_cast(value.dtype, target.dtype, casting=casting):
-            raise TypeError(f"Cannot cast ufunc '{ufunc_name}' output from {value.dtype!r} to "
-                            f"{target.dtype!r} with casting rule '{casting}'")
+        check_output_cast(ufunc_name, value.dtype, target.dtype, casting)
         target.write(Ellipsis, value, as_output=True)
     return tuple(t if t is not None else r for t, r in zip(outs, results))
+
+
+def check_output_cast(ufunc_name: str, value: np.dtype, target: np.dtype,
+                      casting: str = "same_kind") -> None:
+    """Refuse to store a ufunc result into an array of ``target`` dtype, as NumPy's out= does."""
+    if not np.can_cast(value, target, casting=casting):
+        raise TypeError(f"Cannot cast ufunc '{ufunc_name}' output from {value!r} to "
+                        f"{target!r} with casting rule '{casting}'")
 
 
 def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None = None,
@@ -250,6 +270,30 @@ def _fold_out_of_range_comparison(op: Op, inputs: Sequence[Any], types: Sequence
             shape = shapes.broadcast_shapes(_shape(inputs[0]), _shape(inputs[1]))
             return TensorProxy(const(answer, dt.BOOL, shape))
     return None
+
+
+# NumPy's float32/float64 power loop checks a scalar (stride-0) exponent against a table before it
+# calls pow (loops_umath_fp.dispatch.c.src, POWER_FAST_PATH): -1 -> 1/x, 0.5 -> sqrt(x), 2 -> x*x
+# (0 and 1 agree with pow). The table differs from pow at the edges (-inf ** 0.5 is nan, -0.0 **
+# 0.5 is -0.0) and in rounding. The table is traced as selects: a literal exponent folds them to
+# one branch, a dynamic scalar exponent keeps them.
+_POWER_FAST_PATH = ((-1.0, Op.RECIPROCAL), (0.5, Op.SQRT), (2.0, Op.SQUARE))
+
+
+def power(x: Any, e: Any, dtype: np.dtype | None = None) -> TensorProxy:
+    """np.power, with NumPy's fast path for a scalar exponent."""
+    result = elementwise(np.power, (x, e), dtype)
+    node = result.node
+    if node.dtype not in (dt.FLOAT32, dt.FLOAT64) or math.prod(_shape(e)) != 1 \
+            or node.size == 1:  # NumPy's loop sees a stride-0 exponent only over > 1 element
+        return result
+    base, exponent = node.srcs
+    for value, op in _POWER_FAST_PATH:
+        is_value = Node.make(Op.EQ, dt.BOOL, exponent.shape,
+                             (exponent, const(value, exponent.dtype)))
+        fast = Node.make(op, node.dtype, base.shape, (base,))
+        node = Node.make(Op.WHERE, node.dtype, node.shape, (is_value, fast, node))
+    return TensorProxy(node)
 
 
 def clip(x: Any, lo: Any, hi: Any, dtype: Any = None) -> TensorProxy:
@@ -302,9 +346,13 @@ def reshape(node: Node, shape: tuple[int, ...]) -> Node:
 def broadcast_to(node: Node, shape: tuple[int, ...]) -> Node:
     if node.shape == shape:
         return node
-    if len(node.shape) > len(shape) or shapes.broadcast_shapes(node.shape, shape) != shape:
+    if len(node.shape) > len(shape):
+        raise BroadcastError("input operand has more dimensions than allowed by the axis "
+                             "remapping")
+    if not shapes.broadcasts_to(node.shape, shape):
         raise BroadcastError(f"operands could not be broadcast together with remapped shapes "
-                             f"[original->remapped]: {node.shape} and requested shape {shape}")
+                             f"[original->remapped]: {shapes.format_shape(node.shape)}  and "
+                             f"requested shape {shapes.format_shape(shape)}")
     return view(node, shapes.broadcast_map(node.shape, shape), shape)
 
 
@@ -314,7 +362,7 @@ def where(cond: Any, a: Any, b: Any) -> TensorProxy:
     shape = shapes.broadcast_shapes(_shape(cond), _shape(a), _shape(b))
     c = as_node(cond, dt.BOOL)
     return TensorProxy(Node.make(Op.WHERE, out_dtype, shape,
-                                 (c, as_node(a, out_dtype), as_node(b, out_dtype))))
+                                 (c, as_array_node(a, out_dtype), as_array_node(b, out_dtype))))
 
 
 def lift(x: Any) -> TensorProxy:
@@ -486,9 +534,12 @@ class TensorProxy:
 
         method = numpy_api.METHODS.get(name)
         if method is None:
+            if hasattr(np.ndarray, name) and not name.startswith("_"):
+                raise UnsupportedAttributeError(
+                    f"ndarray.{name} is not supported inside @fuse ({self.describe()}); call "
+                    "it outside the fused function")
             raise AttributeError(
-                f"'{type(self).__name__}' ({self.describe()}) has no attribute {name!r}; "
-                f"ndarray.{name} is not supported inside @fuse")
+                f"'{type(self).__name__}' ({self.describe()}) has no attribute {name!r}")
         return lambda *a, **k: method(self, *a, **k)
 
     @property
@@ -564,6 +615,29 @@ for _name, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute
     setattr(TensorProxy, f"__{_name}__", lambda self, _u=_ufunc: apply_ufunc(_u, (self,), {}))
 TensorProxy.__divmod__ = lambda self, o: apply_ufunc(np.divmod, (self, o), {})  # type: ignore
 TensorProxy.__rdivmod__ = lambda self, o: apply_ufunc(np.divmod, (o, self), {})  # type: ignore
+
+
+# NumPy's ``array ** exponent`` (number.c, fast_scalar_power) calls np.square for the Python int
+# 2 on any array (so ``bool_array ** 2`` is int8), and np.reciprocal / np.sqrt for the Python int
+# -1 / float 0.5 on float arrays, float16 included (whose power loop has no fast path).
+_OPERATOR_POWER = {(int, 2): np.square, (int, -1): np.reciprocal, (float, 0.5): np.sqrt}
+
+
+def _power(self: TensorProxy, exponent: Any, out: dict[str, Any]) -> Any:
+    if type(exponent) in (int, float) and self._weak is None:
+        fast = _OPERATOR_POWER.get((type(exponent), exponent))
+        if fast is np.square or (fast is not None and self.dtype.kind == "f"):
+            return apply_ufunc(fast, (self,), out)
+    return apply_ufunc(np.power, (self, exponent), out)
+
+
+def __ipow__(self: TensorProxy, exponent: Any) -> TensorProxy:
+    _power(self, exponent, {"out": self})
+    return self
+
+
+TensorProxy.__pow__ = lambda self, o: _power(self, o, {})  # type: ignore[attr-defined]
+TensorProxy.__ipow__ = __ipow__  # type: ignore[attr-defined]
 
 
 def __matmul__(self: TensorProxy, other: Any) -> Any:

@@ -82,6 +82,11 @@ class Executable:
     # -- per call ---------------------------------------------------------------------------------
     def run(self, flat: Sequence[Any], queue: cl.CommandQueue) -> tuple[Any, ...]:
         graph = self.graph
+        # Convert every scalar first: a value NumPy refuses (``int8_array + 300`` passed as an
+        # argument raises OverflowError) fails the call before anything is uploaded or launched.
+        scalars = {arg: _kernel_arg_scalar(flat[graph.params[arg.index].source], arg.dtype)
+                   for record in self.module.kernels for arg in record.signature.args
+                   if isinstance(arg, ScalarArg) and arg.role != "offset"}
         pool = memory_pool(queue)
         buffers: dict[int, Any] = {}
         offsets: dict[int, int] = {}
@@ -115,8 +120,7 @@ class Executable:
                         if arg.role == "offset":
                             values.append(self.index_dtype.type(offsets[arg.index]))
                         else:
-                            src = graph.params[arg.index].source
-                            values.append(_kernel_arg_scalar(flat[src], arg.dtype))
+                            values.append(scalars[arg])
                     else:
                         values.append(self._buffer(arg, buffers, outs, temps, partials))
                 knl.set_args(*values)
