@@ -784,10 +784,7 @@ class SourceModule:
                 arg = top.emit("long", "-1") if r.op in (Op.ARGMAX, Op.ARGMIN) else None
                 accs.append((r, acc, arg, acc_dt))
             if cache:
-                loop = top.nested(f"for (int k = 0; k < {cache}; k++) {{",
-                                  loop_vars=frozenset({"r"}), cache_loop=True)
-                loop.emit(None, f"const {it} r = ly_ + ({it})k * {ly};")
-                loop.emit(None, f"if (!active || r >= {R}) break;")
+                loop = _cache_loop(top, it, cache, ly, R, M % lx == 0)
             elif gy > 1:
                 loop = top.nested(
                     f"for ({it} r = gy_ * {chunk} + ly_; active && r < min(({it}){R}, "
@@ -882,10 +879,8 @@ class SourceModule:
                 block.emit(None, low.target.store(ptr, "o", "{0}", node.dtype), value)
         if group.row_stores:
             if st.cache:
-                loop = top.nested(f"for (int k = 0; k < {st.cache}; k++) {{",
-                                  loop_vars=frozenset({"r"}), cache_loop=True)
-                loop.emit(None, f"const {it} r = ly_ + ({it})k * {st.ly};")
-                loop.emit(None, f"if (!active || r >= {R}) break;")
+                M = math.prod(group.outer_shape)
+                loop = _cache_loop(top, it, st.cache, st.ly, R, M % st.lx == 0)
             else:
                 loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {st.ly}) {{",
                                   loop_vars=frozenset({"r"}))
@@ -962,6 +957,18 @@ class SourceModule:
                  *(f"    {d}" for d in local_decls), "    const int active = 1;", *body, "}"]
         return (Kernel(name, "\n".join(lines), sig, (M * ly,), (ly,), group, "combine",
                        work=M * gy), low)
+
+
+def _cache_loop(top: Block, it: str, cache: int, ly: int, R: int, all_active: bool) -> Block:
+    """``for k < cache: r = ly_ + k*ly`` over a row kept in registers: fully unrolled, with
+    bounds checks only when the row does not split evenly over the lanes."""
+    loop = top.nested(f"#pragma unroll\n    for (int k = 0; k < {cache}; k++) {{",
+                      loop_vars=frozenset({"r"}), cache_loop=True)
+    loop.emit(None, f"const {it} r = ly_ + ({it})k * {ly};")
+    checks = ([] if all_active else ["!active"]) + ([] if cache * ly == R else [f"r >= {R}"])
+    if checks:
+        loop.emit(None, f"if ({' || '.join(checks)}) break;")
+    return loop
 
 
 def default_vector_width(space: tuple[int, ...], guarded: bool) -> int:
