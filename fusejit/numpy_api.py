@@ -275,9 +275,11 @@ def transpose(x: Any, *axes: Any) -> TensorProxy:
         axes = axes[0]
     if axes is None or axes == ():
         axes = tuple(range(x.ndim))[::-1]
-    axes = tuple(shapes.normalize_axis(a, x.ndim) for a in axes)
-    if sorted(axes) != list(range(x.ndim)):
+    if len(axes) != x.ndim:
         raise ValueError("axes don't match array")
+    axes = tuple(shapes.normalize_axis(a, x.ndim) for a in axes)
+    if len(set(axes)) != x.ndim:
+        raise ValueError("repeated axis in transpose")
     return x._view(shapes.permute_map(axes), tuple(x.shape[a] for a in axes))
 
 
