@@ -19,6 +19,7 @@ from .errors import (
     UnsupportedOperationError,
     ValidationError,
 )
+from .quant import dequantize_linear, quantize_linear
 from .runtime.devices import default_queue
 
 __version__ = "0.1.0"
@@ -38,5 +39,7 @@ __all__ = [
     "UnsupportedOperationError",
     "ValidationError",
     "default_queue",
+    "dequantize_linear",
     "fuse",
+    "quantize_linear",
 ]
