@@ -306,6 +306,17 @@ def test_correctly_rounded_arithmetic_is_bit_exact(dtype, rng):
         assert_bits(g, w, what=f"{dtype.__name__} expression {i}")
 
 
+def test_float32_divide_and_sqrt_are_built_correctly_rounded(queue):
+    """OpenCL allows 2.5 ULP for float32 division and 3 for sqrt unless asked otherwise."""
+    from fusejit.runtime.build import build_options
+    from fusejit.runtime.devices import device_info
+
+    info = device_info(queue.device)
+    flag = "-cl-fp32-correctly-rounded-divide-sqrt"
+    assert (flag in build_options(info)) == info.correctly_rounded_div_sqrt
+    assert not any("fast-relaxed" in o or "mad-enable" in o for o in build_options(info))
+
+
 def test_float16_accumulates_in_float16_not_float32():
     """Each float16 op rounds to half: (x + y) - x is not y when x + y is inexact."""
     x = np.array([2048.0, 1000.0], np.float16)
