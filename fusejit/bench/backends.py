@@ -121,7 +121,7 @@ _FLOAT = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)
                     r"|\d+[eE][-+]?\d+)")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _float32_literals(expr: str) -> tuple[str, tuple[np.float32, ...]]:
     """numexpr reads ``1.5`` as a double and promotes float32 arrays to float64; NumPy (NEP 50)
     keeps float32. Replace each float literal by a float32 variable to compute like NumPy."""
@@ -233,7 +233,7 @@ class CupyBackend(Backend):
             n = cupy.cuda.runtime.getDeviceCount()
         except ImportError:
             return "not installed"
-        except Exception as exc:  # a cupy without a usable CUDA driver
+        except Exception as exc:  # noqa: BLE001 (a cupy without a usable CUDA driver)
             return f"no CUDA device ({type(exc).__name__})"
         if n == 0:
             return "no CUDA device"

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
-import pyopencl.clmath as clmath
 import pyopencl.tools as cltools
+from pyopencl import clmath
 from pyopencl.elementwise import ElementwiseKernel
 
 _C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}

@@ -67,6 +67,8 @@ def table(doc: dict[str, Any]) -> str:
 
     impls = doc["implementations"]
     cols = [n for n in ALL if impls.get(n, {}).get("status") == "ok"]
+    lines.append("implementations: " + "; ".join(
+        f"{n} {impls[n]['version']} on {impls[n]['device']}" for n in cols))
     head = ["case", "size", "MB"] + [f"{c} ms" for c in cols] + [
         "vs unfused", "vs numpy", "fused GB/s", "% copy"]
     rows = [head]
@@ -114,7 +116,7 @@ def plot(doc: dict[str, Any], path: str) -> str | None:
     results = doc["results"]
     chains = [r for r in results if r["family"] == "chain"]
     others = [r for r in results if r["family"] != "chain"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.2))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 6.2))
     dev = doc["device"]
     fig.suptitle(f"fusejit {doc['fusejit_version']} on {dev['name']} ({dev['platform']}), "
                  f"scale {doc['scale']}", fontsize=11)
@@ -151,13 +153,13 @@ def plot(doc: dict[str, Any], path: str) -> str | None:
     copy = doc.get("system", {}).get("copy", {}).get("gbs")
     if copy:
         ax2.axhline(copy, color="black", ls="--", lw=1)
-        ax2.text(0.01, copy, f" enqueue_copy {copy:.0f} GB/s", transform=ax2.get_yaxis_transform(),
-                 va="bottom", fontsize=8)
+        ax2.text(0.99, copy, f"copy bandwidth (enqueue_copy) {copy:.1f} GB/s ",
+                 transform=ax2.get_yaxis_transform(), ha="right", va="bottom", fontsize=8)
     shown = lengths if len(lengths) <= 4 else [n for n in lengths if n in (1, 4, 16, 32)]
     for i, n in enumerate(lengths):
         if n not in shown:
             continue
-        color = cmap(i / max(1, len(lengths) - 1))
+        color = plt.get_cmap("plasma")(0.85 * i / max(1, len(lengths) - 1))
         for impl, style in (("fused", "o-"), ("unfused", "x:")):
             pts = sorted((r["bytes"], r["bytes"] / ms(r, impl) / 1e6) for r in chains
                          if r["chain"] == n and ms(r, impl))
@@ -185,7 +187,7 @@ def plot(doc: dict[str, Any], path: str) -> str | None:
     ax2.set_ylabel("achieved GB/s")
     ax2.set_title("achieved bandwidth vs copy roofline", fontsize=10)
     ax2.grid(True, which="both", alpha=0.3)
-    ax2.legend(fontsize=7, ncol=2, loc="best", framealpha=0.8)
+    ax2.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

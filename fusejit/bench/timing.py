@@ -132,7 +132,8 @@ def cold_compile(size: int, timeout_s: float = 300.0) -> dict[str, Any]:
                    PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         try:
             proc = subprocess.run([sys.executable, "-m", "fusejit.bench.cold", str(size)],
-                                  env=env, capture_output=True, text=True, timeout=timeout_s)
+                                  env=env, check=False, capture_output=True, text=True,
+                                  timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return {"status": f"failed: timed out after {timeout_s:.0f} s"}
     if proc.returncode != 0:

@@ -247,7 +247,7 @@ def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload
                             (shape,), softmax_ne))
     if "layernorm" in families:
         shape = scale.layernorm
-        rows, cols = shape
+        cols = shape[1]
         out.append(Workload("layernorm", "layernorm", layernorm,
                             (InputSpec("x", shape, -4.0, 4.0), InputSpec("w", (cols,), 0.5, 1.5),
                              InputSpec("b", (cols,), -0.5, 0.5)), (shape,), layernorm_ne))
