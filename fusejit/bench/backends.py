@@ -9,6 +9,7 @@ as such and never stops the run.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -248,7 +249,7 @@ class CupyBackend(Backend):
         dev = [cupy.asarray(a) for a in host]
         fn = _bind(wl.fn, cupy, wl.family)
         if self.fused:
-            fn = cupy.fuse(fn, kernel_name=wl.family)
+            fn = cupy.fuse(kernel_name=wl.family)(fn)  # with options, fuse is a decorator
         stream = cupy.cuda.get_current_stream()
 
         def run() -> Any:
@@ -267,6 +268,8 @@ class JaxBackend(Backend):
     name = "jax.jit"
 
     def probe(self) -> str | None:
+        # jax grabs 75% of GPU memory at first use by default, starving the other GPU libraries
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         try:
             import jax
             import jax.numpy as jnp
