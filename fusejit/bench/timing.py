@@ -1,8 +1,9 @@
 """How things are timed, and the device measurements the tables are read against.
 
-* :func:`measure`: one warm-up call (compiles, and its result is checked against NumPy), then
-  samples of one synchronized call each until both ``min_reps`` samples and ``budget_s`` seconds
-  are reached; the median is reported.
+* :func:`measure`: two warm-up calls (the first compiles and its result is checked against NumPy;
+  fusejit tunes launch parameters on a kernel's second call), then samples of one synchronized
+  call each until both ``min_reps`` samples and ``budget_s`` seconds are reached; the median is
+  reported.
 * :func:`copy_bandwidth`: ``cl.enqueue_copy`` of one large buffer, counting bytes read plus
   written: the roofline every achieved GB/s is compared with.
 * :func:`host_overhead`: what a cached fused call costs on the host, next to a raw launch.
@@ -37,10 +38,12 @@ class Timing:
 
 
 def measure(run: Callable[[], Any], budget_s: float, min_reps: int = 3,
-            max_reps: int = 1000) -> tuple[Timing, Any]:
-    """Time ``run`` (which must wait for its own completion); returns the timing and the
+            max_reps: int = 1000, warmup: int = 2) -> tuple[Timing, Any]:
+    """Time ``run`` (which must wait for its own completion); returns the timing and the first
     warm-up call's result."""
     first = run()
+    for _ in range(warmup - 1):
+        run()
     samples: list[float] = []
     clock = time.perf_counter
     start = clock()
@@ -65,7 +68,7 @@ def copy_bandwidth(queue: cl.CommandQueue, nbytes: int, reps: int = 10) -> dict[
     def run() -> None:
         cl.enqueue_copy(queue, dst, src)
         queue.finish()
-    timing, _ = measure(run, budget_s=0.0, min_reps=reps)
+    timing, _ = measure(run, budget_s=0.0, min_reps=reps, warmup=1)
     src.release()
     dst.release()
     return {"bytes": nbytes, "median_s": timing.median_s,
@@ -124,11 +127,12 @@ def host_overhead(queue: cl.CommandQueue, n: int = 500) -> dict[str, Any]:
 
 def cold_compile(size: int, timeout_s: float = 300.0) -> dict[str, Any]:
     """Run :mod:`fusejit.bench.cold` in a child with PyOpenCL's and the drivers' kernel caches
-    disabled (and a fresh PyOpenCL cache dir), so the first call really compiles."""
+    disabled and fresh PyOpenCL and fusejit cache dirs, so the first call really compiles and
+    the second really autotunes."""
     with tempfile.TemporaryDirectory(prefix="fusejit-cold-") as tmp:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ, PYOPENCL_NO_CACHE="1", PYOPENCL_CACHE_DIR=tmp,
-                   POCL_KERNEL_CACHE="0", CUDA_CACHE_DISABLE="1",
+                   FUSEJIT_CACHE_DIR=tmp, POCL_KERNEL_CACHE="0", CUDA_CACHE_DISABLE="1",
                    PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         try:
             proc = subprocess.run([sys.executable, "-m", "fusejit.bench.cold", str(size)],
