@@ -166,7 +166,7 @@ def plot(doc: dict[str, Any], path: str) -> str | None:
             if pts:
                 ax2.plot(*zip(*pts), style, color=color, ms=4,
                          label=f"chain {n} {impl}")
-    for r in others:
+    for k, r in enumerate(others):
         for impl, marker in (("fused", "*"), ("unfused", "P"), ("numpy", "s")):
             t = ms(r, impl)
             if t:
@@ -176,7 +176,7 @@ def plot(doc: dict[str, Any], path: str) -> str | None:
         t = ms(r, "fused")
         if t:
             ax2.annotate(r["family"], (r["bytes"], r["bytes"] / t / 1e6), fontsize=7,
-                         xytext=(4, 4), textcoords="offset points")
+                         xytext=(4, 4 - 9 * (k % 3)), textcoords="offset points")
     if others:
         for impl, marker, color in (("fused", "*", "tab:red"), ("unfused", "P", "tab:blue"),
                                     ("numpy", "s", "tab:grey")):
