@@ -28,6 +28,7 @@ from .targets.opencl import OpenCLTarget
 from .trace import TensorProxy, Tracer, current_tracer, lift
 
 _current_tracer = current_tracer
+_MISS = object()  # a guarded launcher's answer when the arguments changed signature
 
 # -- argument specs ---------------------------------------------------------------------------------
 
@@ -276,6 +277,8 @@ class Fused:
         self._cache: dict[CallKey, _Compiled] = {}
         # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
         self._fast: dict[tuple, _Compiled] = {}
+        self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
+        self._guarded: dict[tuple, Callable[[tuple], Any] | None] = {}
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
         self._lock = threading.RLock()
         self._hits = 0
@@ -324,11 +327,18 @@ class Fused:
         return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards), queue
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        mono = self._mono
+        if mono is not None and not kwargs:
+            result = mono(args)
+            if result is not _MISS:
+                self._hits += 1
+                return result
         if not kwargs and not self._guards:
             fkey = _fast_key(args, self._static_nums)
             compiled = self._fast.get(fkey) if fkey is not None else None
             if compiled is not None and _current_tracer() is None:
                 self._hits += 1
+                self._mono = self._guarded.get(fkey)
                 exe = compiled.executable
                 queue = args[exe.queue_arg].queue if exe.queue_arg >= 0 else default_queue()
                 leaves = exe.launch(args, queue)
@@ -348,6 +358,8 @@ class Fused:
             fkey = _fast_key(args, self._static_nums)
             if fkey is not None:
                 self._fast[fkey] = compiled
+                self._mono = self._guarded[fkey] = compiled.executable.guarded(
+                    fkey, compiled.executable.treedef, tree_unflatten, _MISS)
         exe = compiled.executable
         leaves = exe.run(flat, queue)
         return tree_unflatten(exe.treedef, leaves)
@@ -451,6 +463,8 @@ class Fused:
         with self._lock:
             self._cache.clear()
             self._fast.clear()
+            self._guarded.clear()
+            self._mono = None
             self._lowered.clear()
             self._hits = self._misses = 0
 

@@ -67,7 +67,7 @@ class KernelSignature:
     name: str
     args: tuple[Arg, ...]
 
-    def render(self, target: Target, local_size: int | None) -> str:
+    def render(self, target: Target, local_size: tuple[int, ...] | None) -> str:
         return target.kernel_header(self.name, [a.declaration(target) for a in self.args],
                                     local_size)
 
@@ -830,7 +830,6 @@ class SourceModule:
                     final = top.emit(ctype, f"red{s_i}_{j}[lx_]")
                     farg = top.emit("long", f"idx{s_i}_{j}[lx_]") if arg is not None else None
                     results[r] = (final, farg)
-                top.emit(None, t.barrier_local)  # local buffers are rewritten by the next stage
             else:
                 for r, acc, arg, acc_dt in accs:
                     results[r] = (acc, arg)
@@ -858,7 +857,7 @@ class SourceModule:
         sig = low.args.signature(name)
         decls = [f"    {d}" for d in local_decls]
         decls += [f"    {d.replace('CACHE', str(cache))}" for d in renderer.cache_decls]
-        lines = [sig.render(t, None), "{", *(f"    {p}" for p in pre), *decls, *body, "}"]
+        lines = [sig.render(t, (lx, ly)), "{", *(f"    {p}" for p in pre), *decls, *body, "}"]
         gsize = (math.ceil(M / lx) * lx, ly * gy)
         return (Kernel(name, "\n".join(lines), sig, gsize, (lx, ly), group,
                        "partial" if partial_out is not None else "main",
@@ -953,7 +952,7 @@ class SourceModule:
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
-        lines = [sig.render(t, None), "{", *(f"    {p}" for p in pre),
+        lines = [sig.render(t, (ly,)), "{", *(f"    {p}" for p in pre),
                  *(f"    {d}" for d in local_decls), "    const int active = 1;", *body, "}"]
         return (Kernel(name, "\n".join(lines), sig, (M * ly,), (ly,), group, "combine",
                        work=M * gy), low)

@@ -194,15 +194,22 @@ class Executable:
     def _build_launcher(self) -> Any:
         """Generate a straight-line launcher for calls whose array arguments are all device
         arrays: no loops, no tables, just the attribute reads, allocations, ``set_arg`` calls
-        and enqueues this signature needs. Anything else (NumPy inputs, pending autotuning)
-        goes through ``run``. Generated from our own templates only."""
-        if self._to_tune:
+        and enqueues this signature needs. Anything else (NumPy inputs, pending autotuning, a
+        NumPy argument written in place) goes through ``run``. Generated from our own
+        templates only: no user string reaches the generated code."""
+        if self._to_tune or self._host_writes:
             return self.run
+        env, body = self._launch_body()
+        lines = ["def launch(flat, queue):", *body]
+        exec(compile("\n".join(lines), f"<fusejit launcher {id(self):x}>", "exec"), env)
+        return env["launch"]
+
+    def _launch_body(self) -> tuple[dict[str, Any], list[str]]:
         env: dict[str, Any] = {"Array": cla.Array, "run": self.run, "enqueue": _enqueue,
                                "new_array": _new_array, "lock": self._launch_lock,
                                "index_type": self.index_dtype.type, "conv": _kernel_arg_scalar,
                                "pool_of": self._pool, "consts_of": self._const}
-        body = ["def launch(flat, queue):", "    pool = pool_of(queue)"]
+        body = ["    pool = pool_of(queue)"]
         arg_expr: dict[tuple[int, int], str] = {}
         for p, src, itemsize in self._arrays:
             body += [f"    a{p} = flat[{src}]",
@@ -232,17 +239,57 @@ class Executable:
             for i, (kind, index) in enumerate(plan):
                 body.append(f"        k{n}.set_arg({i}, {arg_expr[(kind, index)]})")
             body.append(f"        enqueue(queue, k{n}, g{n}, l{n})")
+        outs = "[" + "".join(f"o{i}, " for i in range(len(self._out_specs))) + "]"
         if self._simple_out:
-            body.append("    return [" + "".join(f"o{i}, " for i in range(len(self._out_specs)))
-                        + "]")
+            body.append(f"    return {outs}")
         else:
             env["results"] = self._results
-            body.append("    return results(flat, [" + "".join(
-                f"o{i}, " for i in range(len(self._out_specs))) + "])")
-        if self._host_writes:
-            return self.run  # a NumPy argument written in place needs the copy back
-        exec(compile("\n".join(body), f"<fusejit launcher {id(self):x}>", "exec"), env)
-        return env["launch"]
+            body.append(f"    return results(flat, {outs})")
+        return env, body
+
+    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+        """A monomorphic inline cache: one generated function that checks the arguments still
+        match this signature (identity and equality tests on the attributes the fast cache key
+        is made of) and launches; ``miss`` when they do not. None when the signature has a
+        kind of argument the guard does not cover."""
+        if self.launch is self.run or self.queue_arg < 0:
+            return None
+        env, body = self._launch_body()
+        env.update({"MISS": miss, "unflatten": unflatten, "treedef": treedef,
+                    "Array": cla.Array})
+        guard = [f"    if len(flat) != {len(parts)}:", "        return MISS"]
+        arrays = []
+        for i, part in enumerate(parts):
+            if not (isinstance(part, tuple) and len(part) == 5):
+                if part in (float, int, bool):
+                    env[f"T{i}"] = part
+                    guard += [f"    if type(flat[{i}]) is not T{i}:", "        return MISS"]
+                    continue
+                return None  # host arrays, NumPy scalars, static values: the keyed path
+            dtype, shape, strides, has_offset, context = part
+            env[f"D{i}"], env[f"S{i}"], env[f"ST{i}"], env[f"C{i}"] = dtype, shape, strides, \
+                context
+            offset_test = "== 0" if has_offset else "!= 0"  # a miss: the offset class changed
+            guard += [f"    x{i} = flat[{i}]",
+                      f"    if type(x{i}) is not Array or x{i}.dtype is not D{i} or "
+                      f"x{i}.shape != S{i} or x{i}.strides != ST{i} or "
+                      f"x{i}.context is not C{i} or x{i}.offset {offset_test} or "
+                      f"x{i}.offset >= {2**30} or x{i}.base_data is None:",
+                      "        return MISS"]
+            arrays.append(i)
+        if len(arrays) > 1:  # arrays sharing a buffer need the aliasing analysis
+            ptrs = ", ".join(f"x{i}.base_data.int_ptr" for i in arrays)
+            guard += [f"    if len({{{ptrs}}}) != {len(arrays)}:", "        return MISS"]
+        guard.append(f"    queue = x{self.queue_arg}.queue")
+        ret = body[-1]
+        if treedef == "*":
+            body[-1] = ret.replace("return [o0, ]", "return o0") if self._simple_out and \
+                len(self._out_specs) == 1 else ret.replace("return ", "return (") + ")[0]"
+        else:
+            body[-1] = ret.replace("return ", "return unflatten(treedef, ") + ")"
+        lines = ["def guarded(flat):", *guard, *body]
+        exec(compile("\n".join(lines), f"<fusejit guarded launcher {id(self):x}>", "exec"), env)
+        return env["guarded"]
 
     def _pool(self, queue: cl.CommandQueue) -> cltools.MemoryPool:
         if queue is not self._last_queue:

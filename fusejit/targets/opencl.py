@@ -531,9 +531,12 @@ class OpenCLTarget(Target):
     def scalar_param(self, name: str, dtype: np.dtype) -> str:
         return f"const {self.compute_type(dtype)} {name}"
 
-    def kernel_header(self, name: str, params: Sequence[str], local_size: int | None) -> str:
-        attr = (f"__attribute__((reqd_work_group_size({local_size}, 1, 1)))\n"
-                if local_size else "")
+    def kernel_header(self, name: str, params: Sequence[str],
+                      local_size: tuple[int, ...] | None) -> str:
+        # a fixed work-group shape lets the compiler size barriers and local arrays exactly
+        dims = (*local_size, 1, 1)[:3] if local_size else None
+        attr = f"__attribute__((reqd_work_group_size({dims[0]}, {dims[1]}, {dims[2]})))\n" \
+            if dims else ""
         joined = ",\n    ".join(params)
         return f"{attr}__kernel void {name}(\n    {joined})"
 
