@@ -179,19 +179,22 @@ def tree_flatten(tree: Any) -> tuple[list[Any], Any]:
 
 
 def tree_unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
-    it = iter(leaves)
+    # A module-level helper, not a recursive closure: a closure that refers to itself forms a
+    # reference cycle that would keep the results (and their pooled buffers) alive until the
+    # cyclic garbage collector runs.
+    return _build(treedef, iter(leaves))
 
-    def build(d: Any) -> Any:
-        if d == "*":
-            return next(it)
-        if d is None:
-            return None
-        kind, sub = d
-        if kind is dict:
-            keys, defs = sub
-            return {k: build(x) for k, x in zip(keys, defs)}
-        return kind(build(x) for x in sub)
-    return build(treedef)
+
+def _build(d: Any, it: Any) -> Any:
+    if d == "*":
+        return next(it)
+    if d is None:
+        return None
+    kind, sub = d
+    if kind is dict:
+        keys, defs = sub
+        return {k: _build(x, it) for k, x in zip(keys, defs)}
+    return kind(_build(x, it) for x in sub)
 
 
 # -- lowering results -------------------------------------------------------------------------------

@@ -187,6 +187,7 @@ class Executable:
             o.kind == "node" and o.index == i for i, o in enumerate(self.outputs))
         self._last_queue: cl.CommandQueue | None = None
         self._last_pool: cltools.MemoryPool | None = None
+        self._pool_cache: list[Any] = [None, None]  # [queue, its pool] for generated code
         self._offset_params = {index for _, _, _, plan in self._plans for kind, index in plan
                                if kind == _OFFSET}
         self.launch = self._build_launcher()
@@ -199,17 +200,19 @@ class Executable:
         templates only: no user string reaches the generated code."""
         if self._to_tune or self._host_writes:
             return self.run
-        env, body = self._launch_body()
+        env, body = self._launch_body("queue.context")
         lines = ["def launch(flat, queue):", *body]
         exec(compile("\n".join(lines), f"<fusejit launcher {id(self):x}>", "exec"), env)
         return env["launch"]
 
-    def _launch_body(self) -> tuple[dict[str, Any], list[str]]:
+    def _launch_body(self, context: str) -> tuple[dict[str, Any], list[str]]:
         env: dict[str, Any] = {"Array": cla.Array, "run": self.run, "enqueue": _enqueue,
                                "new_array": _new_array, "lock": self._launch_lock,
                                "index_type": self.index_dtype.type, "conv": _kernel_arg_scalar,
-                               "pool_of": self._pool, "consts_of": self._const}
-        body = ["    pool = pool_of(queue)"]
+                               "pool_of": self._pool, "consts_of": self._const,
+                               "pool_cache": self._pool_cache, "new": _object_new}
+        body = ["    pool = pool_cache[1] if queue is pool_cache[0] else pool_of(queue)"]
+        direct = _new_array is _new_array_direct
         arg_expr: dict[tuple[int, int], str] = {}
         for p, src, itemsize in self._arrays:
             body += [f"    a{p} = flat[{src}]",
@@ -225,8 +228,22 @@ class Executable:
                                     (_PART, self._part_specs, "q")):
             for i, spec in enumerate(specs):
                 env[f"{prefix}spec{i}"] = spec
-                body.append(f"    {prefix}{i} = new_array(queue, pool, {prefix}spec{i})")
-                arg_expr[(kind, i)] = f"{prefix}{i}.base_data"
+                name = f"{prefix}{i}"
+                shape, dtype, size, strides, nbytes = spec
+                if direct and size:  # the direct construction of _new_array_direct, inlined
+                    env[f"{name}shape"], env[f"{name}dtype"], env[f"{name}strides"] = \
+                        shape, dtype, strides
+                    body += [f"    {name}buf = pool.allocate({nbytes})",
+                             f"    {name} = new(Array)",
+                             f"    {name}.__dict__ = {{'queue': queue, 'context': {context}, "
+                             f"'shape': {name}shape, 'dtype': {name}dtype, 'strides': "
+                             f"{name}strides, 'events': [], 'nbytes': {nbytes}, 'size': {size}, "
+                             f"'allocator': pool, 'base_data': {name}buf, 'offset': 0, "
+                             f"'_flags': None}}"]
+                    arg_expr[(kind, i)] = f"{name}buf"
+                else:
+                    body.append(f"    {name} = new_array(queue, pool, {prefix}spec{i})")
+                    arg_expr[(kind, i)] = f"{name}.base_data"
         for j, (src, dtype) in enumerate(self._scalars):
             env[f"dtype{j}"] = dtype
             body.append(f"    s{j} = conv(flat[{src}], dtype{j})")
@@ -254,7 +271,7 @@ class Executable:
         kind of argument the guard does not cover."""
         if self.launch is self.run or self.queue_arg < 0:
             return None
-        env, body = self._launch_body()
+        env, body = self._launch_body(f"C{self.queue_arg}")
         env.update({"MISS": miss, "unflatten": unflatten, "treedef": treedef,
                     "Array": cla.Array})
         guard = [f"    if len(flat) != {len(parts)}:", "        return MISS"]
@@ -292,10 +309,9 @@ class Executable:
         return env["guarded"]
 
     def _pool(self, queue: cl.CommandQueue) -> cltools.MemoryPool:
-        if queue is not self._last_queue:
-            self._last_pool = memory_pool(queue)
-            self._last_queue = queue
-        return self._last_pool
+        if queue is not self._pool_cache[0]:
+            self._pool_cache[:] = [queue, memory_pool(queue)]
+        return self._pool_cache[1]
 
     # -- per call ---------------------------------------------------------------------------------
     def run(self, flat: Sequence[Any], queue: cl.CommandQueue) -> tuple[Any, ...]:
