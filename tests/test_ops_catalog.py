@@ -21,7 +21,7 @@ import pytest
 
 from fusejit import fuse
 from fusejit.ops import ELEMENTWISE, OP_OF_UFUNC, Op
-from fusejit.testing import assert_matches, op_ulp
+from fusejit.testing import assert_matches, op_ulp, ulp_distance
 
 DTYPES = tuple(np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
                                      "f2", "f4", "f8"))
@@ -291,3 +291,16 @@ def test_catalog_covers_every_elementwise_op() -> None:
     op added to the table without a ufunc would escape the catalog and fails here."""
     assert {OP_OF_UFUNC[u] for u in UNARY + BINARY} | {Op.CAST, Op.WHERE} == ELEMENTWISE
     assert MIXED <= set(BINARY)
+
+
+def test_ulp_distance_counts_single_ulps_in_every_width() -> None:
+    """The catalog's tolerances rest on ulp_distance: one ULP apart is 1, also for float64
+    (whose 64-bit patterns do not fit a float64 difference), across zero and to infinity."""
+    for dtype in (np.float16, np.float32, np.float64):
+        info = np.finfo(dtype)
+        a = np.array([1.0, -0.0, info.smallest_subnormal, info.max, -info.max], dtype)
+        with np.errstate(over="ignore"):  # nextafter(max, inf) is inf
+            b = np.nextafter(a, dtype(np.inf))
+        assert list(ulp_distance(a, b)) == [1, 1, 1, 1, 1]
+        assert ulp_distance(np.array([-info.smallest_subnormal], dtype),
+                            np.array([info.smallest_subnormal], dtype))[0] == 2
