@@ -5,6 +5,10 @@ batched: ``run_batched`` compiles many cases into one fused function returning a
 one kernel, so the whole catalog builds a few dozen kernels. A combination NumPy rejects is
 checked to raise the same exception class in fusejit; nothing is skipped.
 
+Every case runs in two layouts, because fusejit emits two kinds of code: "scalar", few elements
+(one per work-item, the scalar op templates), and "vector", enough contiguous elements for
+4-lane vector code (the vector templates), shuffled so each vector mixes edge values.
+
 Tolerances: exact everywhere (integers, bools, comparisons, min/max, selects, casts, rounding,
 and the correctly rounded + - * / sqrt), except the transcendental ops, which get their
 documented bound ``op_ulp(op, dtype)`` from the op table.
@@ -38,6 +42,12 @@ MIXED = frozenset({np.add, np.true_divide, np.power, np.maximum, np.equal, np.no
 MAX_ARGS = 120
 
 
+LAYOUTS = ("scalar", "vector")
+# fusejit vectorises contiguous elementwise kernels from this many elements on
+# (source.default_vector_width); run_batched checks that the vector layout gets vector code
+VECTOR_ELEMENTS = 4096
+
+
 def _ids(values: Sequence[Any]) -> list[str]:
     return [getattr(v, "__name__", None) or str(v) for v in values]
 
@@ -63,6 +73,17 @@ def edge_values(dtype: np.dtype) -> np.ndarray:
     return np.array(sorted({v for v in values if info.min <= v <= info.max}), dtype=dtype)
 
 
+def in_layout(layout: str, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Columns of values (one element per case) as the layout lays them out: unchanged for
+    "scalar"; for "vector", tiled to VECTOR_ELEMENTS and shuffled by one fixed permutation
+    (rows stay aligned across columns)."""
+    if layout == "scalar":
+        return columns
+    n = len(columns[0])
+    order = np.random.default_rng(0).permutation(np.resize(np.arange(n), VECTOR_ELEMENTS))
+    return tuple(c[order] for c in columns)
+
+
 def numpy_result(fn: Callable[..., Any], *args: Any) -> np.ndarray | Exception:
     """NumPy's answer, or the exception it raises for this combination."""
     try:
@@ -82,10 +103,11 @@ def assert_rejected_like_numpy(fn: Callable[..., Any], args: Sequence[np.ndarray
 Case = tuple[Callable[..., Any], tuple[str, ...]]  # a function and the names of its inputs
 
 
-def run_batched(inputs: dict[str, np.ndarray], cases: dict[Hashable, Case]
+def run_batched(inputs: dict[str, np.ndarray], cases: dict[Hashable, Case], layout: str
                 ) -> dict[Hashable, np.ndarray]:
     """Run every case on the device, as few kernels as MAX_ARGS allows: a chunk of cases is one
-    fused function returning a list of results, compiled as one kernel."""
+    fused function returning a list of results, compiled as one kernel, with vector code
+    exactly when the layout is "vector"."""
     results: dict[Hashable, np.ndarray] = {}
     chunk: list[Hashable] = []
     names: list[str] = []
@@ -99,8 +121,11 @@ def run_batched(inputs: dict[str, np.ndarray], cases: dict[Hashable, Case]
         def batch(*arrays: Any) -> list[Any]:
             return [fn(*(arrays[i] for i in idx)) for fn, idx in picked]
 
-        outs = fuse(batch)(*(inputs[n] for n in order))
-        results.update(zip(chunk, outs))
+        fused = fuse(batch)
+        args = [inputs[n] for n in order]
+        results.update(zip(chunk, fused(*args)))
+        lanes = {k.vec for k in fused.lower(*args).module.kernels}
+        assert lanes == ({4} if layout == "vector" else {1}), (layout, lanes)
         chunk.clear()
         names.clear()
 
@@ -119,10 +144,10 @@ def run_batched(inputs: dict[str, np.ndarray], cases: dict[Hashable, Case]
 
 
 @functools.cache
-def unary_results(dtype: np.dtype) -> dict[Hashable, np.ndarray]:
-    x = edge_values(dtype)
+def unary_results(dtype: np.dtype, layout: str) -> dict[Hashable, np.ndarray]:
+    (x,) = in_layout(layout, edge_values(dtype))
     cases = {u: (u, ("x",)) for u in UNARY if not isinstance(numpy_result(u, x), Exception)}
-    return run_batched({"x": x}, cases)
+    return run_batched({"x": x}, cases, layout)
 
 
 def unary_mask(ufunc: np.ufunc, x: np.ndarray) -> np.ndarray | None:
@@ -135,13 +160,14 @@ def unary_mask(ufunc: np.ufunc, x: np.ndarray) -> np.ndarray | None:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids(DTYPES))
 @pytest.mark.parametrize("ufunc", UNARY, ids=_ids(UNARY))
-def test_unary(ufunc: np.ufunc, dtype: np.dtype) -> None:
-    x = edge_values(dtype)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_unary(layout: str, ufunc: np.ufunc, dtype: np.dtype) -> None:
+    (x,) = in_layout(layout, edge_values(dtype))
     want = numpy_result(ufunc, x)
     if isinstance(want, Exception):
         assert_rejected_like_numpy(ufunc, [x], want)
         return
-    got = unary_results(dtype)[ufunc]
+    got = unary_results(dtype, layout)[ufunc]
     assert_matches(got, want, ulp=op_ulp(OP_OF_UFUNC[ufunc], want.dtype),
                    mask=unary_mask(ufunc, x), what=f"np.{ufunc.__name__}({dtype.name})")
 
@@ -149,13 +175,19 @@ def test_unary(ufunc: np.ufunc, dtype: np.dtype) -> None:
 # -- binary ops -----------------------------------------------------------------------------------
 
 
-def grid(left: np.dtype, right: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair of edge values: a column against a row, broadcast inside the kernel."""
-    return edge_values(left)[:, None], edge_values(right)[None, :]
+def grid(left: np.dtype, right: np.dtype, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of edge values: a column against a row broadcast inside the kernel
+    ("scalar"), or both flattened into aligned contiguous arrays ("vector")."""
+    a, b = edge_values(left), edge_values(right)
+    if layout == "scalar":
+        return a[:, None], b[None, :]
+    return in_layout(layout, np.repeat(a, len(b)), np.tile(b, len(a)))
 
 
-def partners(ufunc: np.ufunc, left: np.dtype) -> list[np.dtype]:
-    return [d for d in DTYPES if d == left or ufunc in MIXED]
+def partners(ufunc: np.ufunc, left: np.dtype, layout: str) -> list[np.dtype]:
+    """Right operand dtypes: left itself, and every other dtype for MIXED ops in the scalar
+    layout (mixed loops are lane by lane in vector code, and casts have their own catalog)."""
+    return [d for d in DTYPES if d == left or (ufunc in MIXED and layout == "scalar")]
 
 
 def binary_reference(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray
@@ -174,31 +206,33 @@ def binary_reference(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray
 
 
 @functools.cache
-def binary_results(left: np.dtype) -> dict[Hashable, np.ndarray]:
-    inputs = {"a": edge_values(left)[:, None]}
-    cases = {}
+def binary_results(left: np.dtype, layout: str) -> dict[Hashable, np.ndarray]:
+    inputs, cases = {}, {}
     for right in DTYPES:
-        inputs[f"b_{right.name}"] = edge_values(right)[None, :]
+        a, b = grid(left, right, layout)
+        names = (f"a_{right.name}", f"b_{right.name}")
+        inputs.update(zip(names, (a, b)))
         for ufunc in BINARY:
-            if right in partners(ufunc, left) and not isinstance(
-                    binary_reference(ufunc, *grid(left, right))[0], Exception):
-                cases[(ufunc, right)] = (ufunc, ("a", f"b_{right.name}"))
-    return run_batched(inputs, cases)
+            if right in partners(ufunc, left, layout) and not isinstance(
+                    binary_reference(ufunc, a, b)[0], Exception):
+                cases[(ufunc, right)] = (ufunc, names)
+    return run_batched(inputs, cases, layout)
 
 
 @pytest.mark.parametrize("left", DTYPES, ids=_ids(DTYPES))
 @pytest.mark.parametrize("ufunc", BINARY, ids=_ids(BINARY))
-def test_binary(ufunc: np.ufunc, left: np.dtype) -> None:
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_binary(layout: str, ufunc: np.ufunc, left: np.dtype) -> None:
     """``ufunc(left, right)`` for right = left, and for every other dtype if ufunc is MIXED."""
     failures = []
-    for right in partners(ufunc, left):
-        a, b = grid(left, right)
+    for right in partners(ufunc, left, layout):
+        a, b = grid(left, right, layout)
         want, mask = binary_reference(ufunc, a, b)
         if isinstance(want, Exception):
             assert_rejected_like_numpy(ufunc, [a, b], want)
             continue
         try:
-            assert_matches(binary_results(left)[(ufunc, right)], want,
+            assert_matches(binary_results(left, layout)[(ufunc, right)], want,
                            ulp=op_ulp(OP_OF_UFUNC[ufunc], want.dtype), mask=mask,
                            what=f"np.{ufunc.__name__}({left.name}, {right.name})")
         except AssertionError as exc:
@@ -210,11 +244,11 @@ def test_binary(ufunc: np.ufunc, left: np.dtype) -> None:
 
 
 @functools.cache
-def cast_results() -> dict[Hashable, np.ndarray]:
-    inputs = {src.name: edge_values(src) for src in DTYPES}
+def cast_results(layout: str) -> dict[Hashable, np.ndarray]:
+    inputs = {src.name: in_layout(layout, edge_values(src))[0] for src in DTYPES}
     cases = {(src, dst): (functools.partial(lambda x, d: x.astype(d), d=dst), (src.name,))
              for src in DTYPES for dst in DTYPES}
-    return run_batched(inputs, cases)
+    return run_batched(inputs, cases, layout)
 
 
 def cast_mask(x: np.ndarray, dst: np.dtype) -> np.ndarray | None:
@@ -231,11 +265,12 @@ def cast_mask(x: np.ndarray, dst: np.dtype) -> np.ndarray | None:
 
 @pytest.mark.parametrize("dst", DTYPES, ids=_ids(DTYPES))
 @pytest.mark.parametrize("src", DTYPES, ids=_ids(DTYPES))
-def test_astype(src: np.dtype, dst: np.dtype) -> None:
-    x = edge_values(src)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_astype(layout: str, src: np.dtype, dst: np.dtype) -> None:
+    (x,) = in_layout(layout, edge_values(src))
     with np.errstate(all="ignore"):
         want = x.astype(dst)
-    assert_matches(cast_results()[(src, dst)], want, mask=cast_mask(x, dst),
+    assert_matches(cast_results(layout)[(src, dst)], want, mask=cast_mask(x, dst),
                    what=f"{src.name}.astype({dst.name})")
 
 
@@ -252,38 +287,38 @@ SELECTS: dict[str, Callable[..., Any]] = {
 }
 
 
-def select_inputs(dtype: np.dtype) -> tuple[np.ndarray, ...]:
+def select_inputs(dtype: np.dtype, layout: str) -> tuple[np.ndarray, ...]:
     """A condition and three operands that meet every edge value against several others
     (NaN bounds included, and lower bounds above upper ones, which NumPy resolves as
     min(max(x, lo), hi))."""
     x = edge_values(dtype)
     n = len(x)
-    cond = np.arange(n) % 3 == 1
-    return cond, x, x[::-1].copy(), np.roll(x, n // 3)
+    return in_layout(layout, np.arange(n) % 3 == 1, x, x[::-1].copy(), np.roll(x, n // 3))
 
 
 @functools.cache
-def select_results() -> dict[Hashable, np.ndarray]:
+def select_results(layout: str) -> dict[Hashable, np.ndarray]:
     inputs, cases = {}, {}
     for dtype in DTYPES:
         names = tuple(f"{v}_{dtype.name}" for v in "cxyz")
-        inputs.update(zip(names, select_inputs(dtype)))
+        inputs.update(zip(names, select_inputs(dtype, layout)))
         for name, fn in SELECTS.items():
-            if not isinstance(numpy_result(fn, *select_inputs(dtype)), Exception):
+            if not isinstance(numpy_result(fn, *select_inputs(dtype, layout)), Exception):
                 cases[(name, dtype)] = (fn, names)
-    return run_batched(inputs, cases)
+    return run_batched(inputs, cases, layout)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids(DTYPES))
 @pytest.mark.parametrize("name", list(SELECTS))
-def test_where_and_clip(name: str, dtype: np.dtype) -> None:
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_where_and_clip(layout: str, name: str, dtype: np.dtype) -> None:
     fn = SELECTS[name]
-    args = select_inputs(dtype)
+    args = select_inputs(dtype, layout)
     want = numpy_result(fn, *args)
     if isinstance(want, Exception):
         assert_rejected_like_numpy(fn, args, want)
         return
-    assert_matches(select_results()[(name, dtype)], want, what=f"{name}({dtype.name})")
+    assert_matches(select_results(layout)[(name, dtype)], want, what=f"{name}({dtype.name})")
 
 
 def test_catalog_covers_every_elementwise_op() -> None:

@@ -169,8 +169,13 @@ _VEC: dict[tuple[Op, str], str] = {
     (Op.INVERT, "b"): "({a} ^ ({S})(1))", (Op.INVERT, "i"): "(~{a})", (Op.INVERT, "u"): "(~{a})",
     (Op.WHERE, "*"): "select({c}, {b}, convert_{M}({a}) != ({M})(0))",
 }
+# Not sin, cos and tan: PoCL reduces the arguments of all lanes of a float vector together, and
+# one lane with a huge argument (2**22 + 0.5, FLT_MAX) spoils the others (cos(1e-5) gave
+# 0.99994755 next to cos(FLT_MAX)); they are computed lane by lane.
+_LANE_BY_LANE = {Op.SIN, Op.COS, Op.TAN}
 for _op, _fn in _UNARY_BUILTINS.items():
-    _VEC[(_op, "f")] = _fn + "({a})"
+    if _op not in _LANE_BY_LANE:
+        _VEC[(_op, "f")] = _fn + "({a})"
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "f")] = _TEMPLATES[(_op, "f")]
     _VEC[(_op, "i")] = _VEC[(_op, "u")] = _VEC[(_op, "b")] = "{a}"
