@@ -407,7 +407,12 @@ def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None
     if op in (Op.MAX, Op.MIN) and empty and initial is _NOVALUE:
         raise ValueError(f"zero-size array to reduction operation {reference.__name__} which has "
                          "no identity")
-    node = Node.make(op, out_dtype, kept, (cast(x.node, out_dtype),), axes)
+    if empty:  # nothing to reduce: the identity (0, 1, False, True; -inf before initial=)
+        identity = {Op.SUM: 0, Op.PROD: 1, Op.ANY: False, Op.ALL: True,
+                    Op.MAX: _lowest(out_dtype), Op.MIN: _highest(out_dtype)}[op]
+        node = const(identity, out_dtype, kept)
+    else:
+        node = Node.make(op, out_dtype, kept, (cast(x.node, out_dtype),), axes)
     result = TensorProxy(node)
     if initial is not _NOVALUE and initial is not None:
         result = apply_ufunc(reference, (result, initial), {})
@@ -419,6 +424,14 @@ def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None
         out.write(Ellipsis, result, as_output=True)
         return out
     return result
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    return -np.inf if dtype.kind == "f" else False if dtype.kind == "b" else np.iinfo(dtype).min
+
+
+def _highest(dtype: np.dtype) -> Any:
+    return np.inf if dtype.kind == "f" else True if dtype.kind == "b" else np.iinfo(dtype).max
 
 
 def _count(x: TensorProxy, axis: Any) -> int:
