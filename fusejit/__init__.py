@@ -18,6 +18,7 @@ from .errors import (
     UnsupportedOperationError,
     ValidationError,
 )
+from .quant import dequantize_linear, quantize_linear
 from .runtime.devices import default_queue
 
 __version__ = "0.1.0"
@@ -36,5 +37,7 @@ __all__ = [
     "UnsupportedOperationError",
     "ValidationError",
     "default_queue",
+    "dequantize_linear",
     "fuse",
+    "quantize_linear",
 ]

@@ -15,16 +15,20 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from . import dtypes as dt
-from .errors import ContextMismatchError, UnsupportedDTypeError
+from .errors import ContextMismatchError, UnsupportedDTypeError, UnsupportedOperationError
 from .ir import Graph, Node, format_graph
 from .passes import PassRecord, run_pipeline
 from .passes.partition import Plan, partition
+from .runtime import autotune
 from .runtime.build import build_options, build_program
 from .runtime.devices import DeviceInfo, default_queue, device_info
 from .runtime.executable import Executable, OutSpec
 from .source import Kernel, Module, SourceModule
 from .targets.opencl import OpenCLTarget
 from .trace import TensorProxy, Tracer, current_tracer, lift
+
+_current_tracer = current_tracer
+_MISS = object()  # a guarded launcher's answer when the arguments changed signature
 
 # -- argument specs ---------------------------------------------------------------------------------
 
@@ -110,7 +114,10 @@ def arg_spec(value: Any, static: bool) -> Spec:
         if any(s % item for s in value.strides):
             raise ValueError("array strides must be multiples of the item size")
         strides = tuple(s // item for s in value.strides)
-        wide = value.base_data is not None and value.base_data.size // item > _WIDE
+        # 64-bit index math when the furthest element addressed does not fit in 32 bits
+        extent = sum((d - 1) * abs(s) for d, s in zip(value.shape, strides)) + 1
+        wide = value.offset // item + extent > _WIDE or (value.offset != 0 and
+                                                          value.offset >= _BIG_OFFSET)
         return DeviceArraySpec(dtype, value.shape, strides, value.offset != 0, wide,
                                value.context)
     if isinstance(value, np.ndarray):
@@ -136,7 +143,8 @@ class CallKey:
     specs: tuple[Spec, ...]
     kwnames: tuple[str, ...]
     context: cl.Context
-    aliases: tuple[tuple[int, int], ...] = ()
+    aliases: tuple[tuple[int, int, bool], ...] = ()
+    guards: tuple[Any, ...] = ()  # closure/global data values read by the function
 
 
 class CacheInfo(NamedTuple):
@@ -171,19 +179,22 @@ def tree_flatten(tree: Any) -> tuple[list[Any], Any]:
 
 
 def tree_unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
-    it = iter(leaves)
+    # A module-level helper, not a recursive closure: a closure that refers to itself forms a
+    # reference cycle that would keep the results (and their pooled buffers) alive until the
+    # cyclic garbage collector runs.
+    return _build(treedef, iter(leaves))
 
-    def build(d: Any) -> Any:
-        if d == "*":
-            return next(it)
-        if d is None:
-            return None
-        kind, sub = d
-        if kind is dict:
-            keys, defs = sub
-            return {k: build(x) for k, x in zip(keys, defs)}
-        return kind(build(x) for x in sub)
-    return build(treedef)
+
+def _build(d: Any, it: Any) -> Any:
+    if d == "*":
+        return next(it)
+    if d is None:
+        return None
+    kind, sub = d
+    if kind is dict:
+        keys, defs = sub
+        return {k: _build(x, it) for k, x in zip(keys, defs)}
+    return kind(_build(x, it) for x in sub)
 
 
 # -- lowering results -------------------------------------------------------------------------------
@@ -292,7 +303,12 @@ class Fused:
         self.autotune = autotune
         self.validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
+        self._guards = _guard_getters(fn)
         self._cache: dict[CallKey, _Compiled] = {}
+        # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
+        self._fast: dict[tuple, _Compiled] = {}
+        self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
+        self._guarded: dict[tuple, Callable[[tuple], Any] | None] = {}
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
         self._lock = threading.RLock()
         self._hits = 0
@@ -337,9 +353,26 @@ class Fused:
             queue = default_queue()
             context = queue.context
         aliases = _aliases(flat, specs) if len(specs) > 1 else ()
-        return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases), queue
+        guards = tuple(get() for get in self._guards) if self._guards else ()
+        return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards), queue
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        mono = self._mono
+        if mono is not None and not kwargs:
+            result = mono(args)
+            if result is not _MISS:
+                self._hits += 1
+                return result
+        if not kwargs and not self._guards:
+            fkey = _fast_key(args, self._static_nums)
+            compiled = self._fast.get(fkey) if fkey is not None else None
+            if compiled is not None and _current_tracer() is None:
+                self._hits += 1
+                self._mono = self._guarded.get(fkey)
+                exe = compiled.executable
+                queue = args[exe.queue_arg].queue if exe.queue_arg >= 0 else default_queue()
+                leaves = exe.launch(args, queue)
+                return leaves[0] if exe.treedef == "*" else tree_unflatten(exe.treedef, leaves)
         return self._call((), *args, **kwargs)
 
     def _call(self, bound: tuple, *args: Any, **kwargs: Any) -> Any:
@@ -351,6 +384,12 @@ class Fused:
             compiled = self._compile(key, flat, kwnames, queue)
         else:
             self._hits += 1
+        if not bound and not kwnames and not key.aliases and not self._guards:
+            fkey = _fast_key(args, self._static_nums)
+            if fkey is not None:
+                self._fast[fkey] = compiled
+                self._mono = self._guarded[fkey] = compiled.executable.guarded(
+                    fkey, compiled.executable.treedef, tree_unflatten, _MISS)
         exe = compiled.executable
         leaves = exe.run(flat, queue)
         return tree_unflatten(exe.treedef, leaves)
@@ -375,7 +414,10 @@ class Fused:
             temps = [(n.shape, n.dtype) for n in lowered.plan.temps]
             index_dtype = np.dtype(np.int64 if lowered.module.wide else np.int32)
             exe = Executable(lowered.graph, lowered.module, program, info, outputs, temps,
-                             host_mode, index_dtype, treedef, constants)
+                             host_mode, index_dtype, treedef, constants,
+                             autotune=autotune.enabled(self.autotune))
+            exe.queue_arg = next((i for i, s in enumerate(key.specs)
+                                  if isinstance(s, DeviceArraySpec)), -1)
             compiled = _Compiled(exe, lowered)
             self._cache[key] = compiled
             self._misses += 1
@@ -386,11 +428,14 @@ class Fused:
                queue: cl.CommandQueue) -> tuple[Lowered, list[OutSpec], Any, dict]:
         self.trace_count += 1
         n_pos = len(flat) - len(kwnames)
+        same_as = {j: i for i, j, same in key.aliases if same}
         with Tracer() as tracer:
-            inputs = []
+            inputs: list[Any] = []
             for i, (value, spec) in enumerate(zip(flat, key.specs)):
                 name = f"arg{i}"
-                if isinstance(spec, StaticSpec):
+                if i in same_as:  # the same array passed twice: one parameter, one proxy
+                    inputs.append(inputs[same_as[i]])
+                elif isinstance(spec, StaticSpec):
                     inputs.append(value)
                 elif isinstance(spec, DeviceArraySpec):
                     inputs.append(tracer.array_param(spec.dtype, spec.shape, spec.strides, name,
@@ -422,10 +467,10 @@ class Fused:
         traced_nodes = len(traced)
         graph, records = run_pipeline(traced)
         info = device_info(queue.device)
-        plan = partition(graph, info.limits)
-        aliased = {i for pair in key.aliases for i in pair}
-        module = SourceModule(graph, plan, OpenCLTarget(), info.limits,
-                              frozenset(aliased)).build()
+        classes = _alias_classes(key.aliases, traced)
+        plan = partition(graph, info.limits, classes)
+        aliased = frozenset(p for c in classes for p in c)
+        module = SourceModule(graph, plan, OpenCLTarget(), info.limits, aliased).build()
         lowered = Lowered(traced, graph, records, plan, module, info, traced_nodes)
         return lowered, outputs, treedef, constants
 
@@ -447,26 +492,177 @@ class Fused:
     def cache_clear(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._fast.clear()
+            self._guarded.clear()
+            self._mono = None
             self._lowered.clear()
             self._hits = self._misses = 0
 
 
-def _aliases(flat: list[Any], specs: Sequence[Spec]) -> tuple[tuple[int, int], ...]:
-    """Pairs of device-array arguments that share a buffer (the same array passed twice)."""
-    seen: dict[int, int] = {}
-    pairs = []
-    for i, (value, spec) in enumerate(zip(flat, specs)):
-        if isinstance(spec, DeviceArraySpec):
-            ident = value.base_data.int_ptr if value.base_data is not None else id(value)
-            if ident in seen:
-                pairs.append((seen[ident], i))
+_BIG_OFFSET = 2**30  # bytes; arrays starting further into their buffer take the full path
+
+
+def _fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
+    """The hot-path cache key: raw attributes of positional arguments, or None when the call
+    needs the full path (aliasing arrays, unusual argument types, huge buffers)."""
+    if len(args) == 1 and not static_nums and type(args[0]) is cla.Array:
+        a = args[0]  # the most common call: one device array
+        if a.offset < _BIG_OFFSET and a.base_data is not None:
+            return ((a.dtype, a.shape, a.strides, a.offset != 0, a.context),)
+        return None
+    parts = []
+    ptrs = []
+    host = 0
+    for i, a in enumerate(args):
+        t = type(a)
+        if i in static_nums:
+            try:
+                parts.append(("static", _static_key(a)))
+            except TypeError:
+                return None
+        elif t is cla.Array:
+            offset = a.offset
+            if offset >= _BIG_OFFSET or a.base_data is None:
+                return None  # the full path decides between 32- and 64-bit index math
+            ptrs.append(a)
+            parts.append((a.dtype, a.shape, a.strides, offset != 0, a.context))
+        elif t is np.ndarray:
+            host += 1
+            parts.append(("host", a.dtype, a.shape, a.flags.writeable))
+        elif t is float or t is int or t is bool:
+            parts.append(t)
+        elif isinstance(a, np.generic):
+            parts.append(a.dtype)
+        else:
+            return None
+    if len(ptrs) > 1:
+        bases = {a.base_data.int_ptr for a in ptrs}
+        if len(bases) < len(ptrs):
+            return None
+    if host > 1:
+        arrays = [a for a in args if type(a) is np.ndarray]
+        if any(np.may_share_memory(x, y) for k, x in enumerate(arrays) for y in arrays[k + 1:]):
+            return None
+    return tuple(parts)
+
+
+def _aliases(flat: list[Any], specs: Sequence[Spec]) -> tuple[tuple[int, int, bool], ...]:
+    """(i, j, identical) for array arguments that share memory: ``identical`` when they are the
+    same array (same buffer, offset, shape and strides), else they merely overlap."""
+    out = []
+    arrays = [(i, v) for i, (v, s) in enumerate(zip(flat, specs))
+              if isinstance(s, (DeviceArraySpec, HostArraySpec))]
+    for a, (i, x) in enumerate(arrays):
+        for j, y in arrays[a + 1:]:
+            if isinstance(x, cla.Array) and isinstance(y, cla.Array):
+                if x.base_data is None or y.base_data is None or \
+                        x.base_data.int_ptr != y.base_data.int_ptr:
+                    continue
+                same = (x.offset, x.shape, x.strides, x.dtype) == \
+                    (y.offset, y.shape, y.strides, y.dtype)
+            elif isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
+                if not np.may_share_memory(x, y):
+                    continue
+                same = x is y or (x.__array_interface__["data"] == y.__array_interface__["data"]
+                                  and (x.shape, x.strides, x.dtype) == (y.shape, y.strides,
+                                                                        y.dtype))
             else:
-                seen[ident] = i
-        elif isinstance(spec, HostArraySpec):
-            for j, other in enumerate(flat[:i]):
-                if isinstance(other, np.ndarray) and np.shares_memory(value, other):
-                    pairs.append((j, i))
-    return tuple(pairs)
+                continue
+            out.append((i, j, same))
+    return tuple(out)
+
+
+_SMALL_ARRAY = 4096  # captured arrays up to this size are keyed on their contents
+
+
+def _guard_value(value: Any) -> Any:
+    """A hashable stand-in for a captured value: equal exactly when a trace would be equal."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str, bytes)):
+        return (type(value), value)
+    if isinstance(value, float):
+        return (float, value.hex())
+    if isinstance(value, complex):
+        return (complex, value.real.hex(), value.imag.hex())
+    if isinstance(value, np.generic):
+        return (value.dtype.str, value.tobytes())
+    if isinstance(value, np.ndarray):
+        content = value.tobytes() if value.size <= _SMALL_ARRAY else None
+        return ("ndarray", id(value), value.shape, value.dtype.str, content)
+    if isinstance(value, tuple):
+        return (tuple, tuple(_guard_value(v) for v in value))
+    return ("object", id(value))
+
+
+def _is_data(value: Any) -> bool:
+    # lists and dicts are left out: closures commonly mutate them for side effects (logging)
+    return isinstance(value, (bool, int, float, complex, str, bytes, np.generic, np.ndarray,
+                              tuple)) or value is None
+
+
+def _code_names(code: Any) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _code_names(const)
+    return names
+
+
+def _guard_getters(fn: Callable[..., Any]) -> list[Callable[[], Any]]:
+    """Getters for the data a function reads from its closure and globals.
+
+    Their values join the cache key, so a closure constant or a global that changes between
+    calls is traced again instead of being served by a stale kernel. Modules, functions and
+    classes are not guarded (their identity rarely changes and costs a lookup per call);
+    arrays larger than 4096 elements are keyed on identity, shape and dtype only.
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    getters: list[Callable[[], Any]] = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            current = cell.cell_contents
+        except ValueError:  # an empty cell (a variable assigned after the definition)
+            continue
+        if _is_data(current):
+            getters.append(lambda cell=cell: _guard_value(cell.cell_contents))
+    module_globals = getattr(fn, "__globals__", {})
+    for name in sorted(_code_names(code)):
+        if name in module_globals and _is_data(module_globals[name]):
+            getters.append(lambda name=name: _guard_value(module_globals.get(name)))
+    return getters
+
+
+def _alias_classes(pairs: Sequence[tuple[int, int, bool]], graph: Graph
+                   ) -> list[frozenset[int]]:
+    """Sets of array parameters that share memory, from pairs of aliasing call arguments.
+
+    The same array passed twice is traced as one parameter (a write through one name is seen
+    through the other, as in NumPy); arguments that only partially overlap may be read, but a
+    function that writes into one of them is refused before anything runs.
+    """
+    param_of = {p.source: i for i, p in enumerate(graph.params) if p.kind == "array"}
+    written = {p for p, _ in graph.writes}
+    parent: dict[int, int] = {}
+
+    def find(a: int) -> int:
+        while parent.get(a, a) != a:
+            a = parent[a]
+        return a
+    for a, b, _ in pairs:
+        if a in param_of and b in param_of and {param_of[a], param_of[b]} & written:
+            raise UnsupportedOperationError(
+                f"arguments {a} and {b} overlap in memory and the function writes into one of "
+                "them; NumPy would read partly updated data there. Pass a copy of one of them")
+    for a, b, _ in pairs:
+        if a in param_of and b in param_of:
+            parent[find(param_of[a])] = find(param_of[b])
+    groups: dict[int, set[int]] = {}
+    for p in parent:
+        groups.setdefault(find(p), set()).add(p)
+    for root, members in groups.items():
+        members.add(root)
+    return [frozenset(m) for m in groups.values() if len(m) > 1]
 
 
 def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),

@@ -53,6 +53,8 @@ def unsigned_of(dt: np.dtype) -> np.dtype:
 
 def check_supported(dt: np.dtype, what: str = "array") -> np.dtype:
     """Return the native-byte-order dtype fusejit computes with, or raise a clear TypeError."""
+    if dt in _SUPPORTED_SET and dt.isnative:
+        return dt
     if dt.kind in "iufb" and dt.fields is None and dt.subdtype is None:
         native = dt.newbyteorder("=") if dt.byteorder not in "=|" else dt
         native = np.dtype(native.str.replace(">", "<")) if native.byteorder == ">" else native

@@ -67,7 +67,7 @@ class KernelSignature:
     name: str
     args: tuple[Arg, ...]
 
-    def render(self, target: Target, local_size: int | None) -> str:
+    def render(self, target: Target, local_size: tuple[int, ...] | None) -> str:
         return target.kernel_header(self.name, [a.declaration(target) for a in self.args],
                                     local_size)
 
@@ -84,6 +84,8 @@ class Kernel:
     group: Group
     role: str = "main"  # main | partial | combine
     work: int = 0  # elements this kernel touches (for explain / autotune decisions)
+    items: int = 0  # elementwise: work-items needed at one vector per work-item (0: fixed size)
+    vec: int = 1  # elementwise: elements per vector (lanes)
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,25 @@ class CacheRead:
     instr: Instr
 
 
-Ref = Instr | Imm | CacheRead
+@dataclass(frozen=True, eq=False)
+class LaneOf:
+    """Lane ``lane`` of a vector load (``v3.s2``), spelled by ``template`` ({v} = the vector)."""
+
+    instr: Instr
+    lane: int
+    template: str
+
+
+@dataclass(frozen=True, eq=False)
+class Lanes:
+    """A value that differs between the lanes of a vectorised work-item: one ref per lane."""
+
+    refs: tuple[Ref, ...]
+
+
+Ref = Instr | Imm | CacheRead | LaneOf
+
+LANE = "l"  # the lane variable of vectorised lowering
 
 
 @dataclass(eq=False)
@@ -252,23 +272,50 @@ class Lowering:
         self.bound: dict[tuple[Node, Index], Ref] = {}  # values computed by the kernel itself
         self.var_names: dict[str, str] = {}
         self.uses_fp64 = False
+        self.lanes = 1  # > 1: values are lowered for a vector of lanes (symbolic lane var "l")
+        self.vector_loads: dict[tuple[str, Expr], Instr] = {}
 
     # address of an element of a parameter / temporary
-    def address(self, node: Node, idx: Index) -> tuple[str, str]:
-        if node in self.materialized:
+    def address_expr(self, node: Node, idx: Index, write: bool = False
+                     ) -> tuple[str, Expr, str | None, int]:
+        """(pointer, element index, offset argument or None, elements addressable)."""
+        if node.op is not Op.INPUT or node in self.materialized:
             t = self.materialized[node]
-            ptr = self.args.buffer("temp", t, node.dtype)
-            return ptr, self.render_index(ravel(idx, node.shape))
+            ptr = self.args.buffer("temp", t, node.dtype, write=write)
+            return ptr, ravel(idx, node.shape), None, math.prod(node.shape)
         param = self.graph.params[node.arg]
-        role = "param"
-        ptr = self.args.buffer(role, node.arg, node.dtype)
+        ptr = self.args.buffer("param", node.arg, node.dtype, write=write)
+        strides = param.strides or row_major_strides(param.shape)
         addr = Expr(0)
-        for i, st in zip(idx, param.strides or row_major_strides(param.shape)):
+        for i, st in zip(idx, strides):
             addr = addr + i * st
+        offset = self.args.offset(node.arg) if param.has_offset else None
+        return ptr, addr, offset, _extent(param)
+
+    def address(self, node: Node, idx: Index) -> tuple[str, str]:
+        ptr, addr, offset, _ = self.address_expr(node, idx)
         text = self.render_index(addr)
-        if param.has_offset:
-            text = f"({self.args.offset(node.arg)} + {text})"
-        return ptr, text
+        return ptr, text if offset is None else f"({offset} + {text})"
+
+    def vector_index(self, addr: Expr, offset: str | None, extent: int) -> Expr | None:
+        """If lane ``l`` reads element ``V*B + l`` of an aligned buffer, B; else None."""
+        V = self.lanes
+        if V == 1 or offset is not None or LANE not in addr.vars():
+            return None
+        lane = Expr.var(LANE, V)
+        base = (addr - lane) // V
+        if LANE in base.vars() or base * V + lane != addr or base.lo < 0 or \
+                (base.hi + 1) * V > extent:
+            return None
+        return base
+
+    def lane_dependent(self, idx: Index) -> bool:
+        return self.lanes > 1 and any(LANE in e.vars() for e in idx)
+
+    def per_lane(self, block: Block, node: Node, idx: Index) -> Lanes:
+        """The value at each lane separately (lane var substituted by 0..V-1)."""
+        return Lanes(tuple(self.value(block, node, tuple(e.subs(LANE, lane) for e in idx))
+                           for lane in range(self.lanes)))
 
     def render_index(self, e: Expr) -> str:
         return e.render(self.var_names)
@@ -292,7 +339,7 @@ class Lowering:
             block = block.parent
         if block is not start and anchor is not None:
             found = self.memo.get(key)
-            if found is not None and (isinstance(found, Imm) or block.sees(found.block)):
+            if found is not None and _visible(block, found):
                 return found
             saved = block.insert_at
             if saved is None:
@@ -304,12 +351,10 @@ class Lowering:
             self.memo[key] = ref
             return ref
         found = self.memo.get(key)
-        if isinstance(found, Imm):
-            return found
         if found is not None:
-            if block.sees(found.block):
+            if _visible(block, found):
                 return found
-            if found.block.cache_loop and _in_cache_loop(block):
+            if isinstance(found, Instr) and found.block.cache_loop and _in_cache_loop(block):
                 found.cached = True  # computed by an earlier k-loop: read its register copy
                 return CacheRead(found)
         ref = self._lower(block, node, idx)
@@ -326,8 +371,12 @@ class Lowering:
         if op is Op.SCALAR:
             return Imm(self.args.scalar(node.arg[0], node.dtype))
         if op is Op.INPUT or node in self.materialized:
+            if self.lane_dependent(idx):
+                return self._load_lanes(block, node, idx)
             ptr, addr = self.address(node, idx)
             return block.emit(ctype, t.load(ptr, addr, node.dtype))
+        if op in (Op.IOTA, Op.SETITEM) and self.lane_dependent(idx):
+            return self.per_lane(block, node, idx)
         if op is Op.IOTA:
             axis, start, step = node.arg
             e = idx[axis] * step + start
@@ -350,7 +399,63 @@ class Lowering:
             expr = t.render_op(op, node.dtype, [s.dtype for s in node.srcs], names)
             if node.dtype == dt.FLOAT16 and "predicate" not in OPS[op].flags:
                 expr = t.round_to_storage(node.dtype, expr)
+        if any(isinstance(o, Lanes) for o in operands):
+            return self._lanes_op(block, node, expr, operands)
         return block.emit(ctype, expr, *operands)
+
+    def _lanes_op(self, block: Block, node: Node, scalar_expr: str, operands: list) -> Lanes:
+        """An op whose operands differ per lane: one vector-typed op when OpenCL has an exact
+        vector form (PoCL only vectorises real vector types well), else lane by lane."""
+        t, V = self.target, self.lanes
+        names = [f"{{{i}}}" for i in range(len(operands))]
+        ins = [s.dtype for s in node.srcs]
+        if node.op is Op.CAST:
+            vexpr = t.render_cast_vector(ins[0], node.dtype, "{0}", V)
+        else:
+            vexpr = t.render_op_vector(node.op, node.dtype, ins, names, V)
+            if vexpr is not None and node.dtype == dt.FLOAT16 and \
+                    "predicate" not in OPS[node.op].flags:
+                vexpr = t.round_to_storage_vector(node.dtype, vexpr, V)
+        if vexpr is None:
+            ctype = t.compute_type(node.dtype)
+            return Lanes(tuple(
+                block.emit(ctype, scalar_expr, *(o.refs[lane] if isinstance(o, Lanes) else o
+                                                 for o in operands))
+                for lane in range(V)))
+        vops = [self.as_vector(block, o, s.dtype) for o, s in zip(operands, node.srcs)]
+        vec = block.emit(t.vector_type(node.dtype, V), vexpr, *vops)
+        return Lanes(tuple(LaneOf(vec, lane, t.lane(node.dtype, lane)) for lane in range(V)))
+
+    def as_vector(self, block: Block, value: Ref | Lanes, dtype: np.dtype) -> Ref:
+        """A value as one vector-typed operand: the vector it came from, a packed vector of
+        its lanes, or a lane-invariant value broadcast."""
+        t, V = self.target, self.lanes
+        if isinstance(value, Lanes):
+            first = value.refs[0]
+            if isinstance(first, LaneOf) and all(
+                    isinstance(r, LaneOf) and r.instr is first.instr and r.lane == i
+                    for i, r in enumerate(value.refs)):
+                return first.instr
+            return block.emit(t.vector_type(dtype, V), t.pack(dtype, V), *value.refs)
+        if isinstance(value, Imm):
+            return Imm(t.broadcast(dtype, V, value.text))
+        return block.emit(t.vector_type(dtype, V), t.broadcast(dtype, V, "{0}"), value)
+
+    def _load_lanes(self, block: Block, node: Node, idx: Index) -> Lanes:
+        """One vector load when the lanes read consecutive aligned elements, else per lane."""
+        ptr, addr, offset, extent = self.address_expr(node, idx)
+        base = self.vector_index(addr, offset, extent)
+        if base is None:
+            return self.per_lane(block, node, idx)
+        key = (ptr, base)
+        vec = self.vector_loads.get(key)
+        if vec is None or not block.sees(vec.block):
+            t = self.target
+            vec = block.emit(t.vector_type(node.dtype, self.lanes),
+                             t.vector_load(ptr, self.render_index(base), node.dtype, self.lanes))
+            self.vector_loads[key] = vec
+        return Lanes(tuple(LaneOf(vec, lane, self.target.lane(node.dtype, lane))
+                           for lane in range(self.lanes)))
 
     def _setitem(self, block: Block, node: Node, idx: Index) -> Ref:
         """base, overwritten inside the region: ``v = base; if (in region) { v = value; }``."""
@@ -374,6 +479,17 @@ class Lowering:
         value = inner.value(node.srcs[1], src_index(node, 1, idx))
         inner.emit(None, "{0} = {1};", result, value)
         return result
+
+
+def _visible(block: Block, ref: Ref | Lanes) -> bool:
+    """Can code in ``block`` use ``ref`` (defined in it or in an enclosing block)?"""
+    if isinstance(ref, Lanes):
+        return all(_visible(block, r) for r in ref.refs)
+    if isinstance(ref, Imm):
+        return True
+    if isinstance(ref, (LaneOf, CacheRead)):
+        return block.sees(ref.instr.block)
+    return block.sees(ref.block)
 
 
 def _in_cache_loop(block: Block) -> bool:
@@ -449,6 +565,8 @@ class Renderer:
         for r in item.operands:
             if isinstance(r, Instr):
                 out.append(r)
+            elif isinstance(r, LaneOf):
+                out.append(r.instr)
         return out
 
     def _all_refs(self, block: Block) -> list[Instr]:
@@ -465,6 +583,8 @@ class Renderer:
             return f"c_{ref.instr.name}[k]"
         if isinstance(ref, Imm):
             return ref.text
+        if isinstance(ref, LaneOf):
+            return ref.template.format(v=ref.instr.name)
         assert ref.name, "operand rendered before its definition"
         return ref.name
 
@@ -472,22 +592,40 @@ class Renderer:
 # -- kernels ----------------------------------------------------------------------------------------
 
 
-def _store(block: Block, st: Store, node_idx: Index, lowering: Lowering, value: Ref) -> None:
+def _store(block: Block, st: Store, node_idx: Index, lowering: Lowering, value: Ref | Lanes
+           ) -> None:
+    """Store a root's value: one vector store when the lanes write consecutive aligned
+    elements, else a scalar store per lane (or one, for an unvectorised kernel)."""
     t = lowering.target
     node = st.node
     if st.dest.kind == "param":
         param = lowering.graph.params[st.dest.index]
         ptr = lowering.args.buffer("param", st.dest.index, node.dtype, write=True)
         addr = Expr(0)
-        for i, s in zip(node_idx, param.strides or row_major_strides(param.shape)):
+        for i, s in zip(st.root_index(node_idx), param.strides or row_major_strides(param.shape)):
             addr = addr + i * s
-        text = lowering.render_index(addr)
-        if param.has_offset:
-            text = f"({lowering.args.offset(st.dest.index)} + {text})"
+        offset = lowering.args.offset(st.dest.index) if param.has_offset else None
+        extent = _extent(param)
     else:
         role = "output" if st.dest.kind == "output" else "temp"
         ptr = lowering.args.buffer(role, st.dest.index, node.dtype, write=True)
-        text = lowering.render_index(ravel(node_idx, node.shape))
+        addr, offset, extent = ravel(node_idx, node.shape), None, math.prod(node.shape)
+    V = lowering.lanes
+    if V > 1 and (isinstance(value, Lanes) or LANE in addr.vars()):
+        refs = value.refs if isinstance(value, Lanes) else (value,) * V
+        base = lowering.vector_index(addr, offset, extent)
+        if base is not None:
+            vec = lowering.as_vector(block, value, node.dtype)
+            block.emit(None, t.vector_store(ptr, lowering.render_index(base), node.dtype, V),
+                       vec)
+            return
+        for lane in range(V):
+            text = lowering.render_index(addr.subs(LANE, lane))
+            text = text if offset is None else f"({offset} + {text})"
+            block.emit(None, t.store(ptr, text, "{0}", node.dtype), refs[lane])
+        return
+    text = lowering.render_index(addr)
+    text = text if offset is None else f"({offset} + {text})"
     block.emit(None, t.store(ptr, text, "{0}", node.dtype), value)
 
 
@@ -518,6 +656,8 @@ class SourceModule:
                         if st.dest.kind == "param"}
         self.wide = self._needs_wide()
         self.partials: list[Partial] = []
+        is_gpu = bool(getattr(limits, "is_gpu", False))
+        self.default_local = min(256, getattr(limits, "max_work_group", 256)) if is_gpu else None
 
     def _needs_wide(self) -> bool:
         limit = 2**31 - 1
@@ -527,10 +667,13 @@ class SourceModule:
                 return True
         return any(s > limit for s in sizes)
 
-    def _lowering(self) -> Lowering:
+    def _lowering(self, group: Group) -> Lowering:
         index_dtype = dt.INT64 if self.wide else dt.INT32
         args = ArgTable(self.graph, self.written, self.aliased, index_dtype)
-        return Lowering(self.target, self.graph, args, self.materialized,
+        # what this group itself stores into temporaries it computes, never loads
+        own = {st.node for st in group.stores + group.row_stores if st.dest.kind == "temp"}
+        materialized = {n: t for n, t in self.materialized.items() if n not in own}
+        return Lowering(self.target, self.graph, args, materialized,
                         self.target.index_type(self.wide))
 
     def build(self) -> Module:
@@ -549,24 +692,48 @@ class SourceModule:
         return Module(source, tuple(kernels), tuple(self.partials), uses_fp64, self.wide)
 
     # -- elementwise ------------------------------------------------------------------------------
-    def _elementwise(self, name: str, group: Group) -> tuple[Kernel, Lowering]:
-        low = self._lowering()
+    def _elementwise(self, name: str, group: Group, vec: int | None = None
+                     ) -> tuple[Kernel, Lowering]:
+        """A grid-stride loop over ``vec``-wide vectors of the iteration space, then the
+        ``n % vec`` tail elements one per work-item."""
+        low = self._lowering(group)
         it = low.index_type
-        n = math.prod(group.space)
+        space = group.space
+        n = math.prod(space)
+        guarded = any(st.node.shape != space for st in group.stores)
+        if vec is None:
+            vec = default_vector_width(space, guarded)
+        nv, tail = divmod(n, vec)
         top = Block(low)
-        idx = unravel(Expr.var("gid", n), group.space)
-        for st in group.stores:
-            node_idx = broadcast_index(idx, group.space, st.node.shape)
-            guard = _guard(idx, group.space, st.node.shape, low)
-            block = top.nested(f"if ({guard}) {{") if guard else top
-            _store(block, st, node_idx, low, block.value(st.node, node_idx))
+
+        def body(block: Block, idx: Index) -> None:
+            for st in group.stores:
+                node_idx = broadcast_index(idx, space, st.node.shape)
+                guard = _guard(idx, space, st.node.shape, low)
+                inner = block.nested(f"if ({guard}) {{") if guard else block
+                _store(inner, st, node_idx, low, inner.value(st.node, node_idx))
+
+        if nv:
+            low.lanes = vec
+            loop = top.nested(f"for ({it} w = gid; w < {nv}; w += gsz) {{",
+                              loop_vars=frozenset({"w"}))
+            lane = Expr.var(LANE, vec) if vec > 1 else Expr(0)
+            body(loop, unravel(Expr.var("w", nv) * vec + lane, space))
+        if tail:
+            low.lanes = 1
+            body(top.nested(f"if (gid < {tail}) {{"),
+                 unravel(Expr.var("gid", tail) + nv * vec, space))
         renderer = Renderer()
-        body = renderer.render(top, 1)
+        lines = renderer.render(top, 1)
         sig = low.args.signature(name)
-        lines = [sig.render(self.target, None), "{",
-                 f"    const {it} gid = ({it}){self.target.global_id};",
-                 f"    if (gid >= {n}) return;", *body, "}"]
-        return Kernel(name, "\n".join(lines), sig, (n,), None, group, work=n), low
+        source = "\n".join([sig.render(self.target, None), "{",
+                            f"    const {it} gid = ({it}){self.target.global_id};",
+                            f"    const {it} gsz = ({it})get_global_size(0);", *lines, "}"])
+        items = max(nv, tail)
+        local = self.default_local
+        gsize = (_round_up(items, local) if local else items,)
+        return (Kernel(name, source, sig, gsize, (local,) if local else None, group, work=n,
+                       items=items, vec=vec), low)
 
     # -- reductions -------------------------------------------------------------------------------
     def _reduce(self, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
@@ -589,7 +756,7 @@ class SourceModule:
     def _reduce_kernel(self, name: str, group: Group, st: ReduceStrategy,
                        partial_out: int | None) -> tuple[Kernel, Lowering]:
         t = self.target
-        low = self._lowering()
+        low = self._lowering(group)
         it = low.index_type
         M = math.prod(group.outer_shape)
         R = group.reduced_size
@@ -628,10 +795,7 @@ class SourceModule:
                           for _ in range(_cascade_levels(r, acc_dt, per_lane))]
                 accs.append((r, acc, arg, acc_dt, levels))
             if cache:
-                loop = top.nested(f"for (int k = 0; k < {cache}; k++) {{",
-                                  loop_vars=frozenset({"r"}), cache_loop=True)
-                loop.emit(None, f"const {it} r = ly_ + ({it})k * {ly};")
-                loop.emit(None, f"if (!active || r >= {R}) break;")
+                loop = _cache_loop(top, it, cache, ly, R, M % lx == 0)
             elif gy > 1:
                 loop = top.nested(
                     f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < min(({it}){R}, "
@@ -686,7 +850,6 @@ class SourceModule:
                     farg = top.emit("long", f"idx{s_i}_{j}[{slot('0')}]") \
                         if arg is not None else None
                     results[r] = (final, farg)
-                top.emit(None, t.barrier_local)  # local buffers are rewritten by the next stage
             else:
                 for r, acc, arg, acc_dt in accs:
                     results[r] = (acc, arg)
@@ -714,10 +877,10 @@ class SourceModule:
         sig = low.args.signature(name)
         decls = [f"    {d}" for d in local_decls]
         decls += [f"    {d.replace('CACHE', str(cache))}" for d in renderer.cache_decls]
-        lines = [sig.render(t, None), "{", *(f"    {p}" for p in pre), *decls, *body, "}"]
         gsize, lsize = (math.ceil(M / lx) * lx, ly * gy), (lx, ly)
         if st.along_rows:
             gsize, lsize = gsize[::-1], lsize[::-1]
+        lines = [sig.render(t, lsize), "{", *(f"    {p}" for p in pre), *decls, *body, "}"]
         return (Kernel(name, "\n".join(lines), sig, gsize, lsize, group,
                        "partial" if partial_out is not None else "main",
                        work=math.prod(group.space)), low)
@@ -737,10 +900,8 @@ class SourceModule:
                 block.emit(None, low.target.store(ptr, "o", "{0}", node.dtype), value)
         if group.row_stores:
             if st.cache:
-                loop = top.nested(f"for (int k = 0; k < {st.cache}; k++) {{",
-                                  loop_vars=frozenset({"r"}), cache_loop=True)
-                loop.emit(None, f"const {it} r = ly_ + ({it})k * {st.ly};")
-                loop.emit(None, f"if (!active || r >= {R}) break;")
+                M = math.prod(group.outer_shape)
+                loop = _cache_loop(top, it, st.cache, st.ly, R, M % st.lx == 0)
             else:
                 loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {st.ly}) {{",
                                   loop_vars=frozenset({"r"}))
@@ -752,7 +913,7 @@ class SourceModule:
         """Second kernel of a split reduction: one work-group per output combines the
         partials in a tree, then runs the epilogue."""
         t = self.target
-        low = self._lowering()
+        low = self._lowering(group)
         it = low.index_type
         M = math.prod(group.outer_shape)
         gy = st.gy
@@ -813,10 +974,36 @@ class SourceModule:
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
-        lines = [sig.render(t, None), "{", *(f"    {p}" for p in pre),
-                 *(f"    {d}" for d in local_decls), f"    const int active = o < {M};", *body, "}"]
+        lines = [sig.render(t, (ly,)), "{", *(f"    {p}" for p in pre),
+                 *(f"    {d}" for d in local_decls), f"    const int active = o < {M};", *body,
+                 "}"]
         return (Kernel(name, "\n".join(lines), sig, (M * ly,), (ly,), group, "combine",
                        work=M * gy), low)
+
+
+def _cache_loop(top: Block, it: str, cache: int, ly: int, R: int, all_active: bool) -> Block:
+    """``for k < cache: r = ly_ + k*ly`` over a row kept in registers: fully unrolled, with
+    bounds checks only when the row does not split evenly over the lanes."""
+    loop = top.nested(f"#pragma unroll\n    for (int k = 0; k < {cache}; k++) {{",
+                      loop_vars=frozenset({"r"}), cache_loop=True)
+    loop.emit(None, f"const {it} r = ly_ + ({it})k * {ly};")
+    checks = ([] if all_active else ["!active"]) + ([] if cache * ly == R else [f"r >= {R}"])
+    if checks:
+        loop.emit(None, f"if ({' || '.join(checks)}) break;")
+    return loop
+
+
+def default_vector_width(space: tuple[int, ...], guarded: bool) -> int:
+    """4 lanes (16-byte float accesses) when the innermost dimension splits evenly into
+    vectors; 1 for small or oddly shaped spaces, where lanes would not share loads."""
+    n = math.prod(space)
+    if guarded or n < 4096 or (len(space) > 1 and space[-1] % 4):
+        return 1
+    return 4
+
+
+def _round_up(n: int, m: int) -> int:
+    return (n + m - 1) // m * m
 
 
 def _extent(p: object) -> int:

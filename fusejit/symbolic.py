@@ -130,6 +130,21 @@ class Expr:
             return None
         return {a.name: c for a, c in self.terms}
 
+    def subs(self, name: str, value: int) -> Expr:
+        """The expression with variable ``name`` replaced by ``value`` (re-simplified)."""
+        if name not in self.vars():
+            return self
+        out = Expr(self.const)
+        for atom, coef in self.terms:
+            if isinstance(atom, Var):
+                part = Expr(value) if atom.name == name else Expr.of(atom)
+            elif isinstance(atom, Div):
+                part = floordiv(atom.x.subs(name, value), atom.c)
+            else:
+                part = mod(atom.x.subs(name, value), atom.c)
+            out = out + part * coef
+        return out
+
     def vars(self) -> set[str]:
         out: set[str] = set()
         for atom, _ in self.terms:

@@ -176,3 +176,28 @@ def test_mixed_numpy_and_device_args(dev, n, rng):
     out = fuse(lambda a, b: a * b)(dev(x), y)
     assert isinstance(out, cla.Array)
     assert_matches(out, x * y)
+
+
+def test_results_return_their_memory_to_the_pool_when_dropped(dev, queue, rng):
+    """No reference cycles on the call path: a dropped result frees its pooled buffer at once
+    (otherwise every call allocates fresh device memory until the cyclic GC runs)."""
+    import gc
+
+    from fusejit.runtime.executable import memory_pool
+
+    x = dev(rng.standard_normal((8, 16)).astype(np.float32))
+    w = dev(rng.standard_normal(16).astype(np.float32))
+    plain = fuse(lambda x, w: x * w)
+    tree = fuse(lambda x, w: {"a": x * w, "b": (x + 1, [x - 1])})
+    aliased = fuse(lambda x, w, b: x * w + b)
+    pool = memory_pool(queue)
+    gc.disable()
+    try:
+        for _ in range(2):  # compile, then settle
+            plain(x, w), tree(x, w), aliased(x, w, w)
+        before = pool.active_blocks
+        for _ in range(20):
+            plain(x, w), tree(x, w), aliased(x, w, w)
+        assert pool.active_blocks == before
+    finally:
+        gc.enable()

@@ -61,6 +61,42 @@ class Target(abc.ABC):
     @abc.abstractmethod
     def store(self, ptr: str, index: str, value: str, dtype: np.dtype) -> str: ...
 
+    @abc.abstractmethod
+    def vector_type(self, dtype: np.dtype, n: int) -> str:
+        """Compute type of an ``n``-lane vector of ``dtype``."""
+
+    @abc.abstractmethod
+    def vector_load(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str:
+        """Load vector number ``index`` (elements n*index .. n*index+n-1) of an aligned buffer."""
+
+    @abc.abstractmethod
+    def lane(self, dtype: np.dtype, lane: int) -> str:
+        """Lane ``lane`` of a loaded vector ``{v}`` as a scalar of the compute type."""
+
+    @abc.abstractmethod
+    def render_op_vector(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
+                         operands: Sequence[str], n: int) -> str | None:
+        """The op over n-lane vectors, or None when there is no exact vector form."""
+
+    @abc.abstractmethod
+    def render_cast_vector(self, src: np.dtype, dst: np.dtype, x: str, n: int) -> str | None:
+        """Vector form of render_cast, or None."""
+
+    @abc.abstractmethod
+    def round_to_storage_vector(self, dtype: np.dtype, x: str, n: int) -> str: ...
+
+    @abc.abstractmethod
+    def broadcast(self, dtype: np.dtype, n: int, x: str) -> str:
+        """A scalar ``x`` as an n-lane vector."""
+
+    @abc.abstractmethod
+    def pack(self, dtype: np.dtype, n: int) -> str:
+        """A vector built from operands {0}..{n-1}."""
+
+    @abc.abstractmethod
+    def vector_store(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str:
+        """Statement storing operands ``{0}..{n-1}`` as vector number ``index``."""
+
     # -- kernels ----------------------------------------------------------------------------------
     @abc.abstractmethod
     def buffer_param(self, name: str, dtype: np.dtype, writable: bool, restrict: bool) -> str: ...
@@ -69,7 +105,8 @@ class Target(abc.ABC):
     def scalar_param(self, name: str, dtype: np.dtype) -> str: ...
 
     @abc.abstractmethod
-    def kernel_header(self, name: str, params: Sequence[str], local_size: int | None) -> str: ...
+    def kernel_header(self, name: str, params: Sequence[str],
+                      local_size: tuple[int, ...] | None) -> str: ...
 
     @abc.abstractmethod
     def prelude(self, uses_fp64: bool) -> str:

@@ -1,0 +1,123 @@
+"""Autotuning of launch parameters for large elementwise kernels.
+
+An elementwise kernel is a grid-stride loop over vectors, so its work-group size and the number
+of vectors each work-item handles (how many work-items are launched) can change without
+recompiling. On the first large launch of a kernel on a device, a bounded set of candidates is
+timed on the call's own arguments (elementwise kernels that do not write their inputs are
+idempotent, so re-running them is harmless) and the fastest is kept: in memory, and in a JSON file
+in the user cache directory so the next process starts tuned. Small launches never tune.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyopencl as cl
+
+MIN_ITEMS = 1 << 18  # vectors; below this a launch is dominated by overhead, not the config
+_lock = threading.Lock()
+_memory: dict[str, tuple[int, int | None]] = {}
+_loaded = False
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+
+
+def enabled(flag: bool | None) -> bool:
+    if flag is not None:
+        return flag
+    return os.environ.get("FUSEJIT_AUTOTUNE", "1") not in ("0", "", "false")
+
+
+def _cache_file() -> Path:
+    base = os.environ.get("FUSEJIT_CACHE_DIR")
+    if base:
+        return Path(base) / "autotune.json"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("fusejit")) / "autotune.json"
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    try:
+        data = json.loads(_cache_file().read_text())
+        for key, (items_per_wi, local) in data.items():
+            _memory[key] = (int(items_per_wi), None if local is None else int(local))
+    except (OSError, ValueError, TypeError):
+        pass  # no cache yet, or an unreadable one: tune again
+
+
+def _save() -> None:
+    path = _cache_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(_memory, indent=0, sort_keys=True))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home: keep the in-memory results
+
+
+def key(device_key: str, source: str, items: int) -> str:
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    return f"{device_key}|{digest}|{items}"
+
+
+def candidates(items: int, max_wg: int, is_gpu: bool) -> list[tuple[int, int | None]]:
+    """(vectors per work-item, work-group size) pairs worth trying."""
+    if is_gpu:
+        locals_ = [wg for wg in (128, 256, 512, 1024) if wg <= max_wg]
+        per_item = (1, 2, 4, 8)
+    else:
+        locals_ = [None, 64]
+        per_item = (1, 16, 64)
+    return [(p, wg) for p in per_item for wg in locals_ if math.ceil(items / p) >= (wg or 1)]
+
+
+def config_for(items: int, per_item: int, local: int | None) -> LaunchConfig:
+    n = math.ceil(items / per_item)
+    if local:
+        n = (n + local - 1) // local * local
+    return LaunchConfig((n,), (local,) if local else None)
+
+
+def tune(queue: cl.CommandQueue, kernel: cl.Kernel, tkey: str, items: int, max_wg: int,
+         is_gpu: bool) -> LaunchConfig:
+    """The best launch configuration for an already argument-bound kernel."""
+    with _lock:
+        _load()
+        known = _memory.get(tkey)
+    if known is not None:
+        return config_for(items, *known)
+    best: tuple[float, tuple[int, int | None]] | None = None
+    for cand in candidates(items, max_wg, is_gpu):
+        cfg = config_for(items, *cand)
+        times = []
+        for _ in range(3):
+            queue.finish()
+            t0 = time.perf_counter()
+            cl.enqueue_nd_range_kernel(queue, kernel, cfg.global_size, cfg.local_size)
+            queue.finish()
+            times.append(time.perf_counter() - t0)
+        t = min(times)
+        if best is None or t < best[0]:
+            best = (t, cand)
+    assert best is not None
+    with _lock:
+        _memory[tkey] = best[1]
+        _save()
+    return config_for(items, *best[1])
