@@ -478,7 +478,12 @@ def _all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
 def _arg_reduce(op: Op, a: Any, axis: Any, out: Any, keepdims: bool) -> TensorProxy:
     x = lift(a)
     name = "argmax" if op is Op.ARGMAX else "argmin"
-    if axis is None:
+    if axis is None and x.ndim > 1:
+        # over all axes at once: the reduced index runs row-major, so it is the flat index;
+        # and the node shares a kernel with the other full reductions of x (x.max(), x.sum())
+        node = Node.make(op, dt.INT64, (1,) * x.ndim, (x.node,), tuple(range(x.ndim)))
+        result = TensorProxy(node if keepdims else reshape(node, ()))
+    elif axis is None:
         flat = TensorProxy(reshape(x.node, (x.size,)))
         result = _arg_reduce(op, flat, 0, None, False)
         if keepdims:

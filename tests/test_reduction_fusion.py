@@ -254,3 +254,35 @@ def test_strategy_fits_local_memory() -> None:
         assert s.lx * s.ly * 48 <= 4096, s
     roomy = choose_strategy((64, 4096), (1,), 1, True, limits, lane_bytes=0)
     assert roomy.lx * roomy.ly * 48 > 4096  # the budget is what made the difference
+
+
+def test_full_reductions_and_argmax_over_all_axes_share_one_kernel(rng: np.random.Generator
+                                                                   ) -> None:
+    """np.argmax(x) of a 2-D x reduces all axes at once (the reduced index is the flat index),
+    so it fuses with x.max() and x.sum() instead of reducing a flattened copy separately."""
+    x = rng.integers(-4, 5, (33, 65)).astype(np.float32)  # ties: the first one wins
+    f = fuse(lambda a: (a.max(), np.argmax(a), a.argmin(keepdims=True), a.sum()))
+    assert len(f.lower(x).kernels) == 1
+    got = f(x)
+    for g, w in zip(got[:3], (x.max(), np.argmax(x), x.argmin(keepdims=True))):
+        assert_matches(g, w)
+    assert_reduction_matches(got[3], x.sum(), "sum", x, np.sum, x.size, "sum")
+
+
+def test_lanes_follow_memory_for_strided_and_offset_device_views(
+        dev: Any, rng: np.random.Generator) -> None:
+    """A transposed device array: its logical rows are columns in memory, so summing them puts
+    lanes across outputs, and summing its columns puts lanes along them."""
+    x = rng.standard_normal((300, 70)).astype(np.float32)
+    f = fuse(lambda a: (a.sum(1), a.sum(0)))
+    for view, host in ((dev(x).T, x.T), (dev(x)[3:].T, x[3:].T)):
+        low = f.lower(view)
+        by_axes = {g.axes: g.strategy for g in low.plan.groups}
+        assert not by_axes[(1,)].along_rows and by_axes[(1,)].lx > 1  # rows of x.T: strided
+        assert by_axes[(0,)].along_rows  # columns of x.T: contiguous in memory
+        rows, cols = f(view)
+        exact = host.astype(np.longdouble)
+        assert_close(rows.get(), exact.sum(1), math.log2(host.shape[1]) + 14,
+                     np.abs(host).sum(1))
+        assert_close(cols.get(), exact.sum(0), math.log2(host.shape[0]) + 14,
+                     np.abs(host).sum(0))
