@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_reductions import assert_reduction_matches
 
 from fusejit import fuse
 from fusejit.ops import Op
 from fusejit.passes.partition import DeviceLimits, choose_strategy
 from fusejit.testing import assert_matches, op_ulp
-from test_reductions import assert_reduction_matches
 
 EPS32 = float(np.finfo(np.float32).eps)
 EXP_ULP = op_ulp(Op.EXP, np.float32)
@@ -194,7 +194,7 @@ def test_adam_update_with_dynamic_scalar_hyperparameters(rng: np.random.Generato
         assert_matches(g, w)
 
 
-# -- plan decisions ---------------------------------------------------------------------------------
+# -- plan decisions --------------------------------------------------------------------------------
 
 
 def test_column_and_middle_axis_reductions_put_lanes_across_contiguous_outputs(

@@ -12,11 +12,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
+from test_reductions import assert_reduction_matches
 
 from fusejit import fuse
 from fusejit.errors import UnsupportedOperationError
 from fusejit.testing import assert_matches
-from test_reductions import assert_reduction_matches
 
 nan, inf = np.nan, np.inf
 
@@ -28,7 +28,7 @@ def check_all(got: Any, want: Any, what: str) -> None:
         assert_matches(g, w, what=f"{what}[{i}]")
 
 
-# -- NaN, infinities and ties -----------------------------------------------------------------------
+# -- NaN, infinities and ties ----------------------------------------------------------------------
 
 
 def nan_rows(dtype: type, rng: np.random.Generator) -> np.ndarray:
@@ -74,7 +74,7 @@ def test_integer_ties_return_the_first_occurrence(rng: np.random.Generator) -> N
               "int8")
 
 
-# -- empty axes, 0-d, axis=() -----------------------------------------------------------------------
+# -- empty axes, 0-d, axis=() ----------------------------------------------------------------------
 
 
 def test_empty_axis_gives_the_identity() -> None:
@@ -128,7 +128,7 @@ def test_zero_d_input_and_empty_axis_tuple(rng: np.random.Generator) -> None:
     check_all(fuse(f)(a0, x), f(a0, x), "0-d")
 
 
-# -- errors raised while tracing --------------------------------------------------------------------
+# -- errors raised while tracing -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("reduction", [
@@ -221,7 +221,7 @@ def test_dtype_ddof_and_initial_arguments(rng: np.random.Generator) -> None:
         assert_reduction_matches(g, c.fn(x), c.model, x, c.ref or c.fn, c.n, c.label)
 
 
-# -- accuracy of long float sums ---------------------------------------------------------------------
+# -- accuracy of long float sums -------------------------------------------------------------------
 
 
 def test_float32_sum_of_2_pow_24_elements_is_as_accurate_as_numpy(rng: np.random.Generator
@@ -254,7 +254,7 @@ def test_float64_and_float16_long_sums(rng: np.random.Generator) -> None:
     assert_reduction_matches(got[2], d.mean(), "sum", d, np.mean, d.size, "float64 mean")
 
 
-# -- split reductions: partial results per work-group, then a combine kernel ------------------------
+# -- split reductions: partial results per work-group, then a combine kernel -----------------------
 
 
 def test_split_reductions_of_a_long_vector_keep_numpy_semantics(rng: np.random.Generator) -> None:

@@ -7,7 +7,8 @@ The rules, in the order they apply:
    needs it (cheap ops, and the reason fusion saves memory traffic).
 2. Reductions over the same input space and axes share one kernel (horizontal fusion). A
    reduction that consumes another one of the same space (``var`` after ``mean``, softmax's sum
-   after its max) becomes a later *stage* of the same kernel when one work-group owns whole rows.
+   after its max) becomes a later *stage* of the same kernel when one work-group owns whole rows
+   (unless the rows are so long and so few that splitting each reduction over work-groups pays).
 3. Elementwise work on reduction results at the kernel's own output index is its *epilogue*;
    elementwise work over the reduction's input space that reads the results broadcast back
    (softmax, layernorm) is its *row fusion* stage, stored in the kernel's last pass.
