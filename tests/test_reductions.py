@@ -192,7 +192,7 @@ def test_catalog_2d(dtype: type, rng: np.random.Generator) -> None:
     run_catalog(make_input(rng, dtype, (7, 13)), ALL)
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.uint64, np.float16, np.float64], ids=dtype_id)
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float64], ids=dtype_id)
 def test_catalog_3d(dtype: type, rng: np.random.Generator) -> None:
     """Middle axis, outer + inner axes, leading axes: the reduced elements are not contiguous."""
     run_catalog(make_input(rng, dtype, (4, 5, 6)), ALL)
@@ -203,8 +203,8 @@ def test_catalog_1d(dtype: type, rng: np.random.Generator) -> None:
     run_catalog(make_input(rng, dtype, (11,)), ALL)
 
 
-@pytest.mark.parametrize("dtype", [np.int32, np.float32], ids=dtype_id)
-@pytest.mark.parametrize("shape", [(1, 9), (9, 1)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize(("dtype", "shape"), [(np.int32, (1, 9)), (np.float32, (9, 1))],
+                         ids=["int32-1x9", "float32-9x1"])
 def test_catalog_length_one_axes(dtype: type, shape: tuple[int, ...],
                                  rng: np.random.Generator) -> None:
     """Reducing a length-1 axis (one element per output; ddof=1 gives NaN as in NumPy)."""
@@ -222,8 +222,7 @@ LARGE = {  # shape -> the axis forms that make it interesting
 LARGE_FAMILIES = ("sum", "max", "argmin", "any", "mean", "var")
 
 
-@pytest.mark.parametrize("dtype", [np.bool_, np.int32, np.uint64, np.float16, np.float32],
-                         ids=dtype_id)
+@pytest.mark.parametrize("dtype", [np.bool_, np.int32, np.float16, np.float32], ids=dtype_id)
 @pytest.mark.parametrize("shape", list(LARGE), ids=lambda s: "x".join(map(str, s)))
 def test_catalog_large(dtype: type, shape: tuple[int, ...], rng: np.random.Generator) -> None:
     run_catalog(make_input(rng, dtype, shape), LARGE_FAMILIES, LARGE[shape])
