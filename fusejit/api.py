@@ -208,6 +208,7 @@ class KernelInfo:
     local_size: tuple[int, ...] | None
     reason: str
     nodes: int
+    role: str = "main"  # main | partial | combine (the two kernels of a split reduction)
 
 
 @dataclass(frozen=True)
@@ -229,13 +230,39 @@ class Lowered:
     @property
     def kernels(self) -> tuple[KernelInfo, ...]:
         return tuple(KernelInfo(k.name, k.source, k.global_size, k.local_size, k.group.reason,
-                                _group_nodes(k)) for k in self.module.kernels)
+                                _group_nodes(k), k.role) for k in self.module.kernels)
 
     def __str__(self) -> str:
-        lines = [format_graph(self.graph), "", f"{len(self.module.kernels)} kernel(s):"]
-        for k in self.kernels:
-            lines.append(f"  {k.name}: {k.reason}")
+        """The optimised graph, then one entry per kernel: why it exists (its group's reason),
+        the reductions it computes (by stage) and what it stores, in the graph's %names."""
+        names = {n: f"%{i}" for i, n in enumerate(self.graph.toposort())}
+        temps = {n: i for i, n in enumerate(self.plan.temps)}
+        kernels = self.module.kernels
+        lines = [format_graph(self.graph, names), "",
+                 f"{len(kernels)} kernel{'s' if len(kernels) != 1 else ''}:"]
+        for k in kernels:
+            g = k.group
+            if k.role == "combine":
+                lines.append(f"  {k.name}: combines the partial results of {k.name}_partial")
+            else:
+                lines.append(f"  {k.name}: {g.reason}")
+                if g.kind == "reduce":
+                    stages = " | then ".join(", ".join(f"{r.op.name.lower()} {names[r]}"
+                                                       for r in stage) for stage in g.stages)
+                    lines.append(f"      reduces {stages}")
+            if k.role == "partial":
+                continue
+            stores = [f"{names[s.node]} -> {_dest(s.dest)}" for s in g.stores + g.row_stores]
+            stores += [f"{names[r]} -> temp{temps[r]}" for r in g.reductions if r in temps]
+            if stores:
+                lines.append("      stores " + ", ".join(stores))
+        lines += [f"note: {n}" for n in self.plan.notes]
         return "\n".join(lines)
+
+
+def _dest(dest: Any) -> str:
+    return {"output": "out", "param": "%arg", "temp": "temp"}[dest.kind] + str(dest.index) + (
+        " (in place)" if dest.kind == "param" else "")
 
 
 def _group_nodes(kernel: Kernel) -> int:

@@ -428,7 +428,12 @@ def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None
     if op in (Op.MAX, Op.MIN) and empty and initial is _NOVALUE:
         raise ValueError(f"zero-size array to reduction operation {reference.__name__} which has "
                          "no identity")
-    node = Node.make(op, out_dtype, kept, (cast(x.node, out_dtype),), axes)
+    if empty:  # nothing to reduce: the identity (0, 1, False, True; -inf before initial=)
+        identity = {Op.SUM: 0, Op.PROD: 1, Op.ANY: False, Op.ALL: True,
+                    Op.MAX: _lowest(out_dtype), Op.MIN: _highest(out_dtype)}[op]
+        node = const(identity, out_dtype, kept)
+    else:
+        node = Node.make(op, out_dtype, kept, (cast(x.node, out_dtype),), axes)
     result = TensorProxy(node)
     if initial is not _NOVALUE and initial is not None:
         result = apply_ufunc(reference, (result, initial), {})
@@ -440,6 +445,14 @@ def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None
         out.write(Ellipsis, result, as_output=True)
         return out
     return result
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    return -np.inf if dtype.kind == "f" else False if dtype.kind == "b" else np.iinfo(dtype).min
+
+
+def _highest(dtype: np.dtype) -> Any:
+    return np.inf if dtype.kind == "f" else True if dtype.kind == "b" else np.iinfo(dtype).max
 
 
 def _count(x: TensorProxy, axis: Any) -> int:
@@ -486,7 +499,12 @@ def _all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
 def _arg_reduce(op: Op, a: Any, axis: Any, out: Any, keepdims: bool) -> TensorProxy:
     x = lift(a)
     name = "argmax" if op is Op.ARGMAX else "argmin"
-    if axis is None:
+    if axis is None and x.ndim > 1:
+        # over all axes at once: the reduced index runs row-major, so it is the flat index;
+        # and the node shares a kernel with the other full reductions of x (x.max(), x.sum())
+        node = Node.make(op, dt.INT64, (1,) * x.ndim, (x.node,), tuple(range(x.ndim)))
+        result = TensorProxy(node if keepdims else reshape(node, ()))
+    elif axis is None:
         flat = TensorProxy(reshape(x.node, (x.size,)))
         result = _arg_reduce(op, flat, 0, None, False)
         if keepdims:

@@ -197,9 +197,11 @@ class Block:
         return self.lowering.value(self, node, idx)
 
     def nested(self, header: str, *operands: Ref, loop_vars: frozenset[str] = frozenset(),
-               cache_loop: bool = False) -> Block:
+               cache_loop: bool = False, footer: str = "}") -> Block:
+        """A nested block. ``footer="} else {"`` followed by a sibling with header "" spells an
+        if/else."""
         child = Block(self.lowering, self, loop_vars, cache_loop=cache_loop)
-        child.anchor = Nested(header, child, operands=operands)
+        child.anchor = Nested(header, child, footer, operands=operands)
         self._add(child.anchor)
         return child
 
@@ -529,7 +531,8 @@ class Renderer:
             if isinstance(item, Nested):
                 header = item.header.format(*map(self._text, item.operands)) \
                     if item.operands else item.header
-                lines.append(pad + header)
+                if header:
+                    lines.append(pad + header)
                 lines += self.render(item.block, indent + 1)
                 lines.append(pad + item.footer)
                 continue
@@ -767,13 +770,19 @@ class SourceModule:
         red_it = iter(unravel(Expr.var("r", R), red_shape))
         row_idx = tuple(next(red_it) if a in group.axes else outer_idx[a]
                         for a in range(len(group.space)))
-        pre = [f"const {it} lx_ = ({it})get_local_id(0);",
-               f"const {it} ly_ = ({it})get_local_id(1);",
-               f"const {it} o = ({it})get_group_id(0) * {lx} + lx_;",
+        # local dimension 0 holds the lanes that read neighbouring addresses
+        dx, dy = (1, 0) if st.along_rows else (0, 1)
+        pre = [f"const {it} lx_ = ({it})get_local_id({dx});",
+               f"const {it} ly_ = ({it})get_local_id({dy});",
+               f"const {it} o = ({it})get_group_id({dx}) * {lx} + lx_;",
                f"const int active = o < {M};"]
         if gy > 1:
-            pre.append(f"const {it} gy_ = ({it})get_group_id(1);")
+            pre.append(f"const {it} gy_ = ({it})get_group_id({dy});")
+
+        def slot(y: str) -> str:  # a lane's place in the local buffers, in work-item order
+            return y if lx == 1 else f"lx_ * {ly} + {y}" if st.along_rows else f"{y} * {lx} + lx_"
         cache = st.cache if partial_out is None else 0
+        per_lane = cache or math.ceil((chunk if gy > 1 else R) / ly)  # k-loop trip count
         local_decls: list[str] = []
         results: dict[Node, tuple[Ref, Ref | None]] = {}
         for s_i, stage in enumerate(group.stages):
@@ -784,30 +793,39 @@ class SourceModule:
                 ctype = t.compute_type(acc_dt)
                 acc = top.emit(ctype, _identity(t, r, acc_dt))
                 arg = top.emit("long", "-1") if r.op in (Op.ARGMAX, Op.ARGMIN) else None
-                accs.append((r, acc, arg, acc_dt))
+                levels = [top.emit(ctype, _identity(t, r, acc_dt))
+                          for _ in range(_cascade_levels(r, acc_dt, per_lane))]
+                accs.append((r, acc, arg, acc_dt, levels))
             if cache:
                 loop = _cache_loop(top, it, cache, ly, R, M % lx == 0)
             elif gy > 1:
                 loop = top.nested(
-                    f"for ({it} r = gy_ * {chunk} + ly_; active && r < min(({it}){R}, "
-                    f"(gy_ + 1) * {chunk}); r += {ly}) {{", loop_vars=frozenset({"r"}))
+                    f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < min(({it}){R}, "
+                    f"(gy_ + 1) * {chunk}); r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
             else:
-                loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {ly}) {{",
-                                  loop_vars=frozenset({"r"}))
-            for r, acc, arg, acc_dt in accs:
+                loop = top.nested(f"for ({it} r = ly_, k = 0; active && r < {R}; "
+                                  f"r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
+            for r, acc, arg, acc_dt, levels in accs:
                 v = loop.value(r.srcs[0], row_idx)
                 _accumulate(loop, t, r, acc, arg, v, acc_dt)
+                if levels:
+                    _cascade_step(loop, t, r, acc, levels, acc_dt)
+            for r, acc, arg, acc_dt, levels in accs:
+                for level in levels:  # smallest partial sums first
+                    top.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";",
+                             acc, level)
+            accs = [a[:4] for a in accs]
             # tree over ly (and nothing to do when ly == 1)
             for j, (r, acc, arg, acc_dt) in enumerate(accs):
                 ctype = t.compute_type(acc_dt)
                 if ly > 1:
                     buf = f"red{s_i}_{j}"
                     local_decls.append(f"__local {ctype} {buf}[{lx * ly}];")
-                    top.emit(None, f"{buf}[ly_ * {lx} + lx_] = {{0}};", acc)
+                    top.emit(None, f"{buf}[{slot('ly_')}] = {{0}};", acc)
                     if arg is not None:
                         ibuf = f"idx{s_i}_{j}"
                         local_decls.append(f"__local long {ibuf}[{lx * ly}];")
-                        top.emit(None, f"{ibuf}[ly_ * {lx} + lx_] = {{0}};", arg)
+                        top.emit(None, f"{ibuf}[{slot('ly_')}] = {{0}};", arg)
             if ly > 1:
                 top.emit(None, t.barrier_local)
                 step = ly // 2
@@ -815,22 +833,24 @@ class SourceModule:
                     body = top.nested(f"if (ly_ < {step}) {{")
                     for j, (r, acc, arg, acc_dt) in enumerate(accs):
                         buf = f"red{s_i}_{j}"
-                        mine, other = f"{buf}[ly_ * {lx} + lx_]", f"{buf}[(ly_ + {step}) * {lx} + lx_]"
+                        mine = f"{buf}[{slot('ly_')}]"
+                        other = f"{buf}[{slot(f'(ly_ + {step})')}]"
                         if arg is None:
                             combined = _combine_text(t, r, acc_dt, mine, other)
                             body.emit(None, f"{mine} = {combined};")
                         else:
                             ibuf = f"idx{s_i}_{j}"
-                            imine = f"{ibuf}[ly_ * {lx} + lx_]"
-                            iother = f"{ibuf}[(ly_ + {step}) * {lx} + lx_]"
+                            imine = f"{ibuf}[{slot('ly_')}]"
+                            iother = f"{ibuf}[{slot(f'(ly_ + {step})')}]"
                             cond = _arg_better(r, acc_dt, other, iother, mine, imine)
                             body.emit(None, f"if ({cond}) {{ {mine} = {other}; {imine} = {iother}; }}")
                     top.emit(None, t.barrier_local)
                     step //= 2
                 for j, (r, acc, arg, acc_dt) in enumerate(accs):
                     ctype = t.compute_type(acc_dt)
-                    final = top.emit(ctype, f"red{s_i}_{j}[lx_]")
-                    farg = top.emit("long", f"idx{s_i}_{j}[lx_]") if arg is not None else None
+                    final = top.emit(ctype, f"red{s_i}_{j}[{slot('0')}]")
+                    farg = top.emit("long", f"idx{s_i}_{j}[{slot('0')}]") \
+                        if arg is not None else None
                     results[r] = (final, farg)
             else:
                 for r, acc, arg, acc_dt in accs:
@@ -859,9 +879,11 @@ class SourceModule:
         sig = low.args.signature(name)
         decls = [f"    {d}" for d in local_decls]
         decls += [f"    {d.replace('CACHE', str(cache))}" for d in renderer.cache_decls]
-        lines = [sig.render(t, (lx, ly)), "{", *(f"    {p}" for p in pre), *decls, *body, "}"]
-        gsize = (math.ceil(M / lx) * lx, ly * gy)
-        return (Kernel(name, "\n".join(lines), sig, gsize, (lx, ly), group,
+        gsize, lsize = (math.ceil(M / lx) * lx, ly * gy), (lx, ly)
+        if st.along_rows:
+            gsize, lsize = gsize[::-1], lsize[::-1]
+        lines = [sig.render(t, lsize), "{", *(f"    {p}" for p in pre), *decls, *body, "}"]
+        return (Kernel(name, "\n".join(lines), sig, gsize, lsize, group,
                        "partial" if partial_out is not None else "main",
                        work=math.prod(group.space)), low)
 
@@ -955,7 +977,8 @@ class SourceModule:
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
         lines = [sig.render(t, (ly,)), "{", *(f"    {p}" for p in pre),
-                 *(f"    {d}" for d in local_decls), "    const int active = 1;", *body, "}"]
+                 *(f"    {d}" for d in local_decls), f"    const int active = o < {M};", *body,
+                 "}"]
         return (Kernel(name, "\n".join(lines), sig, (M * ly,), (ly,), group, "combine",
                        work=M * gy), low)
 
@@ -1034,6 +1057,38 @@ def _accumulate(loop: Block, t: Target, r: Node, acc: Instr, arg: Instr | None, 
     nan = " || (isnan({1}) && !isnan({0}))" if acc_dt.kind == "f" else ""
     loop.emit(None, "if ({2} < 0 || {1} " + better + " {0}" + nan
               + ") {{ {0} = {1}; {2} = r; }}", acc, v, arg)
+
+
+# A lane adds CASCADE_BLOCK elements serially, then merges that block into a binary counter of
+# partial sums (level j holds 2**j blocks): pairwise summation inside the lane, so a float sum's
+# rounding error grows with log2(n) as in NumPy's pairwise sum, not with the lane's trip count.
+CASCADE_BLOCK = 8
+
+
+def _cascade_levels(r: Node, acc: np.dtype, per_lane: int) -> int:
+    """How many partial-sum levels a lane needs for ``per_lane`` elements (0: plain loop)."""
+    if r.op is not Op.SUM or acc.kind != "f":
+        return 0  # integer sums are exact; max/min/any/all do not round
+    blocks = math.ceil(per_lane / CASCADE_BLOCK)
+    return 0 if blocks <= 1 else (blocks - 1).bit_length() + 1
+
+
+def _cascade_step(loop: Block, t: Target, r: Node, acc: Instr, levels: list[Instr],
+                  acc_dt: np.dtype) -> None:
+    """After the k-th element (k counts from 0): when a block is complete, carry it up the
+    levels like a binary increment of the block count."""
+    zero = _identity(t, r, acc_dt)
+    block = loop.nested(f"if ((k & {CASCADE_BLOCK - 1}) == {CASCADE_BLOCK - 1}) {{")
+    carry = block.emit(t.compute_type(acc_dt), "{0}", acc)
+    block.emit(None, "{0} = " + zero + ";", acc)
+    for j, level in enumerate(levels[:-1]):
+        full = block.nested(f"if (k & {CASCADE_BLOCK << j}) {{", footer="} else {")
+        full.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{1}", "{0}") + ";", carry, level)
+        full.emit(None, "{0} = " + zero + ";", level)
+        empty = block.nested("")
+        empty.emit(None, "{0} = {1};", level, carry)
+        block = full
+    block.emit(None, "{0} = {1};", levels[-1], carry)
 
 
 def _arg_better(r: Node, acc: np.dtype, v: str, i: str, best: str, bi: str) -> str:
