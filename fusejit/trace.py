@@ -132,6 +132,8 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
     if isinstance(x, TensorProxy):
         if x._weak is not None:
             index = x._weak[0]
+            if index is None:  # computed from weak values by Python arithmetic: see _operator
+                return cast(x._node, dtype)
             return Node.make(Op.SCALAR, dtype, (), (), (index,))
         return cast(x.node, dtype)
     if isinstance(x, np.ndarray):
@@ -388,7 +390,9 @@ class TensorProxy:
                  base: TensorProxy | None = None, vmap: shapes.AffineMap | None = None,
                  shape: tuple[int, ...] | None = None, readonly: bool = False) -> None:
         self._node = node
-        self._weak = weak  # (param index, python type) for a weak dynamic scalar
+        # (param index, python type) for a weak dynamic scalar; (None, python type) for a weak
+        # value computed from them (then _node holds it in the type's default dtype)
+        self._weak = weak
         self._base = base  # root proxy this one is a view of
         self._vmap = vmap  # affine map from this view's index to the root's index
         self._vshape = shape
@@ -585,17 +589,38 @@ def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: t
     return tuple(region)
 
 
+def _is_python_scalar(x: Any) -> bool:
+    """A Python scalar literal or a weak value (not np.float64, which subclasses float)."""
+    if isinstance(x, TensorProxy):
+        return x._weak is not None
+    return type(x) in (bool, int, float)
+
+
+def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False) -> Any:
+    """A Python operator on proxies. Between Python scalars only (dynamic scalar arguments and
+    literals) it is Python arithmetic: ``1 - b1`` is a Python float, weak under NEP 50 (not
+    NumPy's strong float64), and ``b1 -= 1`` rebinds the name as it does for a float. (A weak
+    int computed this way is cast to an integer array's dtype without NumPy's range check.)"""
+    if all(_is_python_scalar(x) for x in operands):
+        result = apply_ufunc(ufunc, operands, {})
+        kind = result.dtype.kind
+        if kind == "b":
+            return result  # a Python bool promotes as np.bool_
+        return TensorProxy(result.node, weak=(None, float if kind == "f" else int))
+    if inplace and not _is_python_scalar(operands[0]):  # b1 += x rebinds b1, like a float
+        apply_ufunc(ufunc, operands, {"out": operands[0]})
+        return operands[0]
+    return apply_ufunc(ufunc, operands, {})
+
+
 def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[..., Any]:
     if reflected:
-        return lambda self, other: apply_ufunc(ufunc, (other, self), {})
-    return lambda self, other: apply_ufunc(ufunc, (self, other), {})
+        return lambda self, other: _operator(ufunc, (other, self))
+    return lambda self, other: _operator(ufunc, (self, other))
 
 
 def _inplace(ufunc: np.ufunc) -> Callable[..., Any]:
-    def method(self: TensorProxy, other: Any) -> TensorProxy:
-        apply_ufunc(ufunc, (self, other), {"out": self})
-        return self
-    return method
+    return lambda self, other: _operator(ufunc, (self, other), inplace=True)
 
 
 for _name, _ufunc in {
@@ -612,7 +637,7 @@ for _name, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater,
     setattr(TensorProxy, f"__{_name}__", _binary(_ufunc))
 for _name, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute,
                       "invert": np.invert}.items():
-    setattr(TensorProxy, f"__{_name}__", lambda self, _u=_ufunc: apply_ufunc(_u, (self,), {}))
+    setattr(TensorProxy, f"__{_name}__", lambda self, _u=_ufunc: _operator(_u, (self,)))
 TensorProxy.__divmod__ = lambda self, o: apply_ufunc(np.divmod, (self, o), {})  # type: ignore
 TensorProxy.__rdivmod__ = lambda self, o: apply_ufunc(np.divmod, (o, self), {})  # type: ignore
 
@@ -623,21 +648,16 @@ TensorProxy.__rdivmod__ = lambda self, o: apply_ufunc(np.divmod, (o, self), {}) 
 _OPERATOR_POWER = {(int, 2): np.square, (int, -1): np.reciprocal, (float, 0.5): np.sqrt}
 
 
-def _power(self: TensorProxy, exponent: Any, out: dict[str, Any]) -> Any:
+def _power(self: TensorProxy, exponent: Any, inplace: bool = False) -> Any:
     if type(exponent) in (int, float) and self._weak is None:
         fast = _OPERATOR_POWER.get((type(exponent), exponent))
         if fast is np.square or (fast is not None and self.dtype.kind == "f"):
-            return apply_ufunc(fast, (self,), out)
-    return apply_ufunc(np.power, (self, exponent), out)
+            return _operator(fast, (self,), inplace)
+    return _operator(np.power, (self, exponent), inplace)
 
 
-def __ipow__(self: TensorProxy, exponent: Any) -> TensorProxy:
-    _power(self, exponent, {"out": self})
-    return self
-
-
-TensorProxy.__pow__ = lambda self, o: _power(self, o, {})  # type: ignore[attr-defined]
-TensorProxy.__ipow__ = __ipow__  # type: ignore[attr-defined]
+TensorProxy.__pow__ = lambda self, o: _power(self, o)  # type: ignore[attr-defined]
+TensorProxy.__ipow__ = lambda self, o: _power(self, o, inplace=True)  # type: ignore
 
 
 def __matmul__(self: TensorProxy, other: Any) -> Any:

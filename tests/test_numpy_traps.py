@@ -76,6 +76,25 @@ def test_uint8_plus_negative_python_int_raises():
         fuse(lambda x, s: x + s)(x, -1)
 
 
+def test_arithmetic_on_python_scalar_arguments_is_python_arithmetic():
+    """``1 - b`` on a dynamic Python float is a Python float, still weak: float32 stays
+    float32 (Adam's bias corrections). ``b += 1`` rebinds b as it does a float. NumPy
+    functions of a Python scalar (np.sqrt(b)) give a strong np.float64, in NumPy and here."""
+    x = np.array([1.5, 2.5, 3.25], np.float32)
+
+    def f(x, b, t, n):
+        c = b
+        c += 1
+        c *= 2
+        return (x * (1 - b) / (1 - b ** t), x + c, x * -b, x * abs(b), x * (n // 2 + 1),
+                x.astype(np.int8) + (n - 3), (b > 0.5) & (x > 2), x * np.sqrt(b),
+                x + (b + np.float64(0)))
+
+    got = fuse(f)(x, 0.9, 7, 5)
+    for i, (g, w) in enumerate(zip(got, f(x, 0.9, 7, 5))):
+        assert_matches(g, w, ulp=1, what=f"expression {i}")  # b ** t: pow vs Python's pow
+
+
 def test_comparison_with_out_of_range_python_int_is_exact():
     x = np.array([-128, 0, 127], np.int8)
     got = fuse(lambda x: (x < 300, x > -1000, x == 256))(x)
