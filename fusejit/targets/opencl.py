@@ -291,7 +291,7 @@ inline float fj_rh(float x) {
 }
 inline float fj_nextafter_h(float a, float b) {
     if (isnan(a) || isnan(b)) return a + b;
-    if (a == b) return b;
+    if (a == b) return a;  /* NumPy's npy_half_nextafter: x, where C's nextafter gives y */
     ushort h;
     vstore_half_rte(a, 0, (half *)&h);
     if (a == 0) h = (b > 0) ? 1 : 0x8001;
