@@ -175,7 +175,13 @@ _UNSUPPORTED_KWARGS = ("where", "order", "subok", "signature", "axes", "axis", "
 
 def resolve(ufunc: np.ufunc, types: Sequence[Any], dtype: np.dtype | None = None,
             casting: str = "same_kind") -> tuple[np.dtype, ...]:
-    """NumPy's loop for these operand types: input dtypes then output dtypes."""
+    """NumPy's loop for these operand types: input dtypes then output dtypes.
+
+    With only Python scalars (``np.equal(n, 3)``, n a dynamic int), NumPy first makes each an
+    array of its default dtype; resolve_dtypes with two weak ints would pick the object loop.
+    """
+    if not any(isinstance(t, np.dtype) for t in types):
+        types = [dt.default_dtype(t) for t in types]
     return ufunc.resolve_dtypes((*types, *([dtype] * ufunc.nout if dtype is not None
                                            else [None] * ufunc.nout)), casting=casting)
 

@@ -95,6 +95,21 @@ def test_arithmetic_on_python_scalar_arguments_is_python_arithmetic():
         assert_matches(g, w, ulp=1, what=f"expression {i}")  # b ** t: pow vs Python's pow
 
 
+def test_numpy_functions_of_python_scalars_use_their_default_dtypes():
+    """np.equal(n, 3) on Python ints compares int64s in NumPy (each scalar becomes an array of
+    its default dtype); resolve_dtypes of two weak ints would pick an object loop."""
+    x = np.array([1.5, -2.0, 3.0], np.float32)
+
+    def f(x, n, r):
+        return (x * np.equal(n, 3), x + np.less(n, 2**40), np.multiply(n, 2) >> 1,
+                x * (n == -3), np.maximum(n, 2) + x, np.arctan2(r, n) * x, np.add(r, n) + x)
+
+    for n in (3, -3, 2**31):
+        got = fuse(f)(x, n, 0.5)
+        for i, (g, w) in enumerate(zip(got, f(x, n, 0.5))):
+            assert_matches(g, w, ulp=1, what=f"n={n}, expression {i}")
+
+
 def test_comparison_with_out_of_range_python_int_is_exact():
     x = np.array([-128, 0, 127], np.int8)
     got = fuse(lambda x: (x < 300, x > -1000, x == 256))(x)
