@@ -251,6 +251,11 @@ def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None =
     folded = _fold_out_of_range_comparison(op, inputs, types)
     if folded is not None:
         return folded
+    if op in _COMPARISONS and any(isinstance(t, np.dtype) and t.kind in "iu" for t in types):
+        # NumPy 2 compares integers with any Python int exactly (uint8_array > -1 is True); a
+        # dynamic one, whose value comes at call time, is compared as an int64
+        types = [dt.INT64 if t is int and isinstance(x, TensorProxy) else t
+                 for x, t in zip(inputs, types)]
     loop = resolve(ufunc, types, dtype)
     shape = shapes.broadcast_shapes(*(_shape(x) for x in inputs))
     srcs = tuple(as_node(x, t) for x, t in zip(inputs, loop[:ufunc.nin]))

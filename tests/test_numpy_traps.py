@@ -430,6 +430,19 @@ def test_clip_drops_python_int_bounds_outside_the_dtype():
         fuse(lambda x: np.clip(x, None, -1))(x)  # an upper bound below the range still fails
 
 
+def test_comparison_with_dynamic_python_int_is_exact():
+    """A Python int argument is compared exactly too, whatever the array's integer dtype."""
+    u = np.array([0, 7, 255], np.uint8)
+    i = np.array([-128, 0, 127], np.int8)
+    big = np.array([0, 2**63, 2**64 - 1], np.uint64)
+    f = fuse(lambda u, i, big, n: (u > n, u == n, i < n, i >= n, big > n, n <= big))
+    for n in (-1, 7, 300, -2**40, 2**62):
+        want = (u > n, u == n, i < n, i >= n, big > n, n <= big)
+        for g, w in zip(f(u, i, big, n), want):
+            assert_bits(g, w)
+    assert f.trace_count == 1
+
+
 def test_int64_against_uint64_compares_exactly():
     """NumPy 2 compares int64 with uint64 without a lossy float64 round trip."""
     a = np.array([-1, 2**63 - 1, 0, -(2**63)], np.int64)
