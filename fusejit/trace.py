@@ -129,6 +129,8 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
     """The operand as a node of ``dtype`` (a CAST when a strong operand has another dtype)."""
     if isinstance(x, TensorProxy):
         if x._weak is not None:
+            if x._node is not None:  # a weak value computed from weak operands
+                return cast(x._node, dtype)
             index = x._weak[0]
             return Node.make(Op.SCALAR, dtype, (), (), (index,))
         return cast(x.node, dtype)
@@ -340,7 +342,9 @@ class TensorProxy:
                  base: TensorProxy | None = None, vmap: shapes.AffineMap | None = None,
                  shape: tuple[int, ...] | None = None, readonly: bool = False) -> None:
         self._node = node
-        self._weak = weak  # (param index, python type) for a weak dynamic scalar
+        # (param index, python type) for a weak dynamic scalar argument; (None, python type)
+        # with a node for a value Python arithmetic computed from weak operands only
+        self._weak = weak
         self._base = base  # root proxy this one is a view of
         self._vmap = vmap  # affine map from this view's index to the root's index
         self._vshape = shape
@@ -353,7 +357,7 @@ class TensorProxy:
         if self._base is not None:
             assert self._vmap is not None and self._vshape is not None
             return view(self._base.node, self._vmap, self._vshape)
-        if self._weak is not None:
+        if self._weak is not None and self._node is None:
             return as_node(self, dt.default_dtype(self._weak[1]))
         assert self._node is not None
         return self._node
@@ -534,10 +538,25 @@ def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: t
     return tuple(region)
 
 
+def _python_op(ufunc: np.ufunc, operands: tuple) -> Any:
+    """A Python operator. Between weak operands only (dynamic Python scalars, literals) Python
+    itself would compute it and keep a Python scalar, so the result stays weak (NEP 50):
+    ``lr / (1 - b1)`` with float32 arrays stays float32. Explicit ``np.*`` calls on Python
+    scalars give NumPy's strong scalars instead, as in NumPy."""
+    result = apply_ufunc(ufunc, operands, {})
+    if isinstance(result, TensorProxy) and all(
+            isinstance(o, (bool, int, float)) or isinstance(o, TensorProxy) and o._weak
+            for o in operands):
+        kind = result.dtype.kind
+        pytype = float if kind == "f" else bool if kind == "b" else int
+        return TensorProxy(result.node, weak=(None, pytype))
+    return result
+
+
 def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[..., Any]:
     if reflected:
-        return lambda self, other: apply_ufunc(ufunc, (other, self), {})
-    return lambda self, other: apply_ufunc(ufunc, (self, other), {})
+        return lambda self, other: _python_op(ufunc, (other, self))
+    return lambda self, other: _python_op(ufunc, (self, other))
 
 
 def _inplace(ufunc: np.ufunc) -> Callable[..., Any]:
@@ -561,7 +580,7 @@ for _name, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater,
     setattr(TensorProxy, f"__{_name}__", _binary(_ufunc))
 for _name, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute,
                       "invert": np.invert}.items():
-    setattr(TensorProxy, f"__{_name}__", lambda self, _u=_ufunc: apply_ufunc(_u, (self,), {}))
+    setattr(TensorProxy, f"__{_name}__", lambda self, _u=_ufunc: _python_op(_u, (self,)))
 TensorProxy.__divmod__ = lambda self, o: apply_ufunc(np.divmod, (self, o), {})  # type: ignore
 TensorProxy.__rdivmod__ = lambda self, o: apply_ufunc(np.divmod, (o, self), {})  # type: ignore
 

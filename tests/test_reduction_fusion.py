@@ -183,9 +183,6 @@ def test_adam_update_four_inputs_three_outputs_is_one_kernel(rng: np.random.Gene
         assert_matches(g, w, what=name)  # correctly rounded ops, same order: bit for bit
 
 
-@pytest.mark.xfail(strict=True, reason="tracing bug outside reductions: arithmetic between two "
-                   "dynamic Python scalars (1 - b1) gives a strong float64 where NEP 50 keeps "
-                   "a weak Python float, so float32 Adam returns float64 (trace.py)")
 def test_adam_update_with_dynamic_scalar_hyperparameters(rng: np.random.Generator) -> None:
     args = adam_inputs(rng)
     f = fuse(adam)
