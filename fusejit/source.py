@@ -22,7 +22,7 @@ from . import dtypes as dt
 from .indexing import Index, broadcast_index, ravel, src_index, unravel
 from .ir import Graph, Node, const_value
 from .ops import ELEMENTWISE, OPS, REDUCE, Op
-from .passes.partition import Group, Plan, ReduceStrategy, Store
+from .passes.partition import Dest, Group, Plan, ReduceStrategy, Store
 from .shapes import row_major_strides
 from .symbolic import Expr
 from .targets.base import Target
@@ -141,6 +141,7 @@ class LaneOf:
     instr: Instr
     lane: int
     template: str
+    via_cache: bool = False  # read the register copy an earlier k-loop kept (c_v3[k].s2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -354,9 +355,10 @@ class Lowering:
         if found is not None:
             if _visible(block, found):
                 return found
-            if isinstance(found, Instr) and found.block.cache_loop and _in_cache_loop(block):
-                found.cached = True  # computed by an earlier k-loop: read its register copy
-                return CacheRead(found)
+            if _in_cache_loop(block):
+                cached = _cache_ref(found)  # computed by an earlier k-loop: its register copy
+                if cached is not None:
+                    return cached
         ref = self._lower(block, node, idx)
         self.memo[key] = ref
         return ref
@@ -434,8 +436,8 @@ class Lowering:
             first = value.refs[0]
             if isinstance(first, LaneOf) and all(
                     isinstance(r, LaneOf) and r.instr is first.instr and r.lane == i
-                    for i, r in enumerate(value.refs)):
-                return first.instr
+                    and r.via_cache == first.via_cache for i, r in enumerate(value.refs)):
+                return CacheRead(first.instr) if first.via_cache else first.instr
             return block.emit(t.vector_type(dtype, V), t.pack(dtype, V), *value.refs)
         if isinstance(value, Imm):
             return Imm(t.broadcast(dtype, V, value.text))
@@ -490,6 +492,23 @@ def _visible(block: Block, ref: Ref | Lanes) -> bool:
     if isinstance(ref, (LaneOf, CacheRead)):
         return block.sees(ref.instr.block)
     return block.sees(ref.block)
+
+
+def _cache_ref(ref: Ref | Lanes) -> Ref | Lanes | None:
+    """``ref`` as read from the register arrays an earlier k-loop of a row kernel filled, or
+    None when some part of it was not computed in such a loop."""
+    if isinstance(ref, Imm):
+        return ref
+    if isinstance(ref, Lanes):
+        parts = [_cache_ref(r) for r in ref.refs]
+        return None if any(p is None for p in parts) else Lanes(tuple(parts))
+    instr = ref.instr if isinstance(ref, (LaneOf, CacheRead)) else ref
+    if not instr.block.cache_loop:
+        return None
+    instr.cached = True
+    if isinstance(ref, LaneOf):
+        return LaneOf(instr, ref.lane, ref.template, via_cache=True)
+    return CacheRead(instr)
 
 
 def _in_cache_loop(block: Block) -> bool:
@@ -586,7 +605,8 @@ class Renderer:
         if isinstance(ref, Imm):
             return ref.text
         if isinstance(ref, LaneOf):
-            return ref.template.format(v=ref.instr.name)
+            vec = f"c_{ref.instr.name}[k]" if ref.via_cache else ref.instr.name
+            return ref.template.format(v=vec)
         assert ref.name, "operand rendered before its definition"
         return ref.name
 
@@ -760,14 +780,22 @@ class SourceModule:
         t = self.target
         low = self._lowering(group)
         it = low.index_type
-        M = math.prod(group.outer_shape)
-        R = group.reduced_size
-        lx, ly, gy = st.lx, st.ly, st.gy
+        M_all = math.prod(group.outer_shape)
+        R_all = group.reduced_size
+        lx, ly, gy, V = st.lx, st.ly, st.gy, st.vec
+        vec_rows, vec_out = V > 1 and st.vec_axis == "rows", V > 1 and st.vec_axis == "outputs"
+        # o and r count work items: vectors of V elements when the lanes run along that axis
+        M = M_all // V if vec_out else M_all
+        R = R_all // V if vec_rows else R_all
+        low.lanes = V
+        lane = Expr.var(LANE, V) if V > 1 else Expr(0)
         chunk = math.ceil(R / gy)
         top = Block(low)
-        outer_idx = unravel(Expr.var("o", M), group.outer_shape)
+        outer_lin = Expr.var("o", M) * V + lane if vec_out else Expr.var("o", M)
+        outer_idx = unravel(outer_lin, group.outer_shape)
         red_shape = tuple(group.space[a] for a in group.axes)
-        red_it = iter(unravel(Expr.var("r", R), red_shape))
+        red_it = iter(unravel(Expr.var("r", R) * V + lane if vec_rows else Expr.var("r", R),
+                              red_shape))
         row_idx = tuple(next(red_it) if a in group.axes else outer_idx[a]
                         for a in range(len(group.space)))
         # local dimension 0 holds the lanes that read neighbouring addresses
@@ -790,10 +818,12 @@ class SourceModule:
             for j, r in enumerate(stage):
                 acc_dt = _acc_dtype(r)
                 low.note_dtype(acc_dt)
-                ctype = t.compute_type(acc_dt)
-                acc = top.emit(ctype, _identity(t, r, acc_dt))
+                ctype = t.compute_type(acc_dt) if V == 1 else t.vector_type(acc_dt, V)
+                init = _identity(t, r, acc_dt) if V == 1 else \
+                    t.broadcast(acc_dt, V, _identity(t, r, acc_dt))
+                acc = top.emit(ctype, init)
                 arg = top.emit("long", "-1") if r.op in (Op.ARGMAX, Op.ARGMIN) else None
-                levels = [top.emit(ctype, _identity(t, r, acc_dt))
+                levels = [top.emit(ctype, init)
                           for _ in range(_cascade_levels(r, acc_dt, per_lane))]
                 accs.append((r, acc, arg, acc_dt, levels))
             if cache:
@@ -807,13 +837,23 @@ class SourceModule:
                                   f"r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
             for r, acc, arg, acc_dt, levels in accs:
                 v = loop.value(r.srcs[0], row_idx)
-                _accumulate(loop, t, r, acc, arg, v, acc_dt)
+                if V > 1:
+                    combined = t.render_op_vector(_COMBINE[r.op], acc_dt, [acc_dt, acc_dt],
+                                                  ["{0}", "{1}"], V)
+                    loop.emit(None, "{0} = " + combined + ";", acc,
+                              low.as_vector(loop, v, acc_dt))
+                else:
+                    _accumulate(loop, t, r, acc, arg, v, acc_dt)
                 if levels:
                     _cascade_step(loop, t, r, acc, levels, acc_dt)
             for r, acc, arg, acc_dt, levels in accs:
                 for level in levels:  # smallest partial sums first
                     top.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";",
                              acc, level)
+            if vec_rows:  # the lanes hold parts of one row: combine them pairwise
+                accs = [(r, top.emit(t.compute_type(acc_dt), _lanes_combined(t, r, acc_dt, V),
+                                     acc), arg, acc_dt, levels)
+                        for r, acc, arg, acc_dt, levels in accs]
             accs = [a[:4] for a in accs]
             # tree over ly (and nothing to do when ly == 1)
             for j, (r, acc, arg, acc_dt) in enumerate(accs):
@@ -857,7 +897,14 @@ class SourceModule:
                     results[r] = (acc, arg)
             for r, (value, arg) in results.items():
                 if r in stage:
-                    bound = _finish(top, t, r, value, arg)
+                    if vec_out:  # each lane holds the result of its own output
+                        if r.dtype == dt.FLOAT16:
+                            value = top.emit(t.vector_type(r.dtype, V),
+                                             t.round_to_storage_vector(r.dtype, "{0}", V), value)
+                        bound = Lanes(tuple(LaneOf(value, i, t.lane(r.dtype, i))
+                                            for i in range(V)))
+                    else:
+                        bound = _finish(top, t, r, value, arg)
                     low.bound[(r, outer_idx)] = bound
         if partial_out is not None:
             lines_guard = top.nested("if (ly_ == 0 && active) {")
@@ -873,7 +920,7 @@ class SourceModule:
                     lines_guard.emit(None, f"{iptr}[o * {gy} + gy_] = {{0}};", arg)
                     slot += 1
         else:
-            self._epilogue(top, low, group, outer_idx, row_idx, st, it, R)
+            self._epilogue(top, low, group, outer_lin, outer_idx, row_idx, st, it, R)
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
@@ -887,19 +934,18 @@ class SourceModule:
                        "partial" if partial_out is not None else "main",
                        work=math.prod(group.space)), low)
 
-    def _epilogue(self, top: Block, low: Lowering, group: Group, outer_idx: Index,
-                  row_idx: Index, st: ReduceStrategy, it: str, R: int) -> None:
+    def _epilogue(self, top: Block, low: Lowering, group: Group, outer_lin: Expr,
+                  outer_idx: Index, row_idx: Index, st: ReduceStrategy, it: str, R: int) -> None:
         if group.stores:
             block = top.nested("if (ly_ == 0 && active) {")
             for store in group.stores:
-                node_idx = unravel(Expr.var("o", math.prod(group.outer_shape)), store.node.shape)
+                node_idx = unravel(outer_lin, store.node.shape)
                 _store(block, store, node_idx, low, block.value(store.node, node_idx))
         for node in group.reductions:
             if node in self.materialized:
                 block = top.nested("if (ly_ == 0 && active) {")
-                ptr = low.args.buffer("temp", self.materialized[node], node.dtype, write=True)
-                value = low.bound[(node, outer_idx)]
-                block.emit(None, low.target.store(ptr, "o", "{0}", node.dtype), value)
+                temp = Store(node, Dest("temp", self.materialized[node]))
+                _store(block, temp, outer_idx, low, low.bound[(node, outer_idx)])
         if group.row_stores:
             if st.cache:
                 M = math.prod(group.outer_shape)
@@ -972,7 +1018,8 @@ class SourceModule:
             final = top.emit(ctype, f"{buf}[0]")
             farg = top.emit("long", f"{ibuf}[0]") if iptr else None
             low.bound[(r, outer_idx)] = _finish(top, t, r, final, farg)
-        self._epilogue(top, low, group, outer_idx, (), ReduceStrategy(1, ly), it, 0)
+        self._epilogue(top, low, group, Expr.var("o", M), outer_idx, (), ReduceStrategy(1, ly),
+                       it, 0)
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
@@ -1065,6 +1112,14 @@ def _accumulate(loop: Block, t: Target, r: Node, acc: Instr, arg: Instr | None, 
 CASCADE_BLOCK = 8
 
 
+def _lanes_combined(t: Target, r: Node, acc: np.dtype, n: int) -> str:
+    """Pairwise combination of the n lanes of vector operand {0}: ((s0+s1)+(s2+s3))+..."""
+    parts = ["{0}.s" + format(i, "x") for i in range(n)]
+    while len(parts) > 1:
+        parts = [_combine_text(t, r, acc, a, b) for a, b in zip(parts[::2], parts[1::2])]
+    return parts[0]
+
+
 def _cascade_levels(r: Node, acc: np.dtype, per_lane: int) -> int:
     """How many partial-sum levels a lane needs for ``per_lane`` elements (0: plain loop)."""
     if r.op is not Op.SUM or acc.kind != "f":
@@ -1079,7 +1134,7 @@ def _cascade_step(loop: Block, t: Target, r: Node, acc: Instr, levels: list[Inst
     levels like a binary increment of the block count."""
     zero = _identity(t, r, acc_dt)
     block = loop.nested(f"if ((k & {CASCADE_BLOCK - 1}) == {CASCADE_BLOCK - 1}) {{")
-    carry = block.emit(t.compute_type(acc_dt), "{0}", acc)
+    carry = block.emit(acc.ctype, "{0}", acc)  # the accumulator's type: scalar or vector
     block.emit(None, "{0} = " + zero + ";", acc)
     for j, level in enumerate(levels[:-1]):
         full = block.nested(f"if (k & {CASCADE_BLOCK << j}) {{", footer="} else {")

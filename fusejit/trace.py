@@ -131,10 +131,9 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
     """The operand as a node of ``dtype`` (a CAST when a strong operand has another dtype)."""
     if isinstance(x, TensorProxy):
         if x._weak is not None:
-            index = x._weak[0]
-            if index is None:  # computed from weak values by Python arithmetic: see _operator
+            if x._node is not None:  # a weak value computed from weak operands: _operator
                 return cast(x._node, dtype)
-            return Node.make(Op.SCALAR, dtype, (), (), (index,))
+            return Node.make(Op.SCALAR, dtype, (), (), (x._weak[0],))
         return cast(x.node, dtype)
     if isinstance(x, np.ndarray):
         tracer = current_tracer()
@@ -401,8 +400,8 @@ class TensorProxy:
                  base: TensorProxy | None = None, vmap: shapes.AffineMap | None = None,
                  shape: tuple[int, ...] | None = None, readonly: bool = False) -> None:
         self._node = node
-        # (param index, python type) for a weak dynamic scalar; (None, python type) for a weak
-        # value computed from them (then _node holds it in the type's default dtype)
+        # (param index, python type) for a weak dynamic scalar argument; (None, python type)
+        # with a node for a value Python arithmetic computed from weak operands only
         self._weak = weak
         self._base = base  # root proxy this one is a view of
         self._vmap = vmap  # affine map from this view's index to the root's index
@@ -416,7 +415,7 @@ class TensorProxy:
         if self._base is not None:
             assert self._vmap is not None and self._vshape is not None
             return view(self._base.node, self._vmap, self._vshape)
-        if self._weak is not None:
+        if self._weak is not None and self._node is None:
             return as_node(self, dt.default_dtype(self._weak[1]))
         assert self._node is not None
         return self._node

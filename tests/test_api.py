@@ -201,3 +201,20 @@ def test_results_return_their_memory_to_the_pool_when_dropped(dev, queue, rng):
         assert pool.active_blocks == before
     finally:
         gc.enable()
+
+
+def test_python_arithmetic_on_dynamic_scalars_stays_weak(rng):
+    """NEP 50: Python computes ``1 - b`` on Python floats and keeps a (weak) Python float, so a
+    float32 array times it stays float32; an explicit np.subtract gives a strong float64."""
+    x = rng.standard_normal(16).astype(np.float32)
+
+    @fuse
+    def python_ops(x, b, n):
+        return x * (1 - b) / (n + 1), x > -b
+
+    got, mask = python_ops(x, 0.25, 3)
+    assert_matches(got, x * (1 - 0.25) / (3 + 1))
+    assert_matches(mask, x > -0.25)
+    strong = fuse(lambda x, b: x * np.subtract(1.0, b))(x, 0.25)
+    assert_matches(strong, x * np.subtract(1.0, 0.25))
+    assert strong.dtype == np.float64

@@ -194,6 +194,17 @@ def test_adam_update_with_dynamic_scalar_hyperparameters(rng: np.random.Generato
 # -- plan decisions --------------------------------------------------------------------------------
 
 
+def along_rows(s: Any) -> bool:
+    """Lanes run along the reduced axis: work-items in a work-group (GPU), or the lanes of an
+    OpenCL vector inside each work-item (CPU)."""
+    return (s.along_rows and s.ly > 1) or (s.vec > 1 and s.vec_axis == "rows")
+
+
+def across_outputs(s: Any) -> bool:
+    return (s.lx > 1 and not s.along_rows and s.vec == 1) or (
+        s.vec > 1 and s.vec_axis == "outputs")
+
+
 def test_column_and_middle_axis_reductions_put_lanes_across_contiguous_outputs(
         rng: np.random.Generator) -> None:
     """Neighbouring lanes must read neighbouring addresses. A broadcast weight must not decide:
@@ -208,8 +219,8 @@ def test_column_and_middle_axis_reductions_put_lanes_across_contiguous_outputs(
     strategies = [g.strategy for g in low.plan.groups]
     assert len(strategies) == 4  # both column sums share one kernel
     for s in strategies[:2] + strategies[3:]:  # columns, middle axis, rows.T: across outputs
-        assert s.lx > 1 and not s.along_rows, s
-    assert strategies[2].along_rows and strategies[2].ly > 1  # contiguous rows: along the row
+        assert across_outputs(s), s
+    assert along_rows(strategies[2])  # contiguous rows: along the row
     got = f(x, w, cube, rows)
     want = (np.sum(x * w, axis=0), np.sum(w * x, axis=0), cube.max(1), rows.sum(1),
             rows.T.sum(1))
@@ -275,8 +286,8 @@ def test_lanes_follow_memory_for_strided_and_offset_device_views(
     for view, host in ((dev(x).T, x.T), (dev(x)[3:].T, x[3:].T)):
         low = f.lower(view)
         by_axes = {g.axes: g.strategy for g in low.plan.groups}
-        assert not by_axes[(1,)].along_rows and by_axes[(1,)].lx > 1  # rows of x.T: strided
-        assert by_axes[(0,)].along_rows  # columns of x.T: contiguous in memory
+        assert across_outputs(by_axes[(1,)])  # rows of x.T: strided in memory
+        assert along_rows(by_axes[(0,)])  # columns of x.T: contiguous in memory
         rows, cols = f(view)
         exact = host.astype(np.longdouble)
         assert_close(rows.get(), exact.sum(1), math.log2(host.shape[1]) + 14,

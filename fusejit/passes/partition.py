@@ -24,9 +24,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from ..indexing import Index, src_index, unravel
 from ..ir import Graph, Node
 from ..ops import LEAVES, REDUCE, Op
+
 from ..errors import BroadcastError
 from ..shapes import broadcast_shapes, row_major_strides
 from ..symbolic import Expr
@@ -80,6 +83,11 @@ class ReduceStrategy:
     gy: int = 1
     cache: int = 0
     along_rows: bool = False  # local dimension 0 is ly (rows are contiguous), else lx
+    # OpenCL vector lanes inside each work-item (CPU devices vectorise these, not work-items
+    # separated by barriers): along the reduced axis ("rows", a pairwise lane combine at the
+    # end) or across adjacent outputs ("outputs", each lane its own result)
+    vec: int = 1
+    vec_axis: str = "rows"
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,41 @@ def choose_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int
     return ReduceStrategy(lx, ly, gy, cache, inner_contiguous and ly > 1)
 
 
+def cpu_vector_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int,
+                        inner_contiguous: bool, limits: DeviceLimits, vector_ok: bool,
+                        widest: int = 4) -> ReduceStrategy | None:
+    """CPU devices: one work-item per row (or per vector of adjacent outputs) with OpenCL
+    vector lanes, no barriers and no local memory. PoCL turns vector types into SIMD but does
+    not vectorise lanes separated by barriers (softmax 1024x1024: 4-6x slower than NumPy with
+    work-group trees). Vectors stay within 32 bytes (``widest``: the largest element size the
+    kernel computes with): PoCL mishandles 64-byte vectors on AVX2 machines (it warns the
+    vector ABI changes and may return a program without kernels). None when the shape does not
+    split into vectors."""
+    if limits.is_gpu or not vector_ok:
+        return None
+    red = math.prod(space[i] for i in axes)
+    outer = math.prod(d for i, d in enumerate(space) if i not in axes)
+    kept = [d for i, d in enumerate(space) if i not in axes and d > 1]
+    for vec in (v for v in (8, 4, 2) if v * widest <= 32):
+        if inner_contiguous and red % vec == 0 and red >= vec:
+            per_item = red // vec
+            groups_wanted = 4 * limits.compute_units
+            gy = 1
+            if n_stages == 1 and outer < groups_wanted and per_item >= 4096:
+                gy = min(math.ceil(groups_wanted / outer), per_item // 1024)
+            lx = 1
+            while lx * 2 <= 8 and outer // (lx * 2) >= groups_wanted:
+                lx *= 2
+            cache = per_item if n_stages > 1 and per_item <= 128 else 0
+            return ReduceStrategy(lx, 1, gy, cache, False, vec, "rows")
+        if not inner_contiguous and kept and kept[-1] % vec == 0:
+            lx = 1
+            while lx * 2 <= 8 and outer // (vec * lx * 2) >= 2 * limits.compute_units:
+                lx *= 2
+            return ReduceStrategy(lx, 1, 1, 0, False, vec, "outputs")
+    return None
+
+
 # -- partition ------------------------------------------------------------------------------------
 
 
@@ -268,9 +311,13 @@ def partition(graph: Graph, limits: DeviceLimits = DeviceLimits(),
     strategies = []
     for g, (key, ms) in enumerate(zip(keys, members)):
         n_stages = 1 + max(stage_of[m] for m in ms)
-        strategies.append(choose_strategy(key[0], key[1], n_stages,
-                                          _inner_contiguous(graph, ms[0], red_set), limits,
-                                          sum(_lane_bytes(m) for m in ms)))
+        contiguous = _inner_contiguous(graph, ms[0], red_set)
+        vector_ok = not any(m.op in (Op.ARGMAX, Op.ARGMIN) for m in ms)
+        widest = max(_compute_size(n.dtype) for m in ms for n in (m, m.srcs[0]))
+        strategies.append(
+            cpu_vector_strategy(key[0], key[1], n_stages, contiguous, limits, vector_ok, widest)
+            or choose_strategy(key[0], key[1], n_stages, contiguous, limits,
+                               sum(_lane_bytes(m) for m in ms)))
     epilogues: list[list[Store]] = [[] for _ in keys]
     row_stores: list[list[Store]] = [[] for _ in keys]
     pending: list[Store] = []
@@ -451,6 +498,10 @@ def _split_pays(graph: Graph, reduction: Node, reductions: set[Node],
     alone = choose_strategy(space, axes, 1, _inner_contiguous(graph, reduction, reductions),
                             limits)
     return alone.gy >= 4
+
+
+def _compute_size(dtype: np.dtype) -> int:
+    return 4 if dtype.kind == "f" and dtype.itemsize == 2 else dtype.itemsize  # half -> float
 
 
 def _lane_bytes(r: Node) -> int:
