@@ -218,3 +218,17 @@ def test_python_arithmetic_on_dynamic_scalars_stays_weak(rng):
     strong = fuse(lambda x, b: x * np.subtract(1.0, b))(x, 0.25)
     assert_matches(strong, x * np.subtract(1.0, 0.25))
     assert strong.dtype == np.float64
+
+
+def test_many_outputs_respect_the_kernel_argument_limit(rng):
+    """1 KiB of arguments is all OpenCL guarantees: 200 outputs need more than one kernel."""
+    from fusejit.passes.partition import DeviceLimits, partition
+
+    x = rng.standard_normal(8).astype(np.float32)
+    f = fuse(lambda x: tuple(x * k for k in range(200)))
+    low = f.lower(x)
+    small = partition(low.graph, DeviceLimits(max_arg_bytes=1024))
+    assert len(small.groups) >= 2
+    assert all(len(g.stores) <= 127 for g in small.groups)
+    for k, out in zip((0, 1, 199), (f(x)[0], f(x)[1], f(x)[199])):
+        assert_matches(out, x * np.float32(k) if k else x * 0)

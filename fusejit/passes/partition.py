@@ -68,6 +68,7 @@ class DeviceLimits:
     local_mem: int = 32 * 1024
     compute_units: int = 8
     is_gpu: bool = False
+    max_arg_bytes: int = 1024  # CL_DEVICE_MAX_PARAMETER_SIZE (1 KiB is the guaranteed minimum)
 
 
 @dataclass(frozen=True)
@@ -389,6 +390,8 @@ def partition(graph: Graph, limits: DeviceLimits = DeviceLimits(),
         else:
             buckets.append([st])
     notes = []
+    buckets = [part for bucket in buckets
+               for part in _fit_arguments(graph, bucket, set(temps), limits.max_arg_bytes)]
     for bucket in buckets:
         space = broadcast_shapes(*(s.node.shape for s in bucket))
         reason = f"elementwise over {space}"
@@ -402,6 +405,40 @@ def partition(graph: Graph, limits: DeviceLimits = DeviceLimits(),
         notes.append("roots of non-broadcastable shapes were split into separate kernels")
     groups, temps = _inplace_safety(graph, groups, temps, aliases)
     return Plan(tuple(groups), tuple(temps), (), tuple(notes))
+
+
+_ARG_BYTES = 8  # a buffer, offset or scalar argument takes at most 8 bytes
+
+
+def _kernel_args(graph: Graph, stores: Sequence[Store], stop: set[Node]) -> set[tuple]:
+    """The kernel arguments a set of stores needs: buffers it writes and reads, scalars."""
+    args: set[tuple] = {("out", st.dest.kind, st.dest.index) for st in stores}
+    for st in stores:
+        for n, _ in reads_of(st.node, _any_index(st.node), stop):
+            if n.op is Op.INPUT:
+                args.add(("in", n.arg))
+                if graph.params[n.arg].has_offset:
+                    args.add(("off", n.arg))
+            elif n.op is Op.SCALAR:
+                args.add(("scalar", n.arg, n.dtype.str))
+            elif n in stop:
+                args.add(("temp", id(n)))
+    return args
+
+
+def _fit_arguments(graph: Graph, bucket: list[Store], temps: set[Node], limit: int
+                   ) -> list[list[Store]]:
+    """Split a group whose kernel would take more argument bytes than the device accepts."""
+    if len(_kernel_args(graph, bucket, temps)) * _ARG_BYTES <= limit:
+        return [bucket]
+    parts: list[list[Store]] = [[]]
+    for st in bucket:
+        trial = parts[-1] + [st]
+        if parts[-1] and len(_kernel_args(graph, trial, temps)) * _ARG_BYTES > limit:
+            parts.append([st])
+        else:
+            parts[-1] = trial
+    return parts
 
 
 def _inplace_safety(graph: Graph, groups: list[Group], temps: list[Node],
