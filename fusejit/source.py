@@ -20,7 +20,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .indexing import Index, broadcast_index, ravel, src_index, unravel
-from .ir import Graph, Node, const_value
+from .ir import Graph, Node, const_value, toposort
 from .ops import ELEMENTWISE, OPS, REDUCE, Op
 from .passes.partition import Dest, Group, Plan, ReduceStrategy, Store
 from .shapes import row_major_strides
@@ -678,7 +678,7 @@ class SourceModule:
                         if st.dest.kind == "param"}
         self.wide = self._needs_wide()
         self.partials: list[Partial] = []
-        is_gpu = bool(getattr(limits, "is_gpu", False))
+        is_gpu = self.is_gpu = bool(getattr(limits, "is_gpu", False))
         self.default_local = min(256, getattr(limits, "max_work_group", 256)) if is_gpu else None
 
     def _needs_wide(self) -> bool:
@@ -724,7 +724,9 @@ class SourceModule:
         n = math.prod(space)
         guarded = any(st.node.shape != space for st in group.stores)
         if vec is None:
-            vec = default_vector_width(space, guarded)
+            widest = max((4 if n.dtype == dt.FLOAT16 else n.dtype.itemsize)
+                         for n in toposort([st.node for st in group.stores]))
+            vec = default_vector_width(space, guarded, widest, self.is_gpu)
         nv, tail = divmod(n, vec)
         top = Block(low)
 
@@ -1042,13 +1044,19 @@ def _cache_loop(top: Block, it: str, cache: int, ly: int, R: int, all_active: bo
     return loop
 
 
-def default_vector_width(space: tuple[int, ...], guarded: bool) -> int:
-    """4 lanes (16-byte float accesses) when the innermost dimension splits evenly into
-    vectors; 1 for small or oddly shaped spaces, where lanes would not share loads."""
-    n = math.prod(space)
-    if guarded or n < 4096 or (len(space) > 1 and space[-1] % 4):
+def default_vector_width(space: tuple[int, ...], guarded: bool, widest: int = 4,
+                         is_gpu: bool = True) -> int:
+    """Lanes per vector: 16-byte accesses on GPUs (an H200 reaches copy bandwidth with float4,
+    float8 is slower), 32-byte on CPUs (the AVX2 width: PoCL runs an 8-op float32 chain at copy
+    speed with float8, 1.5-2x slower with float4). ``widest`` is the largest element size the
+    kernel computes with. 1 for small or oddly shaped spaces, where lanes would not share
+    loads; fewer lanes when the innermost dimension does not split evenly."""
+    lanes = max(1, min(8, (16 if is_gpu else 32) // widest))
+    if guarded or math.prod(space) < 4096:
         return 1
-    return 4
+    while lanes > 1 and len(space) > 1 and space[-1] % lanes:
+        lanes //= 2
+    return lanes
 
 
 def _round_up(n: int, m: int) -> int:
