@@ -14,10 +14,12 @@ from .errors import (
     KernelBuildError,
     ReadOnlyError,
     TracerConversionError,
+    UnsupportedAttributeError,
     UnsupportedDTypeError,
     UnsupportedOperationError,
     ValidationError,
 )
+from .quant import dequantize_linear, quantize_linear
 from .runtime.devices import default_queue
 
 __version__ = "0.1.0"
@@ -32,9 +34,12 @@ __all__ = [
     "Lowered",
     "ReadOnlyError",
     "TracerConversionError",
+    "UnsupportedAttributeError",
     "UnsupportedDTypeError",
     "UnsupportedOperationError",
     "ValidationError",
     "default_queue",
+    "dequantize_linear",
     "fuse",
+    "quantize_linear",
 ]

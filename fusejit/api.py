@@ -29,6 +29,7 @@ from .targets.opencl import OpenCLTarget
 from .trace import TensorProxy, Tracer, current_tracer, lift
 
 _current_tracer = current_tracer
+_MISS = object()  # a guarded launcher's answer when the arguments changed signature
 
 # -- argument specs ---------------------------------------------------------------------------------
 
@@ -179,19 +180,22 @@ def tree_flatten(tree: Any) -> tuple[list[Any], Any]:
 
 
 def tree_unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
-    it = iter(leaves)
+    # A module-level helper, not a recursive closure: a closure that refers to itself forms a
+    # reference cycle that would keep the results (and their pooled buffers) alive until the
+    # cyclic garbage collector runs.
+    return _build(treedef, iter(leaves))
 
-    def build(d: Any) -> Any:
-        if d == "*":
-            return next(it)
-        if d is None:
-            return None
-        kind, sub = d
-        if kind is dict:
-            keys, defs = sub
-            return {k: build(x) for k, x in zip(keys, defs)}
-        return kind(build(x) for x in sub)
-    return build(treedef)
+
+def _build(d: Any, it: Any) -> Any:
+    if d == "*":
+        return next(it)
+    if d is None:
+        return None
+    kind, sub = d
+    if kind is dict:
+        keys, defs = sub
+        return {k: _build(x, it) for k, x in zip(keys, defs)}
+    return kind(_build(x, it) for x in sub)
 
 
 # -- lowering results -------------------------------------------------------------------------------
@@ -205,6 +209,7 @@ class KernelInfo:
     local_size: tuple[int, ...] | None
     reason: str
     nodes: int
+    role: str = "main"  # main | partial | combine (the two kernels of a split reduction)
 
 
 @dataclass(frozen=True)
@@ -226,13 +231,39 @@ class Lowered:
     @property
     def kernels(self) -> tuple[KernelInfo, ...]:
         return tuple(KernelInfo(k.name, k.source, k.global_size, k.local_size, k.group.reason,
-                                _group_nodes(k)) for k in self.module.kernels)
+                                _group_nodes(k), k.role) for k in self.module.kernels)
 
     def __str__(self) -> str:
-        lines = [format_graph(self.graph), "", f"{len(self.module.kernels)} kernel(s):"]
-        for k in self.kernels:
-            lines.append(f"  {k.name}: {k.reason}")
+        """The optimised graph, then one entry per kernel: why it exists (its group's reason),
+        the reductions it computes (by stage) and what it stores, in the graph's %names."""
+        names = {n: f"%{i}" for i, n in enumerate(self.graph.toposort())}
+        temps = {n: i for i, n in enumerate(self.plan.temps)}
+        kernels = self.module.kernels
+        lines = [format_graph(self.graph, names), "",
+                 f"{len(kernels)} kernel{'s' if len(kernels) != 1 else ''}:"]
+        for k in kernels:
+            g = k.group
+            if k.role == "combine":
+                lines.append(f"  {k.name}: combines the partial results of {k.name}_partial")
+            else:
+                lines.append(f"  {k.name}: {g.reason}")
+                if g.kind == "reduce":
+                    stages = " | then ".join(", ".join(f"{r.op.name.lower()} {names[r]}"
+                                                       for r in stage) for stage in g.stages)
+                    lines.append(f"      reduces {stages}")
+            if k.role == "partial":
+                continue
+            stores = [f"{names[s.node]} -> {_dest(s.dest)}" for s in g.stores + g.row_stores]
+            stores += [f"{names[r]} -> temp{temps[r]}" for r in g.reductions if r in temps]
+            if stores:
+                lines.append("      stores " + ", ".join(stores))
+        lines += [f"note: {n}" for n in self.plan.notes]
         return "\n".join(lines)
+
+
+def _dest(dest: Any) -> str:
+    return {"output": "out", "param": "%arg", "temp": "temp"}[dest.kind] + str(dest.index) + (
+        " (in place)" if dest.kind == "param" else "")
 
 
 def _group_nodes(kernel: Kernel) -> int:
@@ -275,6 +306,8 @@ class Fused:
         self._cache: dict[CallKey, _Compiled] = {}
         # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
         self._fast: dict[tuple, _Compiled] = {}
+        self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
+        self._guarded: dict[tuple, Callable[[tuple], Any] | None] = {}
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
         self._lock = threading.RLock()
         self._hits = 0
@@ -323,11 +356,18 @@ class Fused:
         return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards), queue
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and not self._guards and not self.validate:
+        mono = self._mono
+        if mono is not None and not kwargs:
+            result = mono(args)
+            if result is not _MISS:
+                self._hits += 1
+                return result
+        if not kwargs and not self._guards:
             fkey = _fast_key(args, self._static_nums)
             compiled = self._fast.get(fkey) if fkey is not None else None
             if compiled is not None and _current_tracer() is None:
                 self._hits += 1
+                self._mono = self._guarded.get(fkey)
                 exe = compiled.executable
                 queue = args[exe.queue_arg].queue if exe.queue_arg >= 0 else default_queue()
                 leaves = exe.launch(args, queue)
@@ -347,6 +387,8 @@ class Fused:
             fkey = _fast_key(args, self._static_nums)
             if fkey is not None:
                 self._fast[fkey] = compiled
+                self._mono = self._guarded[fkey] = compiled.executable.guarded(
+                    fkey, compiled.executable.treedef, tree_unflatten, _MISS)
         exe = compiled.executable
         if self.validate:  # results checked against a float64 NumPy evaluation of the graph
             leaves = validate.run_checked(exe, flat, queue, getattr(self, "__name__", "fn"))
@@ -462,6 +504,8 @@ class Fused:
         with self._lock:
             self._cache.clear()
             self._fast.clear()
+            self._guarded.clear()
+            self._mono = None
             self._lowered.clear()
             self._hits = self._misses = 0
 

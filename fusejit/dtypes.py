@@ -24,8 +24,9 @@ FLOATS = (FLOAT16, FLOAT32, FLOAT64)
 SUPPORTED = (BOOL, *SIGNED, *UNSIGNED, *FLOATS)
 _SUPPORTED_SET = frozenset(SUPPORTED)
 
-# A Python scalar's type stands for a *weak* operand in NumPy's promotion (NEP 50).
-WeakType = type[bool] | type[int] | type[float]
+# A Python scalar's type stands for a *weak* operand in NumPy's promotion (NEP 50). Python bools
+# are not weak: they promote as np.bool_ (see scalar_type).
+WeakType = type[int] | type[float]
 DTypeLike = np.dtype | WeakType
 
 
@@ -72,7 +73,9 @@ def scalar_type(value: Any) -> WeakType | np.dtype:
     if isinstance(value, np.generic):
         return check_supported(value.dtype, "scalar")
     if isinstance(value, bool):
-        return bool
+        # bool is the lowest kind, so a weak and a strong bool promote alike; and
+        # ufunc.resolve_dtypes accepts only int, float and complex as weak types
+        return BOOL
     if isinstance(value, int):
         return int
     if isinstance(value, float):

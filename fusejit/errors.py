@@ -26,11 +26,16 @@ class TracerConversionError(FusejitError, TypeError):
             "array": "a traced value cannot become a NumPy array inside a fused function; "
             "use NumPy functions on it directly (they are traced)",
         }[conversion]
-        super().__init__(f"cannot convert the traced value {what} to a Python {conversion}: {hint}")
+        super().__init__(f"cannot convert {what} to a Python {conversion}: {hint}")
 
 
 class UnsupportedOperationError(FusejitError, NotImplementedError):
     """A NumPy function, ufunc method or argument combination fusejit cannot trace."""
+
+
+class UnsupportedAttributeError(UnsupportedOperationError, AttributeError):
+    """An ndarray method or attribute fusejit cannot trace (``x.sort()``); also an
+    AttributeError, so ``hasattr`` and ``getattr(x, name, default)`` keep working."""
 
 
 class BroadcastError(FusejitError, ValueError):
@@ -73,6 +78,7 @@ __all__ = [
     "KernelBuildError",
     "ReadOnlyError",
     "TracerConversionError",
+    "UnsupportedAttributeError",
     "UnsupportedDTypeError",
     "UnsupportedOperationError",
     "ValidationError",

@@ -16,7 +16,7 @@ Index = tuple[Expr, ...]
 
 def unravel(linear: Expr, shape: tuple[int, ...]) -> Index:
     """Row-major multi-index of ``linear`` in ``shape`` (simplified)."""
-    if 0 in shape:  # a zero-size value is never indexed at run time (and has zero strides)
+    if 0 in shape:  # nothing is ever evaluated there (and the strides of (3, 0) contain 0)
         return tuple(Expr(0) for _ in shape)
     strides = row_major_strides(shape)
     return tuple((linear // st) % n if n > 1 else Expr(0) for st, n in zip(strides, shape))

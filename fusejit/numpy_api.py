@@ -22,8 +22,10 @@ from .trace import (
     TensorProxy,
     _ptype,
     apply_ufunc,
+    as_node,
     broadcast_to,
     cast,
+    check_output_cast,
     clip,
     lift,
     reshape,
@@ -95,7 +97,18 @@ def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *,
     if kwargs:
         raise UnsupportedOperationError(f"np.clip(..., {next(iter(kwargs))}=...) is not "
                                         "supported inside @fuse")
-    result = clip(to_operand(a), to_operand(lo), to_operand(hi))
+    x = to_operand(a)
+    t = _ptype(x)
+    if isinstance(t, np.dtype) and t.kind in "iu":
+        # NumPy's _methods._clip: a Python int bound beyond the integer dtype's range clips
+        # nothing and is dropped (NEP 50 would otherwise refuse to convert it)
+        info = np.iinfo(t)
+        lo = None if type(lo) is int and lo <= info.min else lo
+        hi = None if type(hi) is int and hi >= info.max else hi
+    if lo is None and hi is None:
+        result = apply_ufunc(np.positive, (x,), {})
+    else:
+        result = clip(x, to_operand(lo), to_operand(hi))
     if out is not None:
         out.write(Ellipsis, result, as_output=True)
         return out
@@ -104,26 +117,24 @@ def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *,
 
 @implements(np.round, np.around, method="round")
 def _round(a: Any, decimals: int = 0, out: Any = None) -> TensorProxy:
-    """NumPy's PyArray_Round: rint for decimals=0, else scale by 10**decimals (same dtypes)."""
+    """NumPy's PyArray_Round: integers are returned as they are for decimals >= 0; otherwise
+    rint for decimals=0, else scale by 10**decimals into an array of the input's dtype (float64
+    for integers), rint, unscale, and cast back. Bools are not integers there: rint gives
+    float16, and scaling a bool fails NumPy's same_kind store back into a bool array."""
     x = lift(a)
-    if x.dtype == dt.BOOL and decimals != 0:
-        # NumPy scales by 10**decimals in float64 and cannot cast the product back to bool
-        raise TypeError("Cannot cast ufunc 'multiply' output from dtype('float64') to "
-                        "dtype('bool') with casting rule 'same_kind' (np.round of a bool "
-                        "array with decimals != 0)")
     if x.dtype.kind in "iu" and decimals >= 0:
-        result = TensorProxy(x.node)
-    elif decimals == 0:  # bool too: rint of bool is float16, as in NumPy
+        return TensorProxy(x.node)
+    if decimals == 0:
         result = apply_ufunc(np.rint, (x,), {})
     else:
+        scale, unscale = ((np.multiply, np.true_divide) if decimals > 0
+                          else (np.true_divide, np.multiply))
         f = 10.0 ** abs(decimals)
-        work = x if x.dtype.kind == "f" else TensorProxy(cast(x.node, dt.FLOAT64))
-        if decimals > 0:
-            result = apply_ufunc(np.true_divide, (apply_ufunc(
-                np.rint, (apply_ufunc(np.multiply, (work, f), {}),), {}), f), {})
-        else:
-            result = apply_ufunc(np.multiply, (apply_ufunc(
-                np.rint, (apply_ufunc(np.true_divide, (work, f), {}),), {}), f), {})
+        work = dt.FLOAT64 if x.dtype.kind in "iu" else x.dtype
+        scaled = apply_ufunc(scale, (x, f), {})
+        check_output_cast(scale.__name__, scaled.dtype, work)
+        rounded = apply_ufunc(np.rint, (TensorProxy(cast(scaled.node, work)),), {})
+        result = apply_ufunc(unscale, (rounded, f), {})
         result = TensorProxy(cast(result.node, x.dtype))
     if out is not None:
         out.write(Ellipsis, result, as_output=True)
@@ -207,9 +218,12 @@ def _filled_like(fill: float | None) -> Callable[..., TensorProxy]:
             args = args[1:]
         if args:
             dtype = args[0]
-        target = np.dtype(dtype) if dtype is not None else a.dtype
+        target = dt.check_supported(np.dtype(dtype) if dtype is not None else a.dtype)
         shp = tuple(np.atleast_1d(shape)) if shape is not None else a.shape
-        return TensorProxy(const(value, dt.check_supported(target), tuple(map(int, shp))))
+        # NumPy fills with copyto(..., casting='unsafe'): 7.5 fills an int8 array with 7, and
+        # a Python int out of the dtype's range raises OverflowError (NEP 50), as in as_node
+        node = as_node(to_operand(value), target)
+        return TensorProxy(broadcast_to(node, tuple(map(int, shp))))
     return impl
 
 
@@ -261,9 +275,11 @@ def transpose(x: Any, *axes: Any) -> TensorProxy:
         axes = axes[0]
     if axes is None or axes == ():
         axes = tuple(range(x.ndim))[::-1]
-    axes = tuple(shapes.normalize_axis(a, x.ndim) for a in axes)
-    if sorted(axes) != list(range(x.ndim)):
+    if len(axes) != x.ndim:
         raise ValueError("axes don't match array")
+    axes = tuple(shapes.normalize_axis(a, x.ndim) for a in axes)
+    if len(set(axes)) != x.ndim:
+        raise ValueError("repeated axis in transpose")
     return x._view(shapes.permute_map(axes), tuple(x.shape[a] for a in axes))
 
 
@@ -276,7 +292,7 @@ def _permute_dims(x: Any, axes: Any = None) -> TensorProxy:
 def swapaxes(x: Any, a: int, b: int) -> TensorProxy:
     x = _as_view_source(x)
     axes = list(range(x.ndim))
-    a, b = shapes.normalize_axis(a, x.ndim), shapes.normalize_axis(b, x.ndim)
+    a, b = shapes.normalize_axis(a, x.ndim, "axis1"), shapes.normalize_axis(b, x.ndim, "axis2")
     axes[a], axes[b] = axes[b], axes[a]
     return transpose(x, tuple(axes))
 
@@ -284,8 +300,8 @@ def swapaxes(x: Any, a: int, b: int) -> TensorProxy:
 @implements(np.moveaxis)
 def _moveaxis(x: Any, source: Any, destination: Any) -> TensorProxy:
     x = _as_view_source(x)
-    src = [shapes.normalize_axis(a, x.ndim) for a in np.atleast_1d(source)]
-    dst = [shapes.normalize_axis(a, x.ndim) for a in np.atleast_1d(destination)]
+    src = [shapes.normalize_axis(a, x.ndim, "source") for a in np.atleast_1d(source)]
+    dst = [shapes.normalize_axis(a, x.ndim, "destination") for a in np.atleast_1d(destination)]
     if len(src) != len(dst):
         raise ValueError("`source` and `destination` arguments must have the same number of "
                          "elements")
@@ -412,7 +428,12 @@ def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None
     if op in (Op.MAX, Op.MIN) and empty and initial is _NOVALUE:
         raise ValueError(f"zero-size array to reduction operation {reference.__name__} which has "
                          "no identity")
-    node = Node.make(op, out_dtype, kept, (cast(x.node, out_dtype),), axes)
+    if empty:  # nothing to reduce: the identity (0, 1, False, True; -inf before initial=)
+        identity = {Op.SUM: 0, Op.PROD: 1, Op.ANY: False, Op.ALL: True,
+                    Op.MAX: _lowest(out_dtype), Op.MIN: _highest(out_dtype)}[op]
+        node = const(identity, out_dtype, kept)
+    else:
+        node = Node.make(op, out_dtype, kept, (cast(x.node, out_dtype),), axes)
     result = TensorProxy(node)
     if initial is not _NOVALUE and initial is not None:
         result = apply_ufunc(reference, (result, initial), {})
@@ -424,6 +445,14 @@ def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None
         out.write(Ellipsis, result, as_output=True)
         return out
     return result
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    return -np.inf if dtype.kind == "f" else False if dtype.kind == "b" else np.iinfo(dtype).min
+
+
+def _highest(dtype: np.dtype) -> Any:
+    return np.inf if dtype.kind == "f" else True if dtype.kind == "b" else np.iinfo(dtype).max
 
 
 def _count(x: TensorProxy, axis: Any) -> int:
@@ -470,7 +499,12 @@ def _all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
 def _arg_reduce(op: Op, a: Any, axis: Any, out: Any, keepdims: bool) -> TensorProxy:
     x = lift(a)
     name = "argmax" if op is Op.ARGMAX else "argmin"
-    if axis is None:
+    if axis is None and x.ndim > 1:
+        # over all axes at once: the reduced index runs row-major, so it is the flat index;
+        # and the node shares a kernel with the other full reductions of x (x.max(), x.sum())
+        node = Node.make(op, dt.INT64, (1,) * x.ndim, (x.node,), tuple(range(x.ndim)))
+        result = TensorProxy(node if keepdims else reshape(node, ()))
+    elif axis is None:
         flat = TensorProxy(reshape(x.node, (x.size,)))
         result = _arg_reduce(op, flat, 0, None, False)
         if keepdims:

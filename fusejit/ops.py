@@ -256,6 +256,8 @@ OP_OF_UFUNC: dict[np.ufunc, Op] = {OPS[op].ufunc: op for op in UFUNC_OPS}
 OP_OF_UFUNC[np.divide] = Op.TRUEDIV
 OP_OF_UFUNC[np.abs] = Op.ABS
 OP_OF_UFUNC[np.fabs] = Op.ABS  # fabs only has float loops; resolve_dtypes casts ints to float
+OP_OF_UFUNC[np.radians] = Op.DEG2RAD  # separate ufunc objects with deg2rad's loops and values
+OP_OF_UFUNC[np.degrees] = Op.RAD2DEG
 REDUCE_OF_UFUNC: dict[np.ufunc, Op] = {
     np.add: Op.SUM, np.multiply: Op.PROD, np.maximum: Op.MAX, np.minimum: Op.MIN,
     np.logical_or: Op.ANY, np.logical_and: Op.ALL,

@@ -42,7 +42,7 @@ def eval_node(node: Node, srcs: Sequence[np.ndarray], args: Sequence[Any] = ()) 
         elif op in UFUNC_OPS:
             value = OPS[op].ufunc(*srcs)
         elif op in (Op.ARGMAX, Op.ARGMIN):
-            value = OPS[op].reference()(srcs[0], axis=node.arg[0], keepdims=True)
+            value = _arg_reduce(op, srcs[0], node.arg)
         elif op in REDUCE:
             value = OPS[op].reference()(srcs[0], axis=node.arg, keepdims=True)
         elif op is Op.SETITEM:
@@ -66,6 +66,15 @@ def eval_graph(graph: Graph, args: Sequence[Any]) -> tuple[list[np.ndarray], lis
         env[node] = eval_node(node, [env[s] for s in node.srcs], values)
     return ([np.array(env[n]) for n in graph.outputs],
             [np.array(env[n]) for _, n in graph.writes])
+
+
+def _arg_reduce(op: Op, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """argmax/argmin over several axes: the index into those axes flattened row-major (over
+    all axes: NumPy's flat index), kept axes of length 1."""
+    kept = [a for a in range(x.ndim) if a not in axes]
+    moved = np.transpose(x, kept + list(axes)).reshape([x.shape[a] for a in kept] + [-1])
+    index = OPS[op].reference()(moved, axis=-1)
+    return np.reshape(index, [1 if a in axes else x.shape[a] for a in range(x.ndim)])
 
 
 def _apply_map(src: np.ndarray, m: Any, shape: tuple[int, ...]) -> np.ndarray:

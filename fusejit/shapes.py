@@ -28,17 +28,31 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        pretty = " ".join(f"({','.join(map(str, s))}{',' if len(s) == 1 else ''})" for s in shapes)
+        pretty = "".join(format_shape(s) + " " for s in shapes)  # NumPy's trailing space too
         raise BroadcastError(
             f"operands could not be broadcast together with shapes {pretty}"
         ) from None
 
 
-def normalize_axis(axis: int, ndim: int) -> int:
+def broadcasts_to(src: Shape, out: Shape) -> bool:
+    """Whether ``src`` broadcasts to exactly ``out`` (np.broadcast_to's rule)."""
+    lead = len(out) - len(src)
+    return lead >= 0 and all(s in (1, o) for s, o in zip(src, out[lead:]))
+
+
+def format_shape(shape: Sequence[int]) -> str:
+    """A shape as NumPy's messages print it: ``(5,5)``, ``(3,)``, -1 as ``newaxis``."""
+    dims = ["newaxis" if d == -1 else str(d) for d in shape]
+    return f"({','.join(dims)}{',' if len(dims) == 1 else ''})"
+
+
+def normalize_axis(axis: int, ndim: int, prefix: str | None = None) -> int:
+    """``axis`` as a non-negative int; ``prefix`` names the argument in the AxisError, as
+    NumPy's does (``source: axis 3 is out of bounds ...``)."""
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"'{type(axis).__name__}' object cannot be interpreted as an integer")
     if not -ndim <= axis < ndim:
-        raise AxisError(int(axis), ndim)
+        raise AxisError(int(axis), ndim, prefix)
     return int(axis) % ndim
 
 
@@ -63,15 +77,12 @@ def reshape_target(size: int, shape: Sequence[int], old: Shape) -> Shape:
     known = math.prod(d for d in shape if d != -1)
     if unknown:
         if known == 0 or size % known:
-            raise ValueError(f"cannot reshape array of size {size} into shape {_fmt(shape)}")
+            raise ValueError(f"cannot reshape array of size {size} into shape "
+                             f"{format_shape(shape)}")
         shape = tuple(size // known if d == -1 else d for d in shape)
     if math.prod(shape) != size:
-        raise ValueError(f"cannot reshape array of size {size} into shape {_fmt(shape)}")
+        raise ValueError(f"cannot reshape array of size {size} into shape {format_shape(shape)}")
     return shape
-
-
-def _fmt(shape: Shape) -> str:
-    return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
 
 
 def row_major_strides(shape: Shape) -> tuple[int, ...]:

@@ -20,9 +20,9 @@ import numpy as np
 
 from . import dtypes as dt
 from .indexing import Index, broadcast_index, ravel, src_index, unravel
-from .ir import Graph, Node, const_value
+from .ir import Graph, Node, const_value, toposort
 from .ops import ELEMENTWISE, OPS, REDUCE, Op
-from .passes.partition import Group, Plan, ReduceStrategy, Store
+from .passes.partition import Dest, Group, Plan, ReduceStrategy, Store
 from .shapes import row_major_strides
 from .symbolic import Expr
 from .targets.base import Target
@@ -67,7 +67,7 @@ class KernelSignature:
     name: str
     args: tuple[Arg, ...]
 
-    def render(self, target: Target, local_size: int | None) -> str:
+    def render(self, target: Target, local_size: tuple[int, ...] | None) -> str:
         return target.kernel_header(self.name, [a.declaration(target) for a in self.args],
                                     local_size)
 
@@ -141,6 +141,7 @@ class LaneOf:
     instr: Instr
     lane: int
     template: str
+    via_cache: bool = False  # read the register copy an earlier k-loop kept (c_v3[k].s2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,9 +198,11 @@ class Block:
         return self.lowering.value(self, node, idx)
 
     def nested(self, header: str, *operands: Ref, loop_vars: frozenset[str] = frozenset(),
-               cache_loop: bool = False) -> Block:
+               cache_loop: bool = False, footer: str = "}") -> Block:
+        """A nested block. ``footer="} else {"`` followed by a sibling with header "" spells an
+        if/else."""
         child = Block(self.lowering, self, loop_vars, cache_loop=cache_loop)
-        child.anchor = Nested(header, child, operands=operands)
+        child.anchor = Nested(header, child, footer, operands=operands)
         self._add(child.anchor)
         return child
 
@@ -352,9 +355,10 @@ class Lowering:
         if found is not None:
             if _visible(block, found):
                 return found
-            if isinstance(found, Instr) and found.block.cache_loop and _in_cache_loop(block):
-                found.cached = True  # computed by an earlier k-loop: read its register copy
-                return CacheRead(found)
+            if _in_cache_loop(block):
+                cached = _cache_ref(found)  # computed by an earlier k-loop: its register copy
+                if cached is not None:
+                    return cached
         ref = self._lower(block, node, idx)
         self.memo[key] = ref
         return ref
@@ -432,8 +436,8 @@ class Lowering:
             first = value.refs[0]
             if isinstance(first, LaneOf) and all(
                     isinstance(r, LaneOf) and r.instr is first.instr and r.lane == i
-                    for i, r in enumerate(value.refs)):
-                return first.instr
+                    and r.via_cache == first.via_cache for i, r in enumerate(value.refs)):
+                return CacheRead(first.instr) if first.via_cache else first.instr
             return block.emit(t.vector_type(dtype, V), t.pack(dtype, V), *value.refs)
         if isinstance(value, Imm):
             return Imm(t.broadcast(dtype, V, value.text))
@@ -490,6 +494,23 @@ def _visible(block: Block, ref: Ref | Lanes) -> bool:
     return block.sees(ref.block)
 
 
+def _cache_ref(ref: Ref | Lanes) -> Ref | Lanes | None:
+    """``ref`` as read from the register arrays an earlier k-loop of a row kernel filled, or
+    None when some part of it was not computed in such a loop."""
+    if isinstance(ref, Imm):
+        return ref
+    if isinstance(ref, Lanes):
+        parts = [_cache_ref(r) for r in ref.refs]
+        return None if any(p is None for p in parts) else Lanes(tuple(parts))
+    instr = ref.instr if isinstance(ref, (LaneOf, CacheRead)) else ref
+    if not instr.block.cache_loop:
+        return None
+    instr.cached = True
+    if isinstance(ref, LaneOf):
+        return LaneOf(instr, ref.lane, ref.template, via_cache=True)
+    return CacheRead(instr)
+
+
 def _in_cache_loop(block: Block) -> bool:
     b: Block | None = block
     while b is not None:
@@ -529,7 +550,8 @@ class Renderer:
             if isinstance(item, Nested):
                 header = item.header.format(*map(self._text, item.operands)) \
                     if item.operands else item.header
-                lines.append(pad + header)
+                if header:
+                    lines.append(pad + header)
                 lines += self.render(item.block, indent + 1)
                 lines.append(pad + item.footer)
                 continue
@@ -558,13 +580,14 @@ class Renderer:
 
     @staticmethod
     def _refs(item: Instr | Nested) -> list[Instr]:
-        """The instructions ``item`` reads, each once: an operand read twice (``x * x``) must
-        not put its name on the free list twice, or two later values would share it."""
+        """The distinct instructions ``item`` reads: ``v0 * v0`` reads v0 once, so a dying
+        operand frees its name once (freeing it twice hands one name to two live values)."""
         out: dict[int, Instr] = {}
         for r in item.operands:
-            instr = r if isinstance(r, Instr) else r.instr if isinstance(r, LaneOf) else None
-            if instr is not None:
-                out.setdefault(id(instr), instr)
+            if isinstance(r, Instr):
+                out[id(r)] = r
+            elif isinstance(r, LaneOf):
+                out[id(r.instr)] = r.instr
         return list(out.values())
 
     def _all_refs(self, block: Block) -> list[Instr]:
@@ -582,7 +605,8 @@ class Renderer:
         if isinstance(ref, Imm):
             return ref.text
         if isinstance(ref, LaneOf):
-            return ref.template.format(v=ref.instr.name)
+            vec = f"c_{ref.instr.name}[k]" if ref.via_cache else ref.instr.name
+            return ref.template.format(v=vec)
         assert ref.name, "operand rendered before its definition"
         return ref.name
 
@@ -654,7 +678,7 @@ class SourceModule:
                         if st.dest.kind == "param"}
         self.wide = self._needs_wide()
         self.partials: list[Partial] = []
-        is_gpu = bool(getattr(limits, "is_gpu", False))
+        is_gpu = self.is_gpu = bool(getattr(limits, "is_gpu", False))
         self.default_local = min(256, getattr(limits, "max_work_group", 256)) if is_gpu else None
 
     def _needs_wide(self) -> bool:
@@ -700,7 +724,9 @@ class SourceModule:
         n = math.prod(space)
         guarded = any(st.node.shape != space for st in group.stores)
         if vec is None:
-            vec = default_vector_width(space, guarded)
+            widest = max((4 if n.dtype == dt.FLOAT16 else n.dtype.itemsize)
+                         for n in toposort([st.node for st in group.stores]))
+            vec = default_vector_width(space, guarded, widest, self.is_gpu)
         nv, tail = divmod(n, vec)
         top = Block(low)
 
@@ -756,26 +782,37 @@ class SourceModule:
         t = self.target
         low = self._lowering(group)
         it = low.index_type
-        M = math.prod(group.outer_shape)
-        R = group.reduced_size
-        lx, ly, gy = st.lx, st.ly, st.gy
+        M_all = math.prod(group.outer_shape)
+        R_all = group.reduced_size
+        lx, ly, gy, V = st.lx, st.ly, st.gy, st.vec
+        vec_rows, vec_out = V > 1 and st.vec_axis == "rows", V > 1 and st.vec_axis == "outputs"
+        # o and r count work items: vectors of V elements when the lanes run along that axis
+        M = M_all // V if vec_out else M_all
+        R = R_all // V if vec_rows else R_all
+        low.lanes = V
+        lane = Expr.var(LANE, V) if V > 1 else Expr(0)
         chunk = math.ceil(R / gy)
         top = Block(low)
-        outer_idx = unravel(Expr.var("o", M), group.outer_shape)
+        outer_lin = Expr.var("o", M) * V + lane if vec_out else Expr.var("o", M)
+        outer_idx = unravel(outer_lin, group.outer_shape)
         red_shape = tuple(group.space[a] for a in group.axes)
-        red_it = iter(unravel(Expr.var("r", R), red_shape))
+        red_it = iter(unravel(Expr.var("r", R) * V + lane if vec_rows else Expr.var("r", R),
+                              red_shape))
         row_idx = tuple(next(red_it) if a in group.axes else outer_idx[a]
                         for a in range(len(group.space)))
-        # Lanes past the last output (padding of the last work-group) recompute the last
-        # output without storing it: values hoisted out of the loops are then loaded in bounds.
-        pre = [f"const {it} lx_ = ({it})get_local_id(0);",
-               f"const {it} ly_ = ({it})get_local_id(1);",
-               f"const {it} o_ = ({it})get_group_id(0) * {lx} + lx_;",
-               f"const int active = o_ < {M};",
-               f"const {it} o = active ? o_ : {max(M - 1, 0)};"]
+        # local dimension 0 holds the lanes that read neighbouring addresses
+        dx, dy = (1, 0) if st.along_rows else (0, 1)
+        pre = [f"const {it} lx_ = ({it})get_local_id({dx});",
+               f"const {it} ly_ = ({it})get_local_id({dy});",
+               f"const {it} o = ({it})get_group_id({dx}) * {lx} + lx_;",
+               f"const int active = o < {M};"]
         if gy > 1:
-            pre.append(f"const {it} gy_ = ({it})get_group_id(1);")
+            pre.append(f"const {it} gy_ = ({it})get_group_id({dy});")
+
+        def slot(y: str) -> str:  # a lane's place in the local buffers, in work-item order
+            return y if lx == 1 else f"lx_ * {ly} + {y}" if st.along_rows else f"{y} * {lx} + lx_"
         cache = st.cache if partial_out is None else 0
+        per_lane = cache or math.ceil((chunk if gy > 1 else R) / ly)  # k-loop trip count
         local_decls: list[str] = []
         results: dict[Node, tuple[Ref, Ref | None]] = {}
         for s_i, stage in enumerate(group.stages):
@@ -783,38 +820,54 @@ class SourceModule:
             for j, r in enumerate(stage):
                 acc_dt = _acc_dtype(r)
                 low.note_dtype(acc_dt)
-                ctype = t.compute_type(acc_dt)
-                acc = top.emit(ctype, _identity(t, r, acc_dt))
+                ctype = t.compute_type(acc_dt) if V == 1 else t.vector_type(acc_dt, V)
+                init = _identity(t, r, acc_dt) if V == 1 else \
+                    t.broadcast(acc_dt, V, _identity(t, r, acc_dt))
+                acc = top.emit(ctype, init)
                 arg = top.emit("long", "-1") if r.op in (Op.ARGMAX, Op.ARGMIN) else None
-                accs.append((r, acc, arg, acc_dt))
-            if R == 0:
-                pass  # nothing to reduce: the identity (and no load of the zero-size input)
-            elif cache:
-                loop = top.nested(f"for (int k = 0; k < {cache}; k++) {{",
-                                  loop_vars=frozenset({"r"}), cache_loop=True)
-                loop.emit(None, f"const {it} r = ly_ + ({it})k * {ly};")
-                loop.emit(None, f"if (!active || r >= {R}) break;")
+                levels = [top.emit(ctype, init)
+                          for _ in range(_cascade_levels(r, acc_dt, per_lane))]
+                accs.append((r, acc, arg, acc_dt, levels))
+            if cache:
+                loop = _cache_loop(top, it, cache, ly, R, M % lx == 0)
             elif gy > 1:
                 loop = top.nested(
-                    f"for ({it} r = gy_ * {chunk} + ly_; active && r < min(({it}){R}, "
-                    f"(gy_ + 1) * {chunk}); r += {ly}) {{", loop_vars=frozenset({"r"}))
+                    f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < min(({it}){R}, "
+                    f"(gy_ + 1) * {chunk}); r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
             else:
-                loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {ly}) {{",
-                                  loop_vars=frozenset({"r"}))
-            for r, acc, arg, acc_dt in accs if R else ():
+                loop = top.nested(f"for ({it} r = ly_, k = 0; active && r < {R}; "
+                                  f"r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
+            for r, acc, arg, acc_dt, levels in accs:
                 v = loop.value(r.srcs[0], row_idx)
-                _accumulate(loop, t, r, acc, arg, v, acc_dt)
+                if V > 1:
+                    combined = t.render_op_vector(_COMBINE[r.op], acc_dt, [acc_dt, acc_dt],
+                                                  ["{0}", "{1}"], V)
+                    loop.emit(None, "{0} = " + combined + ";", acc,
+                              low.as_vector(loop, v, acc_dt))
+                else:
+                    _accumulate(loop, t, r, acc, arg, v, acc_dt)
+                if levels:
+                    _cascade_step(loop, t, r, acc, levels, acc_dt)
+            for r, acc, arg, acc_dt, levels in accs:
+                for level in levels:  # smallest partial sums first
+                    top.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";",
+                             acc, level)
+            if vec_rows:  # the lanes hold parts of one row: combine them pairwise
+                accs = [(r, top.emit(t.compute_type(acc_dt), _lanes_combined(t, r, acc_dt, V),
+                                     acc), arg, acc_dt, levels)
+                        for r, acc, arg, acc_dt, levels in accs]
+            accs = [a[:4] for a in accs]
             # tree over ly (and nothing to do when ly == 1)
             for j, (r, acc, arg, acc_dt) in enumerate(accs):
                 ctype = t.compute_type(acc_dt)
                 if ly > 1:
                     buf = f"red{s_i}_{j}"
                     local_decls.append(f"__local {ctype} {buf}[{lx * ly}];")
-                    top.emit(None, f"{buf}[ly_ * {lx} + lx_] = {{0}};", acc)
+                    top.emit(None, f"{buf}[{slot('ly_')}] = {{0}};", acc)
                     if arg is not None:
                         ibuf = f"idx{s_i}_{j}"
                         local_decls.append(f"__local long {ibuf}[{lx * ly}];")
-                        top.emit(None, f"{ibuf}[ly_ * {lx} + lx_] = {{0}};", arg)
+                        top.emit(None, f"{ibuf}[{slot('ly_')}] = {{0}};", arg)
             if ly > 1:
                 top.emit(None, t.barrier_local)
                 step = ly // 2
@@ -822,30 +875,38 @@ class SourceModule:
                     body = top.nested(f"if (ly_ < {step}) {{")
                     for j, (r, acc, arg, acc_dt) in enumerate(accs):
                         buf = f"red{s_i}_{j}"
-                        mine, other = f"{buf}[ly_ * {lx} + lx_]", f"{buf}[(ly_ + {step}) * {lx} + lx_]"
+                        mine = f"{buf}[{slot('ly_')}]"
+                        other = f"{buf}[{slot(f'(ly_ + {step})')}]"
                         if arg is None:
                             combined = _combine_text(t, r, acc_dt, mine, other)
                             body.emit(None, f"{mine} = {combined};")
                         else:
                             ibuf = f"idx{s_i}_{j}"
-                            imine = f"{ibuf}[ly_ * {lx} + lx_]"
-                            iother = f"{ibuf}[(ly_ + {step}) * {lx} + lx_]"
+                            imine = f"{ibuf}[{slot('ly_')}]"
+                            iother = f"{ibuf}[{slot(f'(ly_ + {step})')}]"
                             cond = _arg_better(r, acc_dt, other, iother, mine, imine)
                             body.emit(None, f"if ({cond}) {{ {mine} = {other}; {imine} = {iother}; }}")
                     top.emit(None, t.barrier_local)
                     step //= 2
                 for j, (r, acc, arg, acc_dt) in enumerate(accs):
                     ctype = t.compute_type(acc_dt)
-                    final = top.emit(ctype, f"red{s_i}_{j}[lx_]")
-                    farg = top.emit("long", f"idx{s_i}_{j}[lx_]") if arg is not None else None
+                    final = top.emit(ctype, f"red{s_i}_{j}[{slot('0')}]")
+                    farg = top.emit("long", f"idx{s_i}_{j}[{slot('0')}]") \
+                        if arg is not None else None
                     results[r] = (final, farg)
-                top.emit(None, t.barrier_local)  # local buffers are rewritten by the next stage
             else:
                 for r, acc, arg, acc_dt in accs:
                     results[r] = (acc, arg)
             for r, (value, arg) in results.items():
                 if r in stage:
-                    bound = _finish(top, t, r, value, arg)
+                    if vec_out:  # each lane holds the result of its own output
+                        if r.dtype == dt.FLOAT16:
+                            value = top.emit(t.vector_type(r.dtype, V),
+                                             t.round_to_storage_vector(r.dtype, "{0}", V), value)
+                        bound = Lanes(tuple(LaneOf(value, i, t.lane(r.dtype, i))
+                                            for i in range(V)))
+                    else:
+                        bound = _finish(top, t, r, value, arg)
                     low.bound[(r, outer_idx)] = bound
         if partial_out is not None:
             lines_guard = top.nested("if (ly_ == 0 && active) {")
@@ -861,37 +922,36 @@ class SourceModule:
                     lines_guard.emit(None, f"{iptr}[o * {gy} + gy_] = {{0}};", arg)
                     slot += 1
         else:
-            self._epilogue(top, low, group, outer_idx, row_idx, st, it, R)
+            self._epilogue(top, low, group, outer_lin, outer_idx, row_idx, st, it, R)
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
         decls = [f"    {d}" for d in local_decls]
         decls += [f"    {d.replace('CACHE', str(cache))}" for d in renderer.cache_decls]
-        lines = [sig.render(t, None), "{", *(f"    {p}" for p in pre), *decls, *body, "}"]
-        gsize = (math.ceil(M / lx) * lx, ly * gy)
-        return (Kernel(name, "\n".join(lines), sig, gsize, (lx, ly), group,
+        gsize, lsize = (math.ceil(M / lx) * lx, ly * gy), (lx, ly)
+        if st.along_rows:
+            gsize, lsize = gsize[::-1], lsize[::-1]
+        lines = [sig.render(t, lsize), "{", *(f"    {p}" for p in pre), *decls, *body, "}"]
+        return (Kernel(name, "\n".join(lines), sig, gsize, lsize, group,
                        "partial" if partial_out is not None else "main",
                        work=math.prod(group.space)), low)
 
-    def _epilogue(self, top: Block, low: Lowering, group: Group, outer_idx: Index,
-                  row_idx: Index, st: ReduceStrategy, it: str, R: int) -> None:
+    def _epilogue(self, top: Block, low: Lowering, group: Group, outer_lin: Expr,
+                  outer_idx: Index, row_idx: Index, st: ReduceStrategy, it: str, R: int) -> None:
         if group.stores:
             block = top.nested("if (ly_ == 0 && active) {")
             for store in group.stores:
-                node_idx = unravel(Expr.var("o", math.prod(group.outer_shape)), store.node.shape)
+                node_idx = unravel(outer_lin, store.node.shape)
                 _store(block, store, node_idx, low, block.value(store.node, node_idx))
         for node in group.reductions:
             if node in self.materialized:
                 block = top.nested("if (ly_ == 0 && active) {")
-                ptr = low.args.buffer("temp", self.materialized[node], node.dtype, write=True)
-                value = low.bound[(node, outer_idx)]
-                block.emit(None, low.target.store(ptr, "o", "{0}", node.dtype), value)
-        if group.row_stores and R:  # (R == 0: the row outputs are zero-size)
+                temp = Store(node, Dest("temp", self.materialized[node]))
+                _store(block, temp, outer_idx, low, low.bound[(node, outer_idx)])
+        if group.row_stores:
             if st.cache:
-                loop = top.nested(f"for (int k = 0; k < {st.cache}; k++) {{",
-                                  loop_vars=frozenset({"r"}), cache_loop=True)
-                loop.emit(None, f"const {it} r = ly_ + ({it})k * {st.ly};")
-                loop.emit(None, f"if (!active || r >= {R}) break;")
+                M = math.prod(group.outer_shape)
+                loop = _cache_loop(top, it, st.cache, st.ly, R, M % st.lx == 0)
             else:
                 loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {st.ly}) {{",
                                   loop_vars=frozenset({"r"}))
@@ -960,23 +1020,43 @@ class SourceModule:
             final = top.emit(ctype, f"{buf}[0]")
             farg = top.emit("long", f"{ibuf}[0]") if iptr else None
             low.bound[(r, outer_idx)] = _finish(top, t, r, final, farg)
-        self._epilogue(top, low, group, outer_idx, (), ReduceStrategy(1, ly), it, 0)
+        self._epilogue(top, low, group, Expr.var("o", M), outer_idx, (), ReduceStrategy(1, ly),
+                       it, 0)
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
-        lines = [sig.render(t, None), "{", *(f"    {p}" for p in pre),
-                 *(f"    {d}" for d in local_decls), "    const int active = 1;", *body, "}"]
+        lines = [sig.render(t, (ly,)), "{", *(f"    {p}" for p in pre),
+                 *(f"    {d}" for d in local_decls), f"    const int active = o < {M};", *body,
+                 "}"]
         return (Kernel(name, "\n".join(lines), sig, (M * ly,), (ly,), group, "combine",
                        work=M * gy), low)
 
 
-def default_vector_width(space: tuple[int, ...], guarded: bool) -> int:
-    """4 lanes (16-byte float accesses) when the innermost dimension splits evenly into
-    vectors; 1 for small or oddly shaped spaces, where lanes would not share loads."""
-    n = math.prod(space)
-    if guarded or n < 4096 or (len(space) > 1 and space[-1] % 4):
+def _cache_loop(top: Block, it: str, cache: int, ly: int, R: int, all_active: bool) -> Block:
+    """``for k < cache: r = ly_ + k*ly`` over a row kept in registers: fully unrolled, with
+    bounds checks only when the row does not split evenly over the lanes."""
+    loop = top.nested(f"#pragma unroll\n    for (int k = 0; k < {cache}; k++) {{",
+                      loop_vars=frozenset({"r"}), cache_loop=True)
+    loop.emit(None, f"const {it} r = ly_ + ({it})k * {ly};")
+    checks = ([] if all_active else ["!active"]) + ([] if cache * ly == R else [f"r >= {R}"])
+    if checks:
+        loop.emit(None, f"if ({' || '.join(checks)}) break;")
+    return loop
+
+
+def default_vector_width(space: tuple[int, ...], guarded: bool, widest: int = 4,
+                         is_gpu: bool = True) -> int:
+    """Lanes per vector: 16-byte accesses on GPUs (an H200 reaches copy bandwidth with float4,
+    float8 is slower), 32-byte on CPUs (the AVX2 width: PoCL runs an 8-op float32 chain at copy
+    speed with float8, 1.5-2x slower with float4). ``widest`` is the largest element size the
+    kernel computes with. 1 for small or oddly shaped spaces, where lanes would not share
+    loads; fewer lanes when the innermost dimension does not split evenly."""
+    lanes = max(1, min(8, (16 if is_gpu else 32) // widest))
+    if guarded or math.prod(space) < 4096:
         return 1
-    return 4
+    while lanes > 1 and len(space) > 1 and space[-1] % lanes:
+        lanes //= 2
+    return lanes
 
 
 def _round_up(n: int, m: int) -> int:
@@ -1032,6 +1112,46 @@ def _accumulate(loop: Block, t: Target, r: Node, acc: Instr, arg: Instr | None, 
     nan = " || (isnan({1}) && !isnan({0}))" if acc_dt.kind == "f" else ""
     loop.emit(None, "if ({2} < 0 || {1} " + better + " {0}" + nan
               + ") {{ {0} = {1}; {2} = r; }}", acc, v, arg)
+
+
+# A lane adds CASCADE_BLOCK elements serially, then merges that block into a binary counter of
+# partial sums (level j holds 2**j blocks): pairwise summation inside the lane, so a float sum's
+# rounding error grows with log2(n) as in NumPy's pairwise sum, not with the lane's trip count.
+CASCADE_BLOCK = 8
+
+
+def _lanes_combined(t: Target, r: Node, acc: np.dtype, n: int) -> str:
+    """Pairwise combination of the n lanes of vector operand {0}: ((s0+s1)+(s2+s3))+..."""
+    parts = ["{0}.s" + format(i, "x") for i in range(n)]
+    while len(parts) > 1:
+        parts = [_combine_text(t, r, acc, a, b) for a, b in zip(parts[::2], parts[1::2])]
+    return parts[0]
+
+
+def _cascade_levels(r: Node, acc: np.dtype, per_lane: int) -> int:
+    """How many partial-sum levels a lane needs for ``per_lane`` elements (0: plain loop)."""
+    if r.op is not Op.SUM or acc.kind != "f":
+        return 0  # integer sums are exact; max/min/any/all do not round
+    blocks = math.ceil(per_lane / CASCADE_BLOCK)
+    return 0 if blocks <= 1 else (blocks - 1).bit_length() + 1
+
+
+def _cascade_step(loop: Block, t: Target, r: Node, acc: Instr, levels: list[Instr],
+                  acc_dt: np.dtype) -> None:
+    """After the k-th element (k counts from 0): when a block is complete, carry it up the
+    levels like a binary increment of the block count."""
+    zero = _identity(t, r, acc_dt)
+    block = loop.nested(f"if ((k & {CASCADE_BLOCK - 1}) == {CASCADE_BLOCK - 1}) {{")
+    carry = block.emit(acc.ctype, "{0}", acc)  # the accumulator's type: scalar or vector
+    block.emit(None, "{0} = " + zero + ";", acc)
+    for j, level in enumerate(levels[:-1]):
+        full = block.nested(f"if (k & {CASCADE_BLOCK << j}) {{", footer="} else {")
+        full.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{1}", "{0}") + ";", carry, level)
+        full.emit(None, "{0} = " + zero + ";", level)
+        empty = block.nested("")
+        empty.emit(None, "{0} = {1};", level, carry)
+        block = full
+    block.emit(None, "{0} = {1};", levels[-1], carry)
 
 
 def _arg_better(r: Node, acc: np.dtype, v: str, i: str, best: str, bi: str) -> str:

@@ -26,6 +26,7 @@ from .errors import (
     BroadcastError,
     ReadOnlyError,
     TracerConversionError,
+    UnsupportedAttributeError,
     UnsupportedDTypeError,
     UnsupportedOperationError,
 )
@@ -113,10 +114,11 @@ def _ptype(x: Any) -> np.dtype | type:
     """Promotion type of an operand: a dtype (strong) or a Python type (weak)."""
     if isinstance(x, TensorProxy):
         return x._weak[1] if x._weak is not None else x.dtype
-    if isinstance(x, (np.ndarray, np.generic)):  # first: np.float64 subclasses Python float
+    # NumPy scalars first: np.float64 subclasses float but is strong
+    if isinstance(x, (np.ndarray, np.generic)):
         return dt.check_supported(x.dtype, "operand")
     if isinstance(x, (bool, int, float)):
-        return type(x) if not isinstance(x, bool) else bool
+        return dt.scalar_type(x)
     if isinstance(x, complex):
         raise UnsupportedDTypeError("complex values are not supported by fusejit")
     raise TypeError(f"unsupported operand type for a fused function: {type(x).__name__}")
@@ -130,8 +132,9 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
     """The operand as a node of ``dtype`` (a CAST when a strong operand has another dtype)."""
     if isinstance(x, TensorProxy):
         if x._weak is not None:
-            index = x._weak[0]
-            return Node.make(Op.SCALAR, dtype, (), (), (index,))
+            if x._node is not None:  # a weak value computed from weak operands: _operator
+                return cast(x._node, dtype)
+            return Node.make(Op.SCALAR, dtype, (), (), (x._weak[0],))
         return cast(x.node, dtype)
     if isinstance(x, np.ndarray):
         tracer = current_tracer()
@@ -140,6 +143,16 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
     if isinstance(x, np.generic):
         return cast(const(x, x.dtype), dtype)
     return const(dt.convert_scalar(x, dtype), dtype)
+
+
+def as_array_node(x: Any, dtype: np.dtype) -> Node:
+    """The operand as NumPy's array-converting functions (np.where, np.full_like) see it: a
+    Python scalar first becomes an array of its default dtype (int64, float64), which is then
+    cast unsafely, so ``np.where(c, int8_array, 300)`` wraps 300 to 44 as NumPy does."""
+    t = _ptype(x)
+    if not isinstance(t, np.dtype):
+        return cast(as_node(x, dt.default_dtype(t)), dtype)
+    return as_node(x, dtype)
 
 
 def to_operand(x: Any) -> Any:
@@ -162,10 +175,13 @@ _UNSUPPORTED_KWARGS = ("where", "order", "subok", "signature", "axes", "axis", "
 
 def resolve(ufunc: np.ufunc, types: Sequence[Any], dtype: np.dtype | None = None,
             casting: str = "same_kind") -> tuple[np.dtype, ...]:
-    """NumPy's loop for these operand types: input dtypes then output dtypes."""
-    # resolve_dtypes takes int/float as weak types but not bool: a Python bool promotes
-    # exactly like np.bool_ (it is the lowest kind, so "weak" would change nothing)
-    types = [dt.BOOL if t is bool else t for t in types]
+    """NumPy's loop for these operand types: input dtypes then output dtypes.
+
+    With only Python scalars (``np.equal(n, 3)``, n a dynamic int), NumPy first makes each an
+    array of its default dtype; resolve_dtypes with two weak ints would pick the object loop.
+    """
+    if not any(isinstance(t, np.dtype) for t in types):
+        types = [dt.default_dtype(t) for t in types]
     return ufunc.resolve_dtypes((*types, *([dtype] * ufunc.nout if dtype is not None
                                            else [None] * ufunc.nout)), casting=casting)
 
@@ -192,6 +208,8 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
                                         "inside @fuse")
     if ufunc is CLIP_UFUNC:
         result = clip(*inputs, dtype=dtype)
+    elif ufunc is np.power:
+        result = power(*inputs, dtype=None if dtype is None else np.dtype(dtype))
     elif ufunc in OP_OF_UFUNC:
         result = elementwise(ufunc, inputs, dtype=None if dtype is None else np.dtype(dtype))
     else:
@@ -212,11 +230,17 @@ def _write_out(results: tuple[Any, ...], out: Any, casting: str, ufunc_name: str
         if not isinstance(target, TensorProxy):
             raise UnsupportedOperationError(
                 "out= inside @fuse must be an argument of the fused function (or a view of one)")
-        if not np.can_cast(value.dtype, target.dtype, casting=casting):
-            raise TypeError(f"Cannot cast ufunc '{ufunc_name}' output from {value.dtype!r} to "
-                            f"{target.dtype!r} with casting rule '{casting}'")
+        check_output_cast(ufunc_name, value.dtype, target.dtype, casting)
         target.write(Ellipsis, value, as_output=True)
     return tuple(t if t is not None else r for t, r in zip(outs, results))
+
+
+def check_output_cast(ufunc_name: str, value: np.dtype, target: np.dtype,
+                      casting: str = "same_kind") -> None:
+    """Refuse to store a ufunc result into an array of ``target`` dtype, as NumPy's out= does."""
+    if not np.can_cast(value, target, casting=casting):
+        raise TypeError(f"Cannot cast ufunc '{ufunc_name}' output from {value!r} to "
+                        f"{target!r} with casting rule '{casting}'")
 
 
 def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None = None,
@@ -227,8 +251,11 @@ def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None =
     folded = _fold_out_of_range_comparison(op, inputs, types)
     if folded is not None:
         return folded
-    if op in _COMPARISONS and len(types) == 2:
-        types = _exact_comparison_types(inputs, types)
+    if op in _COMPARISONS and any(isinstance(t, np.dtype) and t.kind in "iu" for t in types):
+        # NumPy 2 compares integers with any Python int exactly (uint8_array > -1 is True); a
+        # dynamic one, whose value comes at call time, is compared as an int64
+        types = [dt.INT64 if t is int and isinstance(x, TensorProxy) else t
+                 for x, t in zip(inputs, types)]
     loop = resolve(ufunc, types, dtype)
     shape = shapes.broadcast_shapes(*(_shape(x) for x in inputs))
     srcs = tuple(as_node(x, t) for x, t in zip(inputs, loop[:ufunc.nin]))
@@ -237,19 +264,6 @@ def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None =
 
 _COMPARISONS = {Op.EQ: np.equal, Op.NE: np.not_equal, Op.LT: np.less, Op.LE: np.less_equal,
                 Op.GT: np.greater, Op.GE: np.greater_equal}
-
-
-def _exact_comparison_types(inputs: Sequence[Any], types: list[Any]) -> list[Any]:
-    """NumPy 2 compares an integer array with a Python int exactly, whatever the int's value
-    (``uint8_array > -1`` is all True). A dynamic Python int argument is only known at run time,
-    so the comparison is done in int64 (uint64 arrays: the exact mixed-sign loop)."""
-    out = list(types)
-    for i, (x, t) in enumerate(zip(inputs, types)):
-        other = types[1 - i]
-        if isinstance(x, TensorProxy) and t is int and isinstance(other, np.dtype) \
-                and other.kind in "iu":
-            out[i] = dt.INT64
-    return out
 
 
 def _fold_out_of_range_comparison(op: Op, inputs: Sequence[Any], types: Sequence[Any]
@@ -269,6 +283,30 @@ def _fold_out_of_range_comparison(op: Op, inputs: Sequence[Any], types: Sequence
             shape = shapes.broadcast_shapes(_shape(inputs[0]), _shape(inputs[1]))
             return TensorProxy(const(answer, dt.BOOL, shape))
     return None
+
+
+# NumPy's float32/float64 power loop checks a scalar (stride-0) exponent against a table before it
+# calls pow (loops_umath_fp.dispatch.c.src, POWER_FAST_PATH): -1 -> 1/x, 0.5 -> sqrt(x), 2 -> x*x
+# (0 and 1 agree with pow). The table differs from pow at the edges (-inf ** 0.5 is nan, -0.0 **
+# 0.5 is -0.0) and in rounding. The table is traced as selects: a literal exponent folds them to
+# one branch, a dynamic scalar exponent keeps them.
+_POWER_FAST_PATH = ((-1.0, Op.RECIPROCAL), (0.5, Op.SQRT), (2.0, Op.SQUARE))
+
+
+def power(x: Any, e: Any, dtype: np.dtype | None = None) -> TensorProxy:
+    """np.power, with NumPy's fast path for a scalar exponent."""
+    result = elementwise(np.power, (x, e), dtype)
+    node = result.node
+    if node.dtype not in (dt.FLOAT32, dt.FLOAT64) or math.prod(_shape(e)) != 1 \
+            or node.size == 1:  # NumPy's loop sees a stride-0 exponent only over > 1 element
+        return result
+    base, exponent = node.srcs
+    for value, op in _POWER_FAST_PATH:
+        is_value = Node.make(Op.EQ, dt.BOOL, exponent.shape,
+                             (exponent, const(value, exponent.dtype)))
+        fast = Node.make(op, node.dtype, base.shape, (base,))
+        node = Node.make(Op.WHERE, node.dtype, node.shape, (is_value, fast, node))
+    return TensorProxy(node)
 
 
 def clip(x: Any, lo: Any, hi: Any, dtype: Any = None) -> TensorProxy:
@@ -340,9 +378,13 @@ def reshape(node: Node, shape: tuple[int, ...]) -> Node:
 def broadcast_to(node: Node, shape: tuple[int, ...]) -> Node:
     if node.shape == shape:
         return node
-    if len(node.shape) > len(shape) or shapes.broadcast_shapes(node.shape, shape) != shape:
+    if len(node.shape) > len(shape):
+        raise BroadcastError("input operand has more dimensions than allowed by the axis "
+                             "remapping")
+    if not shapes.broadcasts_to(node.shape, shape):
         raise BroadcastError(f"operands could not be broadcast together with remapped shapes "
-                             f"[original->remapped]: {node.shape} and requested shape {shape}")
+                             f"[original->remapped]: {shapes.format_shape(node.shape)}  and "
+                             f"requested shape {shapes.format_shape(shape)}")
     return view(node, shapes.broadcast_map(node.shape, shape), shape)
 
 
@@ -352,19 +394,7 @@ def where(cond: Any, a: Any, b: Any) -> TensorProxy:
     shape = shapes.broadcast_shapes(_shape(cond), _shape(a), _shape(b))
     c = as_node(cond, dt.BOOL)
     return TensorProxy(Node.make(Op.WHERE, out_dtype, shape,
-                                 (c, _where_operand(a, out_dtype), _where_operand(b, out_dtype))))
-
-
-def _where_operand(x: Any, dtype: np.dtype) -> Node:
-    """np.where converts a Python scalar as np.asarray does, then casts it to the result dtype
-    unsafely: ``np.where(c, uint8_array, -7)`` holds 249, it does not raise."""
-    t = _ptype(x)
-    if isinstance(t, np.dtype):
-        return as_node(x, dtype)
-    if isinstance(x, TensorProxy):  # a dynamic Python scalar: converted as its default dtype
-        return cast(as_node(x, dt.default_dtype(t)), dtype)
-    value = np.asarray(x)
-    return cast(const(value, dt.check_supported(value.dtype, "np.where operand")), dtype)
+                                 (c, as_array_node(a, out_dtype), as_array_node(b, out_dtype))))
 
 
 def lift(x: Any) -> TensorProxy:
@@ -390,9 +420,11 @@ class TensorProxy:
                  base: TensorProxy | None = None, vmap: shapes.AffineMap | None = None,
                  shape: tuple[int, ...] | None = None, readonly: bool = False) -> None:
         self._node = node
+        # (param index, python type) for a weak dynamic scalar argument; (None, python type)
+        # with a node for a value Python arithmetic computed from weak operands only
+        self._weak = weak
         if node is not None and (tracer := _current.get()) is not None:
-            tracer.values.append(node)
-        self._weak = weak  # (param index, python type) for a weak dynamic scalar
+            tracer.values.append(node)  # every value computed (explain: the unused ones)
         self._base = base  # root proxy this one is a view of
         self._vmap = vmap  # affine map from this view's index to the root's index
         self._vshape = shape
@@ -405,7 +437,7 @@ class TensorProxy:
         if self._base is not None:
             assert self._vmap is not None and self._vshape is not None
             return view(self._base.node, self._vmap, self._vshape)
-        if self._weak is not None:
+        if self._weak is not None and self._node is None:
             return as_node(self, dt.default_dtype(self._weak[1]))
         assert self._node is not None
         return self._node
@@ -538,9 +570,12 @@ class TensorProxy:
 
         method = numpy_api.METHODS.get(name)
         if method is None:
+            if hasattr(np.ndarray, name) and not name.startswith("_"):
+                raise UnsupportedAttributeError(
+                    f"ndarray.{name} is not supported inside @fuse ({self.describe()}); call "
+                    "it outside the fused function")
             raise AttributeError(
-                f"'{type(self).__name__}' ({self.describe()}) has no attribute {name!r}; "
-                f"ndarray.{name} is not supported inside @fuse")
+                f"'{type(self).__name__}' ({self.describe()}) has no attribute {name!r}")
         return lambda *a, **k: method(self, *a, **k)
 
     @property
@@ -586,17 +621,38 @@ def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: t
     return tuple(region)
 
 
+def _is_python_scalar(x: Any) -> bool:
+    """A Python scalar literal or a weak value (not np.float64, which subclasses float)."""
+    if isinstance(x, TensorProxy):
+        return x._weak is not None
+    return type(x) in (bool, int, float)
+
+
+def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False) -> Any:
+    """A Python operator on proxies. Between Python scalars only (dynamic scalar arguments and
+    literals) it is Python arithmetic: ``1 - b1`` is a Python float, weak under NEP 50 (not
+    NumPy's strong float64), and ``b1 -= 1`` rebinds the name as it does for a float. (A weak
+    int computed this way is cast to an integer array's dtype without NumPy's range check.)"""
+    if all(_is_python_scalar(x) for x in operands):
+        result = apply_ufunc(ufunc, operands, {})
+        kind = result.dtype.kind
+        if kind == "b":
+            return result  # a Python bool promotes as np.bool_
+        return TensorProxy(result.node, weak=(None, float if kind == "f" else int))
+    if inplace and not _is_python_scalar(operands[0]):  # b1 += x rebinds b1, like a float
+        apply_ufunc(ufunc, operands, {"out": operands[0]})
+        return operands[0]
+    return apply_ufunc(ufunc, operands, {})
+
+
 def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[..., Any]:
     if reflected:
-        return lambda self, other: apply_ufunc(ufunc, (other, self), {})
-    return lambda self, other: apply_ufunc(ufunc, (self, other), {})
+        return lambda self, other: _operator(ufunc, (other, self))
+    return lambda self, other: _operator(ufunc, (self, other))
 
 
 def _inplace(ufunc: np.ufunc) -> Callable[..., Any]:
-    def method(self: TensorProxy, other: Any) -> TensorProxy:
-        apply_ufunc(ufunc, (self, other), {"out": self})
-        return self
-    return method
+    return lambda self, other: _operator(ufunc, (self, other), inplace=True)
 
 
 for _name, _ufunc in {
@@ -613,9 +669,27 @@ for _name, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater,
     setattr(TensorProxy, f"__{_name}__", _binary(_ufunc))
 for _name, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute,
                       "invert": np.invert}.items():
-    setattr(TensorProxy, f"__{_name}__", lambda self, _u=_ufunc: apply_ufunc(_u, (self,), {}))
+    setattr(TensorProxy, f"__{_name}__", lambda self, _u=_ufunc: _operator(_u, (self,)))
 TensorProxy.__divmod__ = lambda self, o: apply_ufunc(np.divmod, (self, o), {})  # type: ignore
 TensorProxy.__rdivmod__ = lambda self, o: apply_ufunc(np.divmod, (o, self), {})  # type: ignore
+
+
+# NumPy's ``array ** exponent`` (number.c, fast_scalar_power) calls np.square for the Python int
+# 2 on any array (so ``bool_array ** 2`` is int8), and np.reciprocal / np.sqrt for the Python int
+# -1 / float 0.5 on float arrays, float16 included (whose power loop has no fast path).
+_OPERATOR_POWER = {(int, 2): np.square, (int, -1): np.reciprocal, (float, 0.5): np.sqrt}
+
+
+def _power(self: TensorProxy, exponent: Any, inplace: bool = False) -> Any:
+    if type(exponent) in (int, float) and self._weak is None:
+        fast = _OPERATOR_POWER.get((type(exponent), exponent))
+        if fast is np.square or (fast is not None and self.dtype.kind == "f"):
+            return _operator(fast, (self,), inplace)
+    return _operator(np.power, (self, exponent), inplace)
+
+
+TensorProxy.__pow__ = lambda self, o: _power(self, o)  # type: ignore[attr-defined]
+TensorProxy.__ipow__ = lambda self, o: _power(self, o, inplace=True)  # type: ignore
 
 
 def __matmul__(self: TensorProxy, other: Any) -> Any:

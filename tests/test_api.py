@@ -176,3 +176,59 @@ def test_mixed_numpy_and_device_args(dev, n, rng):
     out = fuse(lambda a, b: a * b)(dev(x), y)
     assert isinstance(out, cla.Array)
     assert_matches(out, x * y)
+
+
+def test_results_return_their_memory_to_the_pool_when_dropped(dev, queue, rng):
+    """No reference cycles on the call path: a dropped result frees its pooled buffer at once
+    (otherwise every call allocates fresh device memory until the cyclic GC runs)."""
+    import gc
+
+    from fusejit.runtime.executable import memory_pool
+
+    x = dev(rng.standard_normal((8, 16)).astype(np.float32))
+    w = dev(rng.standard_normal(16).astype(np.float32))
+    plain = fuse(lambda x, w: x * w)
+    tree = fuse(lambda x, w: {"a": x * w, "b": (x + 1, [x - 1])})
+    aliased = fuse(lambda x, w, b: x * w + b)
+    pool = memory_pool(queue)
+    gc.disable()
+    try:
+        for _ in range(2):  # compile, then settle
+            plain(x, w), tree(x, w), aliased(x, w, w)
+        before = pool.active_blocks
+        for _ in range(20):
+            plain(x, w), tree(x, w), aliased(x, w, w)
+        assert pool.active_blocks == before
+    finally:
+        gc.enable()
+
+
+def test_python_arithmetic_on_dynamic_scalars_stays_weak(rng):
+    """NEP 50: Python computes ``1 - b`` on Python floats and keeps a (weak) Python float, so a
+    float32 array times it stays float32; an explicit np.subtract gives a strong float64."""
+    x = rng.standard_normal(16).astype(np.float32)
+
+    @fuse
+    def python_ops(x, b, n):
+        return x * (1 - b) / (n + 1), x > -b
+
+    got, mask = python_ops(x, 0.25, 3)
+    assert_matches(got, x * (1 - 0.25) / (3 + 1))
+    assert_matches(mask, x > -0.25)
+    strong = fuse(lambda x, b: x * np.subtract(1.0, b))(x, 0.25)
+    assert_matches(strong, x * np.subtract(1.0, 0.25))
+    assert strong.dtype == np.float64
+
+
+def test_many_outputs_respect_the_kernel_argument_limit(rng):
+    """1 KiB of arguments is all OpenCL guarantees: 200 outputs need more than one kernel."""
+    from fusejit.passes.partition import DeviceLimits, partition
+
+    x = rng.standard_normal(8).astype(np.float32)
+    f = fuse(lambda x: tuple(x * k for k in range(200)))
+    low = f.lower(x)
+    small = partition(low.graph, DeviceLimits(max_arg_bytes=1024))
+    assert len(small.groups) >= 2
+    assert all(len(g.stores) <= 127 for g in small.groups)
+    for k, out in zip((0, 1, 199), (f(x)[0], f(x)[1], f(x)[199])):
+        assert_matches(out, x * np.float32(k) if k else x * 0)

@@ -71,6 +71,38 @@ def _narrowed(node: Node) -> Node | None:
     return inner.replace(dtype=target, srcs=tuple(srcs))
 
 
+def _power(node: Node) -> Node | None:
+    """Small integer powers as products (pow is the slowest built-in and a fused kernel should
+    stay memory-bound):
+
+    * ``x ** 1 -> x``; ``x ** 2 -> x*x`` (both correctly rounded; NumPy's ``**`` does this);
+    * ``x ** -1 -> 1/x`` for floats (correctly rounded, so bit-identical to a correct pow);
+    * ``x ** 3``, ``x ** 4``, ``x ** -2`` for floats: two roundings, within the documented
+      ULP bound of pow (OpenCL's own pow may be 16 ULP off); exact for integers (wrapping).
+    """
+    base, exponent = node.srcs
+    value = uniform_value(exponent)
+    if value is None or not np.isfinite(value) or value != int(value) or base.shape != node.shape:
+        return None
+    k = int(value)
+    if k == 1:
+        return base
+    if k == 2:
+        return node.replace(op=Op.MUL, srcs=(base, base))
+    is_float = node.dtype.kind == "f"
+    if k == 3:
+        square = node.replace(op=Op.MUL, srcs=(base, base))
+        return node.replace(op=Op.MUL, srcs=(square, base))
+    if k == 4:
+        square = node.replace(op=Op.MUL, srcs=(base, base))
+        return node.replace(op=Op.MUL, srcs=(square, square))
+    if is_float and k in (-1, -2):
+        one = const(1, node.dtype, ())
+        denominator = base if k == -1 else node.replace(op=Op.MUL, srcs=(base, base))
+        return node.replace(op=Op.TRUEDIV, srcs=(one, denominator))
+    return None
+
+
 def _simplify(node: Node) -> Node | None:
     op, srcs = node.op, node.srcs
     if op is Op.CAST:
@@ -105,11 +137,7 @@ def _simplify(node: Node) -> Node | None:
     if op is Op.TRUEDIV and _is(srcs[1], 1):
         return _same(srcs[0], node)  # x / 1 -> x
     if op is Op.POW and node.dtype.kind in "iuf" and srcs[0].dtype == node.dtype:
-        if _is(srcs[1], 1):
-            return _same(srcs[0], node)  # x ** 1 -> x
-        if _is(srcs[1], 2):
-            # x ** 2 -> x * x: both correctly rounded (NumPy's ** takes this path too)
-            return node.replace(op=Op.MUL, srcs=(srcs[0], srcs[0]))
+        return _power(node)
     if op is Op.NEG and srcs[0].op is Op.NEG:
         return _same(srcs[0].srcs[0], node)  # -(-x) -> x
     if op is Op.LOGICAL_NOT and srcs[0].op is Op.LOGICAL_NOT and srcs[0].srcs[0].dtype == dt.BOOL:

@@ -82,9 +82,9 @@ def candidates(items: int, max_wg: int, is_gpu: bool) -> list[tuple[int, int | N
     if is_gpu:
         locals_ = [wg for wg in (128, 256, 512, 1024) if wg <= max_wg]
         per_item = (1, 2, 4, 8)
-    else:
-        locals_ = [None, 64]
-        per_item = (1, 16, 64)
+    else:  # PoCL: one vector per work-item (its work-item loops defeat grid-stride loops)
+        locals_ = [None, 64, 256]
+        per_item = (1,)
     return [(p, wg) for p in per_item for wg in locals_ if math.ceil(items / p) >= (wg or 1)]
 
 

@@ -70,6 +70,7 @@ def device_info(device: cl.Device) -> DeviceInfo:
         local_mem=int(device.local_mem_size),
         compute_units=int(device.max_compute_units),
         is_gpu=is_gpu,
+        max_arg_bytes=int(device.max_parameter_size),
     )
     key = " / ".join([device.platform.name.strip(), device.name.strip(),
                       device.driver_version.strip(), device.version.strip()])

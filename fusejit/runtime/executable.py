@@ -135,6 +135,7 @@ class Executable:
         self.treedef = treedef
         self.queue_arg = -1  # position of the first device-array argument (its queue runs us)
         self.autotune = autotune
+        self._calls = 0
         self.constants = constants  # captured arrays, uploaded once per context
         self.kernels = [(getattr(program, k.name), k) for k in module.kernels
                         if math.prod(k.global_size) > 0]
@@ -186,6 +187,7 @@ class Executable:
             o.kind == "node" and o.index == i for i, o in enumerate(self.outputs))
         self._last_queue: cl.CommandQueue | None = None
         self._last_pool: cltools.MemoryPool | None = None
+        self._pool_cache: list[Any] = [None, None]  # [queue, its pool] for generated code
         self._offset_params = {index for _, _, _, plan in self._plans for kind, index in plan
                                if kind == _OFFSET}
         self.launch = self._build_launcher()
@@ -193,15 +195,24 @@ class Executable:
     def _build_launcher(self) -> Any:
         """Generate a straight-line launcher for calls whose array arguments are all device
         arrays: no loops, no tables, just the attribute reads, allocations, ``set_arg`` calls
-        and enqueues this signature needs. Anything else (NumPy inputs, pending autotuning)
-        goes through ``run``. Generated from our own templates only."""
-        if self._to_tune:
+        and enqueues this signature needs. Anything else (NumPy inputs, pending autotuning, a
+        NumPy argument written in place) goes through ``run``. Generated from our own
+        templates only: no user string reaches the generated code."""
+        if self._to_tune or self._host_writes:
             return self.run
+        env, body = self._launch_body("queue.context")
+        lines = ["def launch(flat, queue):", *body]
+        exec(compile("\n".join(lines), f"<fusejit launcher {id(self):x}>", "exec"), env)
+        return env["launch"]
+
+    def _launch_body(self, context: str) -> tuple[dict[str, Any], list[str]]:
         env: dict[str, Any] = {"Array": cla.Array, "run": self.run, "enqueue": _enqueue,
                                "new_array": _new_array, "lock": self._launch_lock,
                                "index_type": self.index_dtype.type, "conv": _kernel_arg_scalar,
-                               "pool_of": self._pool, "consts_of": self._const}
-        body = ["def launch(flat, queue):", "    pool = pool_of(queue)"]
+                               "pool_of": self._pool, "consts_of": self._const,
+                               "pool_cache": self._pool_cache, "new": _object_new}
+        body = ["    pool = pool_cache[1] if queue is pool_cache[0] else pool_of(queue)"]
+        direct = _new_array is _new_array_direct
         arg_expr: dict[tuple[int, int], str] = {}
         for p, src, itemsize in self._arrays:
             body += [f"    a{p} = flat[{src}]",
@@ -217,8 +228,22 @@ class Executable:
                                     (_PART, self._part_specs, "q")):
             for i, spec in enumerate(specs):
                 env[f"{prefix}spec{i}"] = spec
-                body.append(f"    {prefix}{i} = new_array(queue, pool, {prefix}spec{i})")
-                arg_expr[(kind, i)] = f"{prefix}{i}.base_data"
+                name = f"{prefix}{i}"
+                shape, dtype, size, strides, nbytes = spec
+                if direct and size:  # the direct construction of _new_array_direct, inlined
+                    env[f"{name}shape"], env[f"{name}dtype"], env[f"{name}strides"] = \
+                        shape, dtype, strides
+                    body += [f"    {name}buf = pool.allocate({nbytes})",
+                             f"    {name} = new(Array)",
+                             f"    {name}.__dict__ = {{'queue': queue, 'context': {context}, "
+                             f"'shape': {name}shape, 'dtype': {name}dtype, 'strides': "
+                             f"{name}strides, 'events': [], 'nbytes': {nbytes}, 'size': {size}, "
+                             f"'allocator': pool, 'base_data': {name}buf, 'offset': 0, "
+                             f"'_flags': None}}"]
+                    arg_expr[(kind, i)] = f"{name}buf"
+                else:
+                    body.append(f"    {name} = new_array(queue, pool, {prefix}spec{i})")
+                    arg_expr[(kind, i)] = f"{name}.base_data"
         for j, (src, dtype) in enumerate(self._scalars):
             env[f"dtype{j}"] = dtype
             body.append(f"    s{j} = conv(flat[{src}], dtype{j})")
@@ -231,23 +256,62 @@ class Executable:
             for i, (kind, index) in enumerate(plan):
                 body.append(f"        k{n}.set_arg({i}, {arg_expr[(kind, index)]})")
             body.append(f"        enqueue(queue, k{n}, g{n}, l{n})")
+        outs = "[" + "".join(f"o{i}, " for i in range(len(self._out_specs))) + "]"
         if self._simple_out:
-            body.append("    return [" + "".join(f"o{i}, " for i in range(len(self._out_specs)))
-                        + "]")
+            body.append(f"    return {outs}")
         else:
             env["results"] = self._results
-            body.append("    return results(flat, [" + "".join(
-                f"o{i}, " for i in range(len(self._out_specs))) + "])")
-        if self._host_writes:
-            return self.run  # a NumPy argument written in place needs the copy back
-        exec(compile("\n".join(body), f"<fusejit launcher {id(self):x}>", "exec"), env)
-        return env["launch"]
+            body.append(f"    return results(flat, {outs})")
+        return env, body
+
+    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+        """A monomorphic inline cache: one generated function that checks the arguments still
+        match this signature (identity and equality tests on the attributes the fast cache key
+        is made of) and launches; ``miss`` when they do not. None when the signature has a
+        kind of argument the guard does not cover."""
+        if self.launch is self.run or self.queue_arg < 0:
+            return None
+        env, body = self._launch_body(f"C{self.queue_arg}")
+        env.update({"MISS": miss, "unflatten": unflatten, "treedef": treedef,
+                    "Array": cla.Array})
+        guard = [f"    if len(flat) != {len(parts)}:", "        return MISS"]
+        arrays = []
+        for i, part in enumerate(parts):
+            if not (isinstance(part, tuple) and len(part) == 5):
+                if part in (float, int, bool):
+                    env[f"T{i}"] = part
+                    guard += [f"    if type(flat[{i}]) is not T{i}:", "        return MISS"]
+                    continue
+                return None  # host arrays, NumPy scalars, static values: the keyed path
+            dtype, shape, strides, has_offset, context = part
+            env[f"D{i}"], env[f"S{i}"], env[f"ST{i}"], env[f"C{i}"] = dtype, shape, strides, \
+                context
+            offset_test = "== 0" if has_offset else "!= 0"  # a miss: the offset class changed
+            guard += [f"    x{i} = flat[{i}]",
+                      f"    if type(x{i}) is not Array or x{i}.dtype is not D{i} or "
+                      f"x{i}.shape != S{i} or x{i}.strides != ST{i} or "
+                      f"x{i}.context is not C{i} or x{i}.offset {offset_test} or "
+                      f"x{i}.offset >= {2**30} or x{i}.base_data is None:",
+                      "        return MISS"]
+            arrays.append(i)
+        if len(arrays) > 1:  # arrays sharing a buffer need the aliasing analysis
+            ptrs = ", ".join(f"x{i}.base_data.int_ptr" for i in arrays)
+            guard += [f"    if len({{{ptrs}}}) != {len(arrays)}:", "        return MISS"]
+        guard.append(f"    queue = x{self.queue_arg}.queue")
+        ret = body[-1]
+        if treedef == "*":
+            body[-1] = ret.replace("return [o0, ]", "return o0") if self._simple_out and \
+                len(self._out_specs) == 1 else ret.replace("return ", "return (") + ")[0]"
+        else:
+            body[-1] = ret.replace("return ", "return unflatten(treedef, ") + ")"
+        lines = ["def guarded(flat):", *guard, *body]
+        exec(compile("\n".join(lines), f"<fusejit guarded launcher {id(self):x}>", "exec"), env)
+        return env["guarded"]
 
     def _pool(self, queue: cl.CommandQueue) -> cltools.MemoryPool:
-        if queue is not self._last_queue:
-            self._last_pool = memory_pool(queue)
-            self._last_queue = queue
-        return self._last_pool
+        if queue is not self._pool_cache[0]:
+            self._pool_cache[:] = [queue, memory_pool(queue)]
+        return self._pool_cache[1]
 
     # -- per call ---------------------------------------------------------------------------------
     def run(self, flat: Sequence[Any], queue: cl.CommandQueue) -> tuple[Any, ...]:
@@ -291,8 +355,9 @@ class Executable:
         tables = (bufs, offs, [a.base_data for a in outs], [a.base_data for a in temps],
                   [a.base_data for a in parts], scalars)
         with self._launch_lock:
-            if self._to_tune:
-                self._tune(queue, tables)
+            if self._to_tune and self._calls:
+                self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
+            self._calls += 1
             for knl, gsize, lsize, plan in self._plans:
                 for i, (kind, index) in enumerate(plan):
                     knl.set_arg(i, tables[kind][index])

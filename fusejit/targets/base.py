@@ -105,7 +105,8 @@ class Target(abc.ABC):
     def scalar_param(self, name: str, dtype: np.dtype) -> str: ...
 
     @abc.abstractmethod
-    def kernel_header(self, name: str, params: Sequence[str], local_size: int | None) -> str: ...
+    def kernel_header(self, name: str, params: Sequence[str],
+                      local_size: tuple[int, ...] | None) -> str: ...
 
     @abc.abstractmethod
     def prelude(self, uses_fp64: bool) -> str:

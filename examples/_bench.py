@@ -1,0 +1,63 @@
+"""Shared by the examples: median timings, kernel-launch counting and the results table."""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+from pyopencl import _cl
+
+
+def median_ms(fn: Callable[[], Any], queue: cl.CommandQueue, repeat: int = 10) -> float:
+    """Median wall time of ``fn()`` in ms, each run waited for with ``queue.finish()``; one
+    untimed warm-up run first (it builds kernels and fills memory pools)."""
+    fn()
+    queue.finish()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        queue.finish()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e3
+
+
+@contextlib.contextmanager
+def counting_pyopencl_launches() -> Iterator[list[int]]:
+    """Counts kernels that pyopencl.array / pyopencl.clmath operations enqueue: their kernel
+    invokers call ``pyopencl._cl.enqueue_nd_range_kernel``."""
+    count: list[int] = []
+    real = _cl.enqueue_nd_range_kernel
+
+    def counted(*args: Any) -> Any:
+        count.append(1)
+        return real(*args)
+
+    _cl.enqueue_nd_range_kernel = counted
+    try:
+        yield count
+    finally:
+        _cl.enqueue_nd_range_kernel = real
+
+
+def max_abs_error(got: Any, want: Any) -> float:
+    got = got.get() if hasattr(got, "get") else got
+    return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+
+
+def report(title: str, queue: cl.CommandQueue, n: int, error: float, kernels: dict[str, int],
+           times: dict[str, float]) -> None:
+    """Print the error, the launches per call and the timing table."""
+    print(f"{title} on {queue.device.name.strip()}, {n:,} elements")
+    print(f"max abs error vs NumPy: {error:.3g}")
+    print("kernels launched per call: "
+          + ", ".join(f"{name} {count}" for name, count in kernels.items()))
+    fused = times["fused"]
+    print(f"\n{'variant':<10} {'median ms':>10} {'vs fused':>9}")
+    for name, ms in times.items():
+        print(f"{name:<10} {ms:>10.3f} {ms / fused:>8.1f}x")

@@ -1,0 +1,54 @@
+"""GELU (tanh form) on a float32 tensor: one fused kernel vs the same ops as separate
+pyopencl kernels vs NumPy on the host.
+
+    python examples/gelu.py [--size N] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pyopencl.array as cla
+from _bench import counting_pyopencl_launches, max_abs_error, median_ms, report
+from pyopencl import clmath
+
+from fusejit import default_queue, fuse
+
+
+def gelu(x):
+    """NumPy code, unchanged: runs on NumPy arrays, and fused on device arrays."""
+    return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
+
+
+def gelu_unfused(x: cla.Array) -> cla.Array:
+    """The same ops on device arrays: each one a pyopencl kernel over the whole tensor."""
+    return 0.5 * x * (1 + clmath.tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1 << 20)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    queue = default_queue()
+    host = np.random.default_rng(0).standard_normal(args.size).astype(np.float32)
+    x = cla.to_device(queue, host)
+    fused = fuse(gelu)
+
+    error = max_abs_error(fused(x), gelu(host))
+    with counting_pyopencl_launches() as unfused_launches:
+        gelu_unfused(x)
+        queue.finish()
+    kernels = {"fused": len(fused.lower(x).kernels), "unfused": len(unfused_launches)}
+    times = {
+        "fused": median_ms(lambda: fused(x), queue, args.repeat),
+        "unfused": median_ms(lambda: gelu_unfused(x), queue, args.repeat),
+        "numpy": median_ms(lambda: gelu(host), queue, args.repeat),
+    }
+    report("GELU", queue, args.size, error, kernels, times)
+
+
+if __name__ == "__main__":
+    main()

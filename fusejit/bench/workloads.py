@@ -1,0 +1,270 @@
+"""The benchmark workloads, each written once against an array namespace ``xp``.
+
+The same function body runs as fusejit (``xp`` is NumPy, traced by ``@fuse``), unfused
+pyopencl (``xp`` is :class:`~fusejit.bench.clshim.ClNamespace`), NumPy, torch, cupy and jax.
+numexpr cannot run Python code, so each workload also carries a numexpr spelling.
+
+Sizes per scale live in :data:`SCALES`; ``tiny`` is for CI smoke runs, ``small`` is the CPU
+default (a couple of minutes on two cores) and ``full`` is the GPU size set of the issue.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+ArrayFn = Callable[..., Any]
+NumexprEval = Callable[..., np.ndarray]  # ev(expression, **arrays), float32 in -> float32 out
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A float32 input drawn uniformly from [low, high)."""
+
+    name: str
+    shape: tuple[int, ...]
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark case: a function of ``(xp, *arrays)`` and the arrays it takes."""
+
+    name: str  # unique per case, e.g. "chain8/2^20" or "gelu"
+    family: str  # "chain", "gelu", "black_scholes", "adam", "softmax", "layernorm"
+    fn: ArrayFn
+    inputs: tuple[InputSpec, ...]
+    outputs: tuple[tuple[int, ...], ...]  # output shapes (all float32)
+    numexpr: ArrayFn | None = None  # fn(ev, *host_arrays): numexpr's spelling (see NumexprEval)
+    chain: int | None = None  # number of ops, for chain workloads
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        """Elements of the main (first) input."""
+        return math.prod(self.inputs[0].shape)
+
+    @property
+    def bytes(self) -> int:
+        """The minimal memory traffic: every input read once, every output written once."""
+        shapes = [s.shape for s in self.inputs] + list(self.outputs)
+        return sum(math.prod(s) for s in shapes) * 4
+
+    def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return [rng.uniform(s.low, s.high, s.shape).astype(np.float32) for s in self.inputs]
+
+
+# -- elementwise chains ----------------------------------------------------------------------------
+
+# Cheap ops, cycled: the values stay bounded (|x| grows at most 1.5x per 4 ops) and no two
+# neighbours can be folded into one by an algebraic simplifier.
+_CHAIN_OPS: tuple[Callable[[Any, Any], Any], ...] = (
+    lambda xp, x: x * 1.5,
+    lambda xp, x: x - 0.25,
+    lambda xp, x: xp.abs(x),
+    lambda xp, x: xp.maximum(x, 0.1),
+)
+_CHAIN_NE = ("({} * 1.5)", "({} - 0.25)", "abs({})", "maximum({}, 0.1)")
+
+
+def chain_fn(n: int) -> ArrayFn:
+    def chain(xp: Any, x: Any) -> Any:
+        for i in range(n):
+            x = _CHAIN_OPS[i % len(_CHAIN_OPS)](xp, x)
+        return x
+    chain.__name__ = f"chain{n}"
+    return chain
+
+
+def chain_numexpr(n: int) -> ArrayFn:
+    expr = "x"
+    for i in range(n):
+        expr = _CHAIN_NE[i % len(_CHAIN_NE)].format(expr)
+
+    def run(ev: NumexprEval, x: np.ndarray) -> np.ndarray:
+        return ev(expr, x=x)
+    return run
+
+
+def chain(n: int, size: int) -> Workload:
+    return Workload(f"chain{n}/2^{int(math.log2(size))}", "chain", chain_fn(n),
+                    (InputSpec("x", (size,), -2.0, 2.0),), ((size,),), chain_numexpr(n), chain=n)
+
+
+# -- GELU (tanh approximation) ---------------------------------------------------------------------
+
+def gelu(xp: Any, x: Any) -> Any:
+    return 0.5 * x * (1.0 + xp.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+
+def gelu_ne(ev: NumexprEval, x: np.ndarray) -> np.ndarray:
+    return ev("0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x ** 3)))", x=x)
+
+
+# -- Black-Scholes (call and put; polynomial normal CDF as in the CUDA/OpenCL SDK samples) ---------
+
+_R, _SIGMA = 0.02, 0.30
+_A = (0.31938153, -0.356563782, 1.781477937, -1.821255978, 1.330274429)
+_CND = ("(0.3989422804 * exp(-0.5 * {d} * {d}) * ({k} * ({a0} + {k} * ({a1} + {k} * ({a2} + {k}"
+        " * ({a3} + {k} * {a4}))))))")
+
+
+def _cnd(xp: Any, d: Any) -> Any:
+    k = 1.0 / (1.0 + 0.2316419 * xp.abs(d))
+    poly = k * (_A[0] + k * (_A[1] + k * (_A[2] + k * (_A[3] + k * _A[4]))))
+    w = 0.3989422804 * xp.exp(-0.5 * d * d) * poly
+    return xp.where(d > 0, 1.0 - w, w)
+
+
+def black_scholes(xp: Any, s: Any, k: Any, t: Any) -> tuple[Any, Any]:
+    sqrt_t = xp.sqrt(t)
+    d1 = (xp.log(s / k) + (_R + 0.5 * _SIGMA * _SIGMA) * t) / (_SIGMA * sqrt_t)
+    d2 = d1 - _SIGMA * sqrt_t
+    cnd1, cnd2 = _cnd(xp, d1), _cnd(xp, d2)
+    k_disc = k * xp.exp(-_R * t)
+    return s * cnd1 - k_disc * cnd2, k_disc * (1.0 - cnd2) - s * (1.0 - cnd1)
+
+
+def black_scholes_ne(ev: NumexprEval, s: np.ndarray, k: np.ndarray, t: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    d1 = ev(f"(log(s / k) + {_R + 0.5 * _SIGMA * _SIGMA} * t) / ({_SIGMA} * sqrt(t))",
+            s=s, k=k, t=t)
+    d2 = ev(f"d1 - {_SIGMA} * sqrt(t)", d1=d1, t=t)
+    w = _CND.format(d="d", k="kk", a0=_A[0], a1=_A[1], a2=_A[2], a3=_A[3], a4=_A[4])
+    c1, c2 = (ev(f"where(d > 0, 1 - {w}, {w})", d=d, kk=ev("1 / (1 + 0.2316419 * abs(d))", d=d))
+              for d in (d1, d2))
+    call = ev(f"s * c1 - k * exp({-_R} * t) * c2", s=s, k=k, t=t, c1=c1, c2=c2)
+    put = ev(f"k * exp({-_R} * t) * (1 - c2) - s * (1 - c1)", s=s, k=k, t=t, c1=c1, c2=c2)
+    return call, put
+
+
+# -- Adam update (step 10; hyperparameters are compile-time constants) -----------------------------
+
+_LR, _B1, _B2, _EPS, _STEP = 1e-3, 0.9, 0.999, 1e-8, 10
+_C1, _C2 = 1.0 / (1.0 - _B1 ** _STEP), 1.0 / (1.0 - _B2 ** _STEP)
+
+
+def adam(xp: Any, p: Any, g: Any, m: Any, v: Any) -> tuple[Any, Any, Any]:
+    m = _B1 * m + (1.0 - _B1) * g
+    v = _B2 * v + (1.0 - _B2) * (g * g)
+    p = p - _LR * (m * _C1) / (xp.sqrt(v * _C2) + _EPS)
+    return p, m, v
+
+
+def adam_ne(ev: NumexprEval, p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    m = ev(f"{_B1} * m + {1.0 - _B1} * g", m=m, g=g)
+    v = ev(f"{_B2} * v + {1.0 - _B2} * (g * g)", v=v, g=g)
+    p = ev(f"p - {_LR} * (m * {_C1}) / (sqrt(v * {_C2}) + {_EPS})", p=p, m=m, v=v)
+    return p, m, v
+
+
+# -- row-wise softmax and layernorm ----------------------------------------------------------------
+
+def softmax(xp: Any, x: Any) -> Any:
+    e = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
+    return e / xp.sum(e, axis=-1, keepdims=True)
+
+
+def softmax_ne(ev: NumexprEval, x: np.ndarray) -> np.ndarray:
+    m = x.max(axis=-1, keepdims=True)  # numexpr has sum/prod reductions only
+    total = ev("sum(exp(x - m), axis=1)", x=x, m=m)[:, None]
+    return ev("exp(x - m) / total", x=x, m=m, total=total)
+
+
+def layernorm(xp: Any, x: Any, w: Any, b: Any) -> Any:
+    mu = xp.mean(x, axis=-1, keepdims=True)
+    d = x - mu
+    var = xp.mean(d * d, axis=-1, keepdims=True)
+    return d / xp.sqrt(var + 1e-5) * w + b
+
+
+def layernorm_ne(ev: NumexprEval, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    n = x.shape[-1]
+    mu = ev("sum(x, axis=1)", x=x)[:, None] / np.float32(n)
+    var = ev("sum((x - mu) ** 2, axis=1)", x=x, mu=mu)[:, None] / np.float32(n)
+    return ev("(x - mu) / sqrt(var + 1e-5) * w + b", x=x, mu=mu, var=var, w=w, b=b)
+
+
+# -- sizes -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Problem sizes of one scale."""
+
+    chain_sizes: tuple[int, ...]
+    chain_lengths: tuple[int, ...]
+    gelu: int
+    black_scholes: int
+    adam: int
+    softmax: tuple[int, int]
+    layernorm: tuple[int, int]
+
+
+CHAIN_LENGTHS = (1, 2, 4, 8, 16, 32)
+SCALES: dict[str, Scale] = {
+    "tiny": Scale((2**10, 2**14), (1, 8), 2**14, 2**14, 2**14, (64, 256), (64, 256)),
+    "small": Scale((2**10, 2**14, 2**18, 2**22), CHAIN_LENGTHS, 2**22, 2**20, 2**21,
+                   (1024, 1024), (512, 4096)),
+    "full": Scale((2**10, 2**14, 2**18, 2**22, 2**26), CHAIN_LENGTHS, 2**26, 2**24, 2**25,
+                  (16384, 1024), (8192, 4096)),
+}
+FAMILIES = ("chain", "gelu", "black_scholes", "adam", "softmax", "layernorm")
+
+
+def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload]:
+    """Every case of ``scale`` for the requested families, chains first."""
+    out: list[Workload] = []
+    if "chain" in families:
+        out += [chain(n, size) for size in scale.chain_sizes for n in scale.chain_lengths]
+    n = scale.gelu
+    if "gelu" in families:
+        out.append(Workload("gelu", "gelu", gelu, (InputSpec("x", (n,), -4.0, 4.0),),
+                            ((n,),), gelu_ne))
+    n = scale.black_scholes
+    if "black_scholes" in families:
+        out.append(Workload("black_scholes", "black_scholes", black_scholes,
+                            (InputSpec("S", (n,), 5.0, 30.0), InputSpec("K", (n,), 1.0, 100.0),
+                             InputSpec("T", (n,), 0.25, 10.0)), ((n,), (n,)), black_scholes_ne))
+    n = scale.adam
+    if "adam" in families:
+        out.append(Workload("adam", "adam", adam,
+                            (InputSpec("param", (n,), -1.0, 1.0),
+                             InputSpec("grad", (n,), -1.0, 1.0),
+                             InputSpec("m", (n,), -0.1, 0.1), InputSpec("v", (n,), 0.0, 0.01)),
+                            ((n,),) * 3, adam_ne))
+    if "softmax" in families:
+        shape = scale.softmax
+        out.append(Workload("softmax", "softmax", softmax, (InputSpec("x", shape, -4.0, 4.0),),
+                            (shape,), softmax_ne))
+    if "layernorm" in families:
+        shape = scale.layernorm
+        cols = shape[1]
+        out.append(Workload("layernorm", "layernorm", layernorm,
+                            (InputSpec("x", shape, -4.0, 4.0), InputSpec("w", (cols,), 0.5, 1.5),
+                             InputSpec("b", (cols,), -0.5, 0.5)), (shape,), layernorm_ne))
+    return out
+
+
+SCALE_ENV = "FUSEJIT_BENCH_SCALE"
+
+
+def parse_scale(name: str | None, default: str = "full") -> Scale:
+    """A scale by name (``tiny``, ``small``, ``full``); ``None`` or empty gives ``default``."""
+    key = (name or default).strip().lower()
+    if key not in SCALES:
+        raise ValueError(f"unknown benchmark scale {name!r}; choose one of {sorted(SCALES)}")
+    return SCALES[key]
+
+
+def scale_from_env(default: str = "full") -> Scale:
+    """The scale named by ``$FUSEJIT_BENCH_SCALE`` (the pytest-benchmark suites' size knob)."""
+    return parse_scale(os.environ.get(SCALE_ENV), default)

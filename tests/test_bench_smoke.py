@@ -1,0 +1,76 @@
+"""Smoke test of the benchmark runner (``python -m fusejit.bench``) at its tiniest scale.
+
+Checks the JSON document's shape and that every implementation agreed with NumPy; never
+looks at the timings themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+
+from fusejit.bench.__main__ import main
+
+IMPLS = ("fused", "unfused", "numpy")
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, str]:
+    out = tmp_path_factory.mktemp("bench")
+    json_path, png_path = out / "bench.json", out / "bench.png"
+    argv = ["--scale", "tiny", "--impls", ",".join(IMPLS), "--workloads", "chain,gelu",
+            "--sizes", "10", "--chains", "1,8", "--budget", "0", "--min-reps", "2",
+            "--json", str(json_path), "--png", str(png_path)]
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert main(argv) == 0
+    return json.loads(json_path.read_text()), stdout.getvalue(), str(png_path)
+
+
+def test_json_has_expected_keys(bench_run: tuple[dict, str, str]) -> None:
+    doc, _, _ = bench_run
+    for key in ("schema", "fusejit_version", "timestamp", "scale", "machine", "device",
+                "implementations", "system", "results"):
+        assert key in doc, key
+    assert doc["scale"] == "tiny"
+    assert {"name", "platform", "driver", "type"} <= set(doc["device"])
+    system = doc["system"]
+    assert system["copy"]["gbs"] > 0
+    overhead = system["overhead"]
+    for part in ("fused", "unfused_4_launches", "raw_pyopencl_launch"):
+        assert {"us_per_call", "us_per_call_batched"} <= set(overhead[part])
+    assert system["cold_gelu"]["status"] == "ok", system["cold_gelu"]
+    assert {"first_call_s", "python_side_s", "build_and_launch_s"} <= set(system["cold_gelu"])
+    assert set(doc["implementations"]) == set(IMPLS)
+    assert [r["name"] for r in doc["results"]] == ["chain1/2^10", "chain8/2^10", "gelu"]
+
+
+def test_every_implementation_agrees_with_numpy(bench_run: tuple[dict, str, str]) -> None:
+    doc, _, _ = bench_run
+    for rec in doc["results"]:
+        assert {"family", "shape", "size", "bytes", "impls", "speedup"} <= set(rec)
+        assert set(rec["impls"]) == set(IMPLS)
+        for impl, cell in rec["impls"].items():
+            assert cell["status"] == "ok", (rec["name"], impl, cell["status"])
+            assert cell["matches"], (rec["name"], impl, cell["max_rel_err"])
+            assert {"ms", "reps", "gbs", "pct_copy"} <= set(cell)
+        assert {"vs_unfused", "vs_numpy"} <= set(rec["speedup"])
+
+
+def test_table(bench_run: tuple[dict, str, str]) -> None:
+    _, table, _ = bench_run
+    assert "fused ms" in table and "vs unfused" in table and "chain8" in table
+
+
+def test_plot_or_note(bench_run: tuple[dict, str, str]) -> None:
+    _, table, png = bench_run
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "matplotlib is not installed" in table
+        return
+    with open(png, "rb") as fh:
+        assert fh.read(8) == b"\x89PNG\r\n\x1a\n"

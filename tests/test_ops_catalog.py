@@ -1,0 +1,340 @@
+"""Every elementwise op of the op table on every dtype, on edge values, against NumPy.
+
+Each test compares one op (or one cast) with NumPy in dtype, shape and value. The device work is
+batched: ``run_batched`` compiles many cases into one fused function returning a list, which is
+one kernel, so the whole catalog builds a few dozen kernels. A combination NumPy rejects is
+checked to raise the same exception class in fusejit; nothing is skipped.
+
+Every case runs in two layouts, because fusejit emits two kinds of code: "scalar", few elements
+(one per work-item, the scalar op templates), and "vector", enough contiguous elements for
+4-lane vector code (the vector templates), shuffled so each vector mixes edge values.
+
+Tolerances: exact everywhere (integers, bools, comparisons, min/max, selects, casts, rounding,
+and the correctly rounded + - * / sqrt), except the transcendental ops, which get their
+documented bound ``op_ulp(op, dtype)`` from the op table.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fusejit import fuse
+from fusejit.ops import ELEMENTWISE, OP_OF_UFUNC, Op
+from fusejit.testing import assert_matches, op_ulp, ulp_distance
+
+DTYPES = tuple(np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
+                                     "f2", "f4", "f8"))
+UNARY = tuple(sorted((u for u in OP_OF_UFUNC if u.nin == 1), key=lambda u: u.__name__))
+BINARY = tuple(sorted((u for u in OP_OF_UFUNC if u.nin == 2), key=lambda u: u.__name__))
+# Binary ops also run on every pair of *different* dtypes when their result depends on more than
+# casting both operands to the loop dtype (exact int64/uint64 comparisons, mixed-signedness
+# shifts, ldexp's (float, int) loops), plus add and true_divide to pin NEP 50 promotion.
+MIXED = frozenset({np.add, np.true_divide, np.equal, np.not_equal, np.less, np.less_equal,
+                   np.greater, np.greater_equal, np.left_shift, np.right_shift, np.ldexp})
+# Arguments per kernel (inputs + outputs): 8-byte pointers stay under the 1024 bytes that
+# CL_DEVICE_MAX_PARAMETER_SIZE guarantees, so the catalog runs on any OpenCL device.
+MAX_ARGS = 120
+
+
+LAYOUTS = ("scalar", "vector")
+# fusejit vectorises contiguous elementwise kernels from this many elements on
+# (source.default_vector_width); run_batched checks that the vector layout gets vector code
+VECTOR_ELEMENTS = 4096
+
+
+def _ids(values: Sequence[Any]) -> list[str]:
+    return [getattr(v, "__name__", None) or str(v) for v in values]
+
+
+def edge_values(dtype: np.dtype) -> np.ndarray:
+    """Zeros of both signs, ±1, halfway values for rounding, range limits, ±inf, NaN,
+    subnormals; for integers the limits, shift counts around each width and negatives."""
+    if dtype.kind == "b":
+        return np.array([False, True])
+    if dtype.kind == "f":
+        info = np.finfo(dtype)
+        values = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.1, 0.3, 3.0, -7.0,
+                  7.5, 100.0, -1e3, 2.0**22 + 0.5, 1e-5, float(info.max), float(info.min),
+                  float(info.tiny), -float(info.tiny), float(info.smallest_subnormal),
+                  -float(info.smallest_subnormal), np.inf, -np.inf, np.nan]
+        with np.errstate(over="ignore"):
+            return np.array(values).astype(dtype)
+    info = np.iinfo(dtype)
+    values = [0, 1, 2, 3, 7, 8, 15, 16, 31, 32, 63, 64, 100, info.max, info.max - 1, info.min,
+              info.min + 1]
+    if dtype.kind == "i":
+        values += [-1, -2, -3, -7, -8, -64, -100]
+    return np.array(sorted({v for v in values if info.min <= v <= info.max}), dtype=dtype)
+
+
+def in_layout(layout: str, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Columns of values (one element per case) as the layout lays them out: unchanged for
+    "scalar"; for "vector", tiled to VECTOR_ELEMENTS and shuffled by one fixed permutation
+    (rows stay aligned across columns)."""
+    if layout == "scalar":
+        return columns
+    n = len(columns[0])
+    order = np.random.default_rng(0).permutation(np.resize(np.arange(n), VECTOR_ELEMENTS))
+    return tuple(c[order] for c in columns)
+
+
+def numpy_result(fn: Callable[..., Any], *args: Any) -> np.ndarray | Exception:
+    """NumPy's answer, or the exception it raises for this combination."""
+    try:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    except (TypeError, ValueError) as exc:
+        return exc
+
+
+def assert_rejected_like_numpy(fn: Callable[..., Any], args: Sequence[np.ndarray],
+                               numpy_error: Exception) -> None:
+    """fusejit refuses what NumPy refuses, with the same exception class (at trace time)."""
+    with pytest.raises(type(numpy_error)):
+        fuse(fn).lower(*args)
+
+
+Case = tuple[Callable[..., Any], tuple[str, ...]]  # a function and the names of its inputs
+
+
+def run_batched(inputs: dict[str, np.ndarray], cases: dict[Hashable, Case], layout: str
+                ) -> dict[Hashable, np.ndarray]:
+    """Run every case on the device, as few kernels as MAX_ARGS allows: a chunk of cases is one
+    fused function returning a list of results, compiled as one kernel, with vector code
+    exactly when the layout is "vector"."""
+    results: dict[Hashable, np.ndarray] = {}
+    chunk: list[Hashable] = []
+    names: list[str] = []
+
+    def flush() -> None:
+        if not chunk:
+            return
+        order = list(names)
+        picked = [(cases[k][0], [order.index(n) for n in cases[k][1]]) for k in chunk]
+
+        def batch(*arrays: Any) -> list[Any]:
+            return [fn(*(arrays[i] for i in idx)) for fn, idx in picked]
+
+        fused = fuse(batch)
+        args = [inputs[n] for n in order]
+        results.update(zip(chunk, fused(*args)))
+        lanes = {k.vec for k in fused.lower(*args).module.kernels}
+        assert (min(lanes) > 1) if layout == "vector" else lanes == {1}, (layout, lanes)
+        chunk.clear()
+        names.clear()
+
+    for key, (_, needs) in cases.items():
+        new = [n for n in needs if n not in names]
+        if len(names) + len(new) + len(chunk) + 1 > MAX_ARGS:
+            flush()
+            new = list(dict.fromkeys(needs))
+        names.extend(new)
+        chunk.append(key)
+    flush()
+    return results
+
+
+# -- unary ops ------------------------------------------------------------------------------------
+
+
+@functools.cache
+def unary_results(dtype: np.dtype, layout: str) -> dict[Hashable, np.ndarray]:
+    (x,) = in_layout(layout, edge_values(dtype))
+    cases = {u: (u, ("x",)) for u in UNARY if not isinstance(numpy_result(u, x), Exception)}
+    return run_batched({"x": x}, cases, layout)
+
+
+def unary_mask(ufunc: np.ufunc, x: np.ndarray) -> np.ndarray | None:
+    # np.reciprocal of an integer 0 is NumPy's C conversion of 1.0/0 = inf to the integer type:
+    # implementation-defined (INT_MIN or 0 on x86), so it is not compared.
+    if ufunc is np.reciprocal and x.dtype.kind in "iu":
+        return x != 0
+    return None
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids(DTYPES))
+@pytest.mark.parametrize("ufunc", UNARY, ids=_ids(UNARY))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_unary(layout: str, ufunc: np.ufunc, dtype: np.dtype) -> None:
+    (x,) = in_layout(layout, edge_values(dtype))
+    want = numpy_result(ufunc, x)
+    if isinstance(want, Exception):
+        assert_rejected_like_numpy(ufunc, [x], want)
+        return
+    got = unary_results(dtype, layout)[ufunc]
+    assert_matches(got, want, ulp=op_ulp(OP_OF_UFUNC[ufunc], want.dtype),
+                   mask=unary_mask(ufunc, x), what=f"np.{ufunc.__name__}({dtype.name})")
+
+
+# -- binary ops -----------------------------------------------------------------------------------
+
+
+def grid(left: np.dtype, right: np.dtype, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of edge values: a column against a row broadcast inside the kernel
+    ("scalar"), or both flattened into aligned contiguous arrays ("vector")."""
+    a, b = edge_values(left), edge_values(right)
+    if layout == "scalar":
+        return a[:, None], b[None, :]
+    return in_layout(layout, np.repeat(a, len(b)), np.tile(b, len(a)))
+
+
+def partners(ufunc: np.ufunc, left: np.dtype, layout: str) -> list[np.dtype]:
+    """Right operand dtypes: left itself, and every other dtype for MIXED ops in the scalar
+    layout (mixed loops are lane by lane in vector code, and casts have their own catalog)."""
+    return [d for d in DTYPES if d == left or (ufunc in MIXED and layout == "scalar")]
+
+
+def binary_reference(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray
+                     ) -> tuple[np.ndarray | Exception, np.ndarray | None]:
+    """NumPy's result and the mask of the elements it defines.
+
+    np.power of integers raises ValueError for a negative integer exponent anywhere in the
+    array, a value-dependent error a kernel cannot raise: those elements are masked and the
+    reference is computed with exponent 0 there.
+    """
+    want = numpy_result(ufunc, a, b)
+    if isinstance(want, ValueError) and ufunc is np.power:
+        defined = np.broadcast_to(b >= 0, np.broadcast_shapes(a.shape, b.shape))
+        return numpy_result(ufunc, a, np.where(b >= 0, b, 0).astype(b.dtype)), defined
+    return want, None
+
+
+@functools.cache
+def binary_results(left: np.dtype, layout: str) -> dict[Hashable, np.ndarray]:
+    inputs, cases = {}, {}
+    for right in DTYPES:
+        a, b = grid(left, right, layout)
+        names = (f"a_{right.name}", f"b_{right.name}")
+        inputs.update(zip(names, (a, b)))
+        for ufunc in BINARY:
+            if right in partners(ufunc, left, layout) and not isinstance(
+                    binary_reference(ufunc, a, b)[0], Exception):
+                cases[(ufunc, right)] = (ufunc, names)
+    return run_batched(inputs, cases, layout)
+
+
+@pytest.mark.parametrize("left", DTYPES, ids=_ids(DTYPES))
+@pytest.mark.parametrize("ufunc", BINARY, ids=_ids(BINARY))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_binary(layout: str, ufunc: np.ufunc, left: np.dtype) -> None:
+    """``ufunc(left, right)`` for right = left, and for every other dtype if ufunc is MIXED."""
+    failures = []
+    for right in partners(ufunc, left, layout):
+        a, b = grid(left, right, layout)
+        want, mask = binary_reference(ufunc, a, b)
+        if isinstance(want, Exception):
+            assert_rejected_like_numpy(ufunc, [a, b], want)
+            continue
+        try:
+            assert_matches(binary_results(left, layout)[(ufunc, right)], want,
+                           ulp=op_ulp(OP_OF_UFUNC[ufunc], want.dtype), mask=mask,
+                           what=f"np.{ufunc.__name__}({left.name}, {right.name})")
+        except AssertionError as exc:
+            failures.append(str(exc))
+    assert not failures, "\n".join(failures)
+
+
+# -- casts ----------------------------------------------------------------------------------------
+
+
+@functools.cache
+def cast_results(layout: str) -> dict[Hashable, np.ndarray]:
+    inputs = {src.name: in_layout(layout, edge_values(src))[0] for src in DTYPES}
+    cases = {(src, dst): (functools.partial(lambda x, d: x.astype(d), d=dst), (src.name,))
+             for src in DTYPES for dst in DTYPES}
+    return run_batched(inputs, cases, layout)
+
+
+def cast_mask(x: np.ndarray, dst: np.dtype) -> np.ndarray | None:
+    """Float -> int casts of NaN, ±inf and values whose truncation is outside the target's
+    range are C undefined behaviour that NumPy leaves implementation-defined (x86 gives INT_MIN
+    patterns, other CPUs saturate): only the casts NumPy defines are compared."""
+    if x.dtype.kind != "f" or dst.kind not in "iu":
+        return None
+    info = np.iinfo(dst)
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(x.astype(np.float64))
+        return np.isfinite(t) & (t >= info.min) & (t <= info.max)
+
+
+@pytest.mark.parametrize("dst", DTYPES, ids=_ids(DTYPES))
+@pytest.mark.parametrize("src", DTYPES, ids=_ids(DTYPES))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_astype(layout: str, src: np.dtype, dst: np.dtype) -> None:
+    (x,) = in_layout(layout, edge_values(src))
+    with np.errstate(all="ignore"):
+        want = x.astype(dst)
+    assert_matches(cast_results(layout)[(src, dst)], want, mask=cast_mask(x, dst),
+                   what=f"{src.name}.astype({dst.name})")
+
+
+# -- where and clip -------------------------------------------------------------------------------
+
+SELECTS: dict[str, Callable[..., Any]] = {
+    "where": lambda c, x, y, z: np.where(c, x, y),
+    "where_python_scalar": lambda c, x, y, z: np.where(c, x, 1),
+    "where_scalar_first": lambda c, x, y, z: np.where(c, 0, y),
+    "clip": lambda c, x, y, z: np.clip(x, y, z),
+    "clip_lower_only": lambda c, x, y, z: np.clip(x, y, None),
+    "clip_upper_only": lambda c, x, y, z: np.clip(x, None, z),
+    "clip_method": lambda c, x, y, z: x.clip(min=z),
+}
+
+
+def select_inputs(dtype: np.dtype, layout: str) -> tuple[np.ndarray, ...]:
+    """A condition and three operands that meet every edge value against several others
+    (NaN bounds included, and lower bounds above upper ones, which NumPy resolves as
+    min(max(x, lo), hi))."""
+    x = edge_values(dtype)
+    n = len(x)
+    return in_layout(layout, np.arange(n) % 3 == 1, x, x[::-1].copy(), np.roll(x, n // 3))
+
+
+@functools.cache
+def select_results(layout: str) -> dict[Hashable, np.ndarray]:
+    inputs, cases = {}, {}
+    for dtype in DTYPES:
+        names = tuple(f"{v}_{dtype.name}" for v in "cxyz")
+        inputs.update(zip(names, select_inputs(dtype, layout)))
+        for name, fn in SELECTS.items():
+            if not isinstance(numpy_result(fn, *select_inputs(dtype, layout)), Exception):
+                cases[(name, dtype)] = (fn, names)
+    return run_batched(inputs, cases, layout)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_ids(DTYPES))
+@pytest.mark.parametrize("name", list(SELECTS))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_where_and_clip(layout: str, name: str, dtype: np.dtype) -> None:
+    fn = SELECTS[name]
+    args = select_inputs(dtype, layout)
+    want = numpy_result(fn, *args)
+    if isinstance(want, Exception):
+        assert_rejected_like_numpy(fn, args, want)
+        return
+    assert_matches(select_results(layout)[(name, dtype)], want, what=f"{name}({dtype.name})")
+
+
+def test_catalog_covers_every_elementwise_op() -> None:
+    """Every elementwise op is reached through a ufunc (UNARY, BINARY), astype or np.where; an
+    op added to the table without a ufunc would escape the catalog and fails here."""
+    assert {OP_OF_UFUNC[u] for u in UNARY + BINARY} | {Op.CAST, Op.WHERE} == ELEMENTWISE
+    assert MIXED <= set(BINARY)
+
+
+def test_ulp_distance_counts_single_ulps_in_every_width() -> None:
+    """The catalog's tolerances rest on ulp_distance: one ULP apart is 1, also for float64
+    (whose 64-bit patterns do not fit a float64 difference), across zero and to infinity."""
+    for dtype in (np.float16, np.float32, np.float64):
+        info = np.finfo(dtype)
+        a = np.array([1.0, -0.0, info.smallest_subnormal, info.max, -info.max], dtype)
+        with np.errstate(over="ignore"):  # nextafter(max, inf) is inf
+            b = np.nextafter(a, dtype(np.inf))
+        assert list(ulp_distance(a, b)) == [1, 1, 1, 1, 1]
+        assert ulp_distance(np.array([-info.smallest_subnormal], dtype),
+                            np.array([info.smallest_subnormal], dtype))[0] == 2
