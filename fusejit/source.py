@@ -802,10 +802,13 @@ class SourceModule:
                         for a in range(len(group.space)))
         # local dimension 0 holds the lanes that read neighbouring addresses
         dx, dy = (1, 0) if st.along_rows else (0, 1)
+        # Lanes past the last output (padding of the last work-group) recompute the last
+        # output without storing it: values hoisted out of the loops are then loaded in bounds.
         pre = [f"const {it} lx_ = ({it})get_local_id({dx});",
                f"const {it} ly_ = ({it})get_local_id({dy});",
-               f"const {it} o = ({it})get_group_id({dx}) * {lx} + lx_;",
-               f"const int active = o < {M};"]
+               f"const {it} o_ = ({it})get_group_id({dx}) * {lx} + lx_;",
+               f"const int active = o_ < {M};",
+               f"const {it} o = active ? o_ : {max(M - 1, 0)};"]
         if gy > 1:
             pre.append(f"const {it} gy_ = ({it})get_group_id({dy});")
 

@@ -134,3 +134,16 @@ def test_comparison_with_a_dynamic_python_int_is_exact():
         for s in (-1, 3, 300):
             for got, want in zip(fused(a, s), f(a, s)):
                 assert_matches(got, want)
+
+
+def test_padding_lanes_of_a_reduction_load_in_bounds():
+    # 37 outputs in work-groups of 16: the last group's 11 padding lanes loaded y[37..47]
+    # (hoisted out of the loop, past the end of y); they now recompute output 36, unstored
+    f = fuse(lambda x, y: (x * y).sum(axis=0) + y)
+    x, y = np.ones((50, 37), np.float32), np.arange(37, dtype=np.float32)
+    low = f.lower(x, y)
+    (k,) = low.module.kernels
+    lanes = k.global_size[0] if k.local_size[0] > 1 else k.global_size[1]
+    assert lanes > 37  # there are padding lanes
+    assert "const int o = active ? o_ : 36;" in k.source
+    assert_matches(f(x, y), (x * y).sum(axis=0) + y)
