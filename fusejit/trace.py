@@ -150,9 +150,9 @@ def as_array_node(x: Any, dtype: np.dtype) -> Node:
     Python scalar first becomes an array of its default dtype (int64, float64), which is then
     cast unsafely, so ``np.where(c, int8_array, 300)`` wraps 300 to 44 as NumPy does."""
     t = _ptype(x)
-    if not isinstance(t, np.dtype):
+    if not isinstance(t, np.dtype) and not (t is int and dtype.kind == "f"):
         return cast(as_node(x, dt.default_dtype(t)), dtype)
-    return as_node(x, dtype)
+    return as_node(x, dtype)  # (an int for a float result converts directly: 2**64 fits)
 
 
 def to_operand(x: Any) -> Any:

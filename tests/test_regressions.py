@@ -147,3 +147,14 @@ def test_padding_lanes_of_a_reduction_load_in_bounds():
     assert lanes > 37  # there are padding lanes
     assert "const int o = active ? o_ : 36;" in k.source
     assert_matches(f(x, y), (x * y).sum(axis=0) + y)
+
+
+def test_where_with_a_python_int_beyond_int64_and_a_float_result():
+    # NumPy converts the int straight to the float result dtype; going through int64 raised
+    f = fuse(lambda c, x: np.where(c, 2**64, x))
+    c, x = np.array([True, False]), np.array([1.5, 2.5])
+    assert_matches(f(c, x), np.where(c, 2**64, x))
+    with pytest.raises(OverflowError):
+        np.where(c, 2**64, x.astype(np.int64))
+    with pytest.raises(OverflowError):
+        fuse(lambda c, x: np.where(c, 2**64, x))(c, x.astype(np.int64))
