@@ -13,7 +13,9 @@ NumPy with every float widened to float64, on the call's actual inputs) and an a
   ``E`` is the largest distance of those results from the node's reference, plus the op's
   documented ULP bound (``ops.OPS[op].ulp``, transcendental ops) in ULPs of the node's dtype.
   So rounding to the node's precision, cancellation, conditioning and discontinuities (floor,
-  comparisons, casts to int) are measured on the call's values, not assumed;
+  comparisons, casts to int) are measured on the call's values, not assumed. Periodic ops whose
+  operand interval may span a period (``sin``/``cos`` with ``E >= 1/4``, ``tan``, ``remainder``
+  and ``fmod`` with ``2E >= |divisor|``) may take any value of their range;
 * reductions: ``sum`` adds the bound of summing ``n`` terms in any order in the accumulator
   dtype, ``(n-1)·u·Σ|x|`` (``prod``: the same, relative); ``max``/``min`` keep the largest
   operand bound; ``argmax``/``argmin``/``any``/``all`` must be decided by exact operands;
@@ -216,10 +218,24 @@ def _pointwise(node: Node, srcs: list[Bound]) -> Bound:
             unknown |= _undefined_conversion(combo[0], node.dtype)
         unknown |= _implementation_defined(node, combo)
     if node.dtype.kind == "f":
+        err = np.maximum(err, _wraparound(node, srcs))
         bound = OPS[node.op].ulp
         if bound is not None:
             err = err + bound.get(8 * node.dtype.itemsize, 0.0) * _ulp(ref, node.dtype)
     return Bound(ref, np.where(unknown, np.inf, err))
+
+
+def _wraparound(node: Node, srcs: list[Bound]) -> np.ndarray | float:
+    """Periodic ops over an interval that may span a period can take any value of their range,
+    which the sampled points need not show: sin/cos (|E| >= 1/4), tan, remainder and fmod."""
+    if node.op in (Op.SIN, Op.COS, Op.TAN):
+        wide = np.broadcast_to(srcs[0].err, node.shape) >= 0.25
+        return np.where(wide, np.inf if node.op is Op.TAN else 2.0, 0.0)
+    if node.op in (Op.MOD, Op.FMOD):
+        ea, eb = (np.broadcast_to(s.err, node.shape) for s in srcs)
+        b = np.abs(np.broadcast_to(srcs[1].ref, node.shape).astype(_F64))
+        return np.where((2 * ea >= b) | (eb > 0), 2 * (b + eb), 0.0)
+    return 0.0
 
 
 def _implementation_defined(node: Node, combo: Sequence[np.ndarray]) -> np.ndarray | bool:

@@ -42,6 +42,8 @@ def test_no_false_alarm_on_cancellation_or_undefined_casts(x):
     g = fuse(lambda z, i: (np.signbit(np.fmod(3, z) / z), np.copysign(1.0, z / z),
                            np.cbrt(np.reciprocal(i))), validate=True)
     g(z, i)  # NaN signs and NumPy's (int)(1.0 / 0) are implementation-defined
+    h = fuse(lambda a: (np.sin(np.sinh(a)), np.fmod(np.exp(a), 3.0)), validate=True)
+    h(np.array([-550.5, 2.5, 300.25]))  # the operand's bound spans many periods
 
 
 def test_in_place_writes_are_validated(x):
