@@ -21,7 +21,7 @@ import numpy as np
 from . import dtypes as dt
 from .indexing import Index, broadcast_index, ravel, src_index, unravel
 from .ir import Graph, Node, const_value, toposort
-from .ops import ELEMENTWISE, OPS, REDUCE, Op
+from .ops import ELEMENTWISE, LEAVES, OPS, REDUCE, Op
 from .passes.partition import Dest, Group, Plan, ReduceStrategy, Store
 from .shapes import row_major_strides
 from .symbolic import Expr
@@ -259,6 +259,9 @@ class ArgTable:
 # -- lowering -------------------------------------------------------------------------------------
 
 
+_MAX_DEPTH = 100  # value() nesting beyond which operand chains are lowered iteratively
+
+
 class Lowering:
     """Per-kernel state: arguments, memo of computed (node, index) values, materialised nodes."""
 
@@ -275,6 +278,8 @@ class Lowering:
         self.uses_fp64 = False
         self.lanes = 1  # > 1: values are lowered for a vector of lanes (symbolic lane var "l")
         self.vector_loads: dict[tuple[str, Expr], Instr] = {}
+        self._depth = 0  # nesting of value() calls (see _prefetch)
+        self._prefetching = False
 
     # address of an element of a parameter / temporary
     def address_expr(self, node: Node, idx: Index, write: bool = False
@@ -331,6 +336,45 @@ class Lowering:
         bound = self.bound.get(key)
         if bound is not None:
             return bound
+        if self._depth > _MAX_DEPTH and not self._prefetching and key not in self.memo:
+            self._prefetch(block, node, idx)
+        self._depth += 1
+        try:
+            return self._value(block, node, idx, key)
+        finally:
+            self._depth -= 1
+
+    def _prefetch(self, block: Block, node: Node, idx: Index) -> None:
+        """Lower the operands of a deep chain bottom-up with an explicit stack, in the order the
+        recursion would, so that value() never nests deeper than _MAX_DEPTH (a chain of 10,000
+        ops would exceed Python's recursion limit). SETITEM values are left to their region's
+        block, which the recursion creates."""
+        order: list[tuple[Node, Index]] = []
+        seen: set[tuple[Node, Index]] = set()
+        stack: list[tuple[Node, Index, bool]] = [(node, idx, False)]
+        while stack:
+            n, i, done = stack.pop()
+            key = (n, i)
+            if done:
+                order.append(key)
+                continue
+            if key in seen or key in self.memo or key in self.bound:
+                continue
+            seen.add(key)
+            stack.append((n, i, True))
+            if n.op in LEAVES or n.op in REDUCE or n in self.materialized:
+                continue
+            srcs = n.srcs[:1] if n.op is Op.SETITEM else n.srcs
+            for k in range(len(srcs) - 1, -1, -1):
+                stack.append((srcs[k], tuple(src_index(n, k, i)), False))
+        self._prefetching = True
+        try:
+            for n, i in order[:-1]:  # the node itself is lowered by the caller
+                self.value(block, n, i)
+        finally:
+            self._prefetching = False
+
+    def _value(self, block: Block, node: Node, idx: Index, key: tuple[Node, Index]) -> Ref:
         # loop-invariant values are computed before the loop, in the enclosing block
         start = block
         anchor = None

@@ -158,3 +158,14 @@ def test_where_with_a_python_int_beyond_int64_and_a_float_result():
         np.where(c, 2**64, x.astype(np.int64))
     with pytest.raises(OverflowError):
         fuse(lambda c, x: np.where(c, 2**64, x))(c, x.astype(np.int64))
+
+
+def test_a_chain_deeper_than_the_recursion_limit():
+    # code generation recursed once per op: RecursionError at ~1000 chained ops
+    def chain(x):
+        for _ in range(1500):
+            x = x * 1.0001 + 0.5
+        return x
+
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    assert_matches(fuse(chain)(x), chain(x))
