@@ -25,12 +25,13 @@ from . import shapes
 from .errors import (
     BroadcastError,
     ReadOnlyError,
+    TracerBoolConversionError,
     TracerConversionError,
     UnsupportedAttributeError,
     UnsupportedDTypeError,
     UnsupportedOperationError,
 )
-from .ir import Graph, Node, Param, const
+from .ir import Graph, Node, Param, const, const_value
 from .ops import CLIP_UFUNC, OP_OF_UFUNC, Op
 
 _current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("fusejit_tracer",
@@ -259,7 +260,23 @@ def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None =
     loop = resolve(ufunc, types, dtype)
     shape = shapes.broadcast_shapes(*(_shape(x) for x in inputs))
     srcs = tuple(as_node(x, t) for x, t in zip(inputs, loop[:ufunc.nin]))
+    if op is Op.POW and loop[-1].kind in "iu" and _known_negative(srcs[1]):
+        # NumPy checks integer exponents; one known while tracing is checked here (an exponent
+        # only known on the device cannot raise: see the integer power kernel)
+        raise ValueError("Integers to negative integer powers are not allowed.")
     return TensorProxy(Node.make(op, loop[-1], shape, srcs))
+
+
+def _known_negative(node: Node) -> bool:
+    """Is some element of this traced value negative, judging from trace-time constants?"""
+    while node.op in (Op.VIEW, Op.RESHAPE, Op.CAST) and node.dtype.kind != "u":
+        node = node.srcs[0]
+    if node.op is Op.CONST:
+        return bool(const_value(node) < 0)
+    tracer = current_tracer()
+    if node.op is Op.INPUT and tracer is not None and node.arg in tracer.constants:
+        return bool(np.any(tracer.constants[node.arg] < 0))
+    return False
 
 
 _COMPARISONS = {Op.EQ: np.equal, Op.NE: np.not_equal, Op.LT: np.less, Op.LE: np.less_equal,
@@ -540,7 +557,7 @@ class TensorProxy:
         raise TracerConversionError(self.describe(), "array")
 
     def __bool__(self) -> bool:
-        raise TracerConversionError(self.describe(), "bool")
+        raise TracerBoolConversionError(self.describe())
 
     def __float__(self) -> float:
         raise TracerConversionError(self.describe(), "float")

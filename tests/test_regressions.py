@@ -169,3 +169,15 @@ def test_a_chain_deeper_than_the_recursion_limit():
 
     x = np.linspace(-1, 1, 64, dtype=np.float32)
     assert_matches(fuse(chain)(x), chain(x))
+
+
+def test_integer_power_with_a_negative_literal_exponent_raises():
+    # NumPy raises ValueError; fusejit computed (int)(1 / x**|b|)
+    x = np.array([1, 2, -1], np.int32)
+    for f in (lambda x: x ** -1, lambda x: np.power(x, np.int64(-2)),
+              lambda x: x ** np.array([1, -1, 2])):
+        with pytest.raises(ValueError, match="negative integer powers"):
+            f(x)
+        with pytest.raises(ValueError, match="negative integer powers"):
+            fuse(f)(x)
+    assert_matches(fuse(lambda x: x ** 2)(x), x ** 2)
