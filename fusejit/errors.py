@@ -29,6 +29,14 @@ class TracerConversionError(FusejitError, TypeError):
         super().__init__(f"cannot convert {what} to a Python {conversion}: {hint}")
 
 
+class TracerBoolConversionError(TracerConversionError, ValueError):
+    """``if traced_array:``: also a ValueError, the class NumPy raises for the truth value of an
+    array with more than one element, so ``except ValueError`` code keeps working."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what, "bool")
+
+
 class UnsupportedOperationError(FusejitError, NotImplementedError):
     """A NumPy function, ufunc method or argument combination fusejit cannot trace."""
 
@@ -77,6 +85,7 @@ __all__ = [
     "FusejitError",
     "KernelBuildError",
     "ReadOnlyError",
+    "TracerBoolConversionError",
     "TracerConversionError",
     "UnsupportedAttributeError",
     "UnsupportedDTypeError",

@@ -181,3 +181,17 @@ def test_integer_power_with_a_negative_literal_exponent_raises():
         with pytest.raises(ValueError, match="negative integer powers"):
             fuse(f)(x)
     assert_matches(fuse(lambda x: x ** 2)(x), x ** 2)
+
+
+def test_truth_value_of_a_traced_array_is_also_a_value_error():
+    # NumPy raises ValueError for `if array:`; fusejit's TypeError slipped past except ValueError
+    def f(x):
+        return x if x > 0 else -x
+
+    x = np.array([1.0, -2.0])
+    with pytest.raises(ValueError):
+        f(x)
+    with pytest.raises(ValueError, match="np.where"):
+        fuse(f)(x)
+    with pytest.raises(TypeError):  # still a TracerConversionError
+        fuse(f)(x)
