@@ -300,7 +300,7 @@ class Fused:
         self._static_nums = frozenset(nums)
         self._static_names = frozenset(argnames)
         self.autotune = autotune
-        self.validate = validate if validate is not None else (
+        self._validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
         self._guards = _guard_getters(fn)
         self._cache: dict[CallKey, _Compiled] = {}
@@ -313,6 +313,20 @@ class Fused:
         self._hits = 0
         self._misses = 0
         self.trace_count = 0
+
+    @property
+    def validate(self) -> bool:
+        """Check every call against a float64 NumPy evaluation of its graph (fusejit.validate).
+        While on, calls take the full path; turning it on drops the fast paths' entries."""
+        return self._validate
+
+    @validate.setter
+    def validate(self, on: bool) -> None:
+        with self._lock:
+            self._validate = bool(on)
+            self._fast.clear()
+            self._guarded.clear()
+            self._mono = None
 
     def __repr__(self) -> str:
         return f"<fused function {getattr(self._fn, '__qualname__', self._fn)!r}>"
@@ -383,14 +397,15 @@ class Fused:
             compiled = self._compile(key, flat, kwnames, queue)
         else:
             self._hits += 1
-        if not bound and not kwnames and not key.aliases and not self._guards:
+        if not bound and not kwnames and not key.aliases and not self._guards \
+                and not self._validate:  # (the fast paths do not validate)
             fkey = _fast_key(args, self._static_nums)
             if fkey is not None:
                 self._fast[fkey] = compiled
                 self._mono = self._guarded[fkey] = compiled.executable.guarded(
                     fkey, compiled.executable.treedef, tree_unflatten, _MISS)
         exe = compiled.executable
-        if self.validate:  # results checked against a float64 NumPy evaluation of the graph
+        if self._validate:  # results checked against a float64 NumPy evaluation of the graph
             leaves = validate.run_checked(exe, flat, queue, getattr(self, "__name__", "fn"))
         else:
             leaves = exe.run(flat, queue)

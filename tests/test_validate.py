@@ -83,6 +83,21 @@ def test_environment_variable_turns_it_on(monkeypatch, x):
     assert not fuse(gelu).validate
 
 
+def test_every_call_is_validated_including_repeats(x, dev, monkeypatch):
+    calls = []
+    real = validate.run_checked
+    monkeypatch.setattr(validate, "run_checked", lambda *a: calls.append(1) or real(*a))
+    f = fuse(gelu, validate=True)
+    for arg in (x, x, dev(x), dev(x), dev(x)):
+        f(arg)
+    assert len(calls) == 5  # repeated signatures do not slip onto the unvalidated fast path
+    g = fuse(gelu)
+    g(dev(x)), g(dev(x))  # fast path entries exist now
+    g.validate = True
+    g(dev(x))
+    assert len(calls) == 6
+
+
 def test_off_means_no_validation_work(x, dev, monkeypatch):
     def boom(*args):
         raise AssertionError("validation ran while off")
