@@ -14,8 +14,9 @@ NumPy with every float widened to float64, on the call's actual inputs) and an a
   documented ULP bound (``ops.OPS[op].ulp``, transcendental ops) in ULPs of the node's dtype.
   So rounding to the node's precision, cancellation, conditioning and discontinuities (floor,
   comparisons, casts to int) are measured on the call's values, not assumed. Periodic ops whose
-  operand interval may span a period (``sin``/``cos`` with ``E >= 1/4``, ``tan``, ``remainder``
-  and ``fmod`` with ``2E >= |divisor|``) may take any value of their range;
+  operand interval may span a period (``sin``/``cos`` with ``E >= 1/4``, ``tan``) or a jump
+  (``remainder``/``fmod`` whose dividend interval holds a multiple of the divisor) may take any
+  value of their range;
 * reductions: ``sum`` adds the bound of summing ``n`` terms in any order in the accumulator
   dtype, ``(n-1)·u·Σ|x|`` (``prod``: the same, relative); ``max``/``min`` keep the largest
   operand bound; ``argmax``/``argmin``/``any``/``all`` must be decided by exact operands;
@@ -233,8 +234,11 @@ def _wraparound(node: Node, srcs: list[Bound]) -> np.ndarray | float:
         return np.where(wide, np.inf if node.op is Op.TAN else 2.0, 0.0)
     if node.op in (Op.MOD, Op.FMOD):
         ea, eb = (np.broadcast_to(s.err, node.shape) for s in srcs)
-        b = np.abs(np.broadcast_to(srcs[1].ref, node.shape).astype(_F64))
-        return np.where((2 * ea >= b) | (eb > 0), 2 * (b + eb), 0.0)
+        a = np.broadcast_to(srcs[0].ref, node.shape).astype(_F64)
+        b = np.broadcast_to(srcs[1].ref, node.shape).astype(_F64)
+        cut = np.floor if node.op is Op.MOD else np.trunc  # where the result jumps by |b|
+        jumps = cut((a - ea) / b) != cut((a + ea) / b)
+        return np.where(((ea > 0) & jumps) | (eb > 0), 2 * (np.abs(b) + eb), 0.0)
     return 0.0
 
 

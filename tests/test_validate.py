@@ -44,6 +44,9 @@ def test_no_false_alarm_on_cancellation_or_undefined_casts(x):
     g(z, i)  # NaN signs and NumPy's (int)(1.0 / 0) are implementation-defined
     h = fuse(lambda a: (np.sin(np.sinh(a)), np.fmod(np.exp(a), 3.0)), validate=True)
     h(np.array([-550.5, 2.5, 300.25]))  # the operand's bound spans many periods
+    # tanh(80) may be 1 or 1 - 2**-24 (within its 8 ULP): fmod by 1 jumps from 0 to ~1
+    k = fuse(lambda a: np.fmod(np.tanh(a), np.float32(1)), validate=True)
+    k(np.array([80.0, 0.5], np.float32))
 
 
 def test_in_place_writes_are_validated(x):
