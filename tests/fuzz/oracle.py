@@ -263,10 +263,13 @@ def _periodic_bound(step: Step, ops: list[Approx], shape: tuple[int, ...]) -> np
     errs = {n: np.broadcast_to(o.err, np.shape(o.center)) for n, o in zip(step.operands, ops)}
     ex = np.broadcast_to(np.asarray(errs.get(step.get("args")[0], 0.0)), shape)
     if step.op in ("mod", "fmod"):
-        b = np.abs(np.broadcast_to(args[1], shape))
+        x = np.broadcast_to(args[0], shape)
+        b = np.broadcast_to(args[1], shape)
         eb = np.broadcast_to(np.asarray(errs.get(step.get("args")[1], 0.0)), shape)
-        wide = (2 * ex >= b) | (eb > 0)
-        return np.where(wide, 2 * (b + eb), 0.0)
+        cut = np.floor if step.op == "mod" else np.trunc  # where the result jumps by |b|
+        with np.errstate(all="ignore"):
+            jumps = cut((x - ex) / b) != cut((x + ex) / b)
+        return np.where(((ex > 0) & jumps) | (eb > 0), 2 * (np.abs(b) + eb), 0.0)
     return np.where(ex >= 0.25, np.inf if step.op == "tan" else 2.0, 0.0)
 
 
