@@ -95,10 +95,9 @@ def _report(name: str, low: Lowered, traffic: Traffic) -> str:
                      "stored because another kernel reads it")
     lines += [f"  note: {note}" for note in low.plan.notes]
     lines += ["", "== memory traffic ==",
-              f"  fused:   {_bytes(traffic.fused)} (each kernel's buffers read once, written "
-              "once)",
-              f"  unfused: {_bytes(traffic.unfused)} (one kernel per op: every op reads its "
-              "operands and writes its result)",
+              f"  fused:   {_bytes(traffic.fused)} (each kernel's buffers read once, written once)",
+              f"  unfused: {_bytes(traffic.unfused)} (one kernel per op: every op reads its operands "
+              + "and writes its result)",
               f"  saved:   {traffic.saved:.0%}", "", "== kernel sources ==", low.source]
     return "\n".join(lines)
 
@@ -214,8 +213,8 @@ def to_dot(low: Lowered) -> str:
     members = _kernel_members(low)
     outputs = set(graph.outputs) | {n for _, n in graph.writes}
     temps = set(low.plan.temps)
-    lines = ["digraph fused {", "  rankdir=TB;", '  node [shape=box, fontname="monospace", '
-             'fontsize=10];']
+    lines = ["digraph fused {", "  rankdir=TB;",
+             '  node [shape=box, fontname="monospace", fontsize=10];']
     clustered: dict[str, list[Node]] = {k.name: [] for k in low.module.kernels}
     loose: list[Node] = []
     for n in order:

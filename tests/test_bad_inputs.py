@@ -28,8 +28,13 @@ import pyopencl.array as cla
 import pytest
 
 import fusejit
-from fusejit import (ContextMismatchError, ReadOnlyError, TracerConversionError,
-                     UnsupportedDTypeError, UnsupportedOperationError, fuse)
+from fusejit import (
+    ContextMismatchError,
+    TracerConversionError,
+    UnsupportedDTypeError,
+    UnsupportedOperationError,
+    fuse,
+)
 from fusejit import api as fj_api
 from fusejit.validate import to_host
 
@@ -53,6 +58,11 @@ class Row:
 
 def a(values: Any, dtype: Any = None) -> np.ndarray:
     return np.array(values, dtype=dtype)
+
+
+def twice(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The same array as two arguments."""
+    return x, x
 
 
 I32, I64, U8, U64, F32, F64 = np.int32, np.int64, np.uint8, np.uint64, np.float32, np.float64
@@ -270,9 +280,9 @@ ROWS = [
     Row("overlapping in-place slices on a device array", shift_right_in_place,
         lambda: (a(np.arange(40.0), F32),), VALUES, device=(0,)),
     Row("the same array passed twice (x += y, y is x)", add_twice_then_read,
-        lambda: (lambda x: (x, x))(a([1., 2, 3], F32)), VALUES),
+        lambda: twice(a([1., 2, 3], F32)), VALUES),
     Row("the same device array passed twice, read reversed", reverse_into,
-        lambda: (lambda x: (x, x))(a([1., 2, 3, 4], F32)), VALUES, device=(0, 1)),
+        lambda: twice(a([1., 2, 3, 4], F32)), VALUES, device=(0, 1)),
     Row("zero-size arrays", zero_size, lambda: (np.zeros((0, 3), F32),), VALUES),
     Row("zero-size max (no identity)", lambda x: x.max(), lambda: (np.zeros((0, 3), F32),),
         ValueError),
@@ -434,7 +444,7 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Outcome:
         warnings.simplefilter("ignore")
         try:
             return Outcome(fn(*args))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  (the outcome being compared)
             return Outcome(exc=exc)
 
 
@@ -500,9 +510,9 @@ def parity_report(request: pytest.FixtureRequest):
     why = {r.id: r.why for r in ROWS}
     count = {k: sum(v == k for v in RESULTS.values()) for k in ("parity", "deviation")}
     only = [k for k, v in RESULTS.items() if v == FUSEJIT_ONLY]
-    lines = [f"bad-input catalog: {len(RESULTS)} rows passed; {count['parity']} match NumPy's "
-             f"exception class or values, {count['deviation']} documented deviations, "
-             f"{len(only)} without a NumPy counterpart"]
+    lines = [(f"bad-input catalog: {len(RESULTS)} rows passed; {count['parity']} match NumPy's "
+              f"exception class or values, {count['deviation']} documented deviations, "
+              f"{len(only)} without a NumPy counterpart")]
     lines += [f"  deviation: {k}: {why[k]}" for k, v in RESULTS.items() if v == "deviation"]
     lines += [f"  fusejit only: {k}: {why[k]}" for k in only]
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
@@ -564,7 +574,7 @@ def test_closure_constant_that_changes_between_calls() -> None:
     fused = fuse(f)
     x = a([1., 2], F32)
     _compare_values(fused(x), f(x))
-    k = 3.0  # noqa: F841  (read by f through its closure)
+    k = 3.0
     globals()["SCALE"] = -1.0
     try:
         _compare_values(fused(x), f(x))  # the new values are used, not a stale kernel

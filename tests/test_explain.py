@@ -8,8 +8,8 @@ import stat
 import numpy as np
 import pytest
 
-from fusejit import fuse
 from fusejit import explain as explain_module
+from fusejit import fuse
 
 
 def test_report_sections(rng):

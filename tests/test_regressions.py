@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import pyopencl.array as cla
+import pytest
 
 from fusejit import fuse
 from fusejit.testing import assert_matches

@@ -132,7 +132,8 @@ class Program:
 
     def function(self, name: str = "fz") -> Callable[..., Any]:
         namespace: dict[str, Any] = {"np": np}
-        exec(compile(self.source(name), f"<fuzz program {name}>", "exec"), namespace)
+        code = compile(self.source(name), f"<fuzz program {name}>", "exec")
+        exec(code, namespace)  # noqa: S102  (our own generated source)
         return namespace[name]
 
 
@@ -320,7 +321,7 @@ def _try(code: str, env: dict[str, Any]) -> tuple[Any, BaseException | None]:
         warnings.simplefilter("ignore")
         try:
             return eval(code, {"np": np}, env), None
-        except Exception as exc:  # NumPy rejected it: the caller decides
+        except Exception as exc:  # noqa: BLE001  (NumPy rejected it: the caller decides)
             return None, exc
 
 

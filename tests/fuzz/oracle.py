@@ -48,8 +48,9 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +102,7 @@ def evaluate(program: Program, inputs: list[Any]) -> Evaluation:
             ops = [env[n] for n in step.operands]
             try:
                 center = fn(*(o.center for o in ops))
-            except Exception as exc:  # NumPy raises: fusejit must raise alike...
+            except Exception as exc:  # noqa: BLE001  (NumPy raised: fusejit must too...)
                 # ...unless it raised on these values only (a Python int out of range for the
                 # dtype it met) in a step whose result is never used: fusejit removes dead
                 # code, so it never converts that value (a documented difference)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import os
 import sys
 import time
@@ -67,7 +68,7 @@ def _run_draw(program: Program, fused: Any, inputs: list[Any], queue: cl.Command
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             got = fused(*[p.value for p in placed])
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (compared with what NumPy raised)
         if ref.exc is None:
             return (f"fusejit raised {type(exc).__name__}: {exc}\nwhere NumPy returned values\n"
                     + "".join(traceback.format_exception(exc)[-6:]))
@@ -131,7 +132,7 @@ def _scalar_text(v: Any) -> str:
         return repr(bool(v))
     if isinstance(v, (float, np.floating)):
         f = float(v)
-        if f != f:
+        if math.isnan(f):
             return "np.nan"
         if f in (float("inf"), float("-inf")):
             return "np.inf" if f > 0 else "-np.inf"
@@ -146,7 +147,7 @@ def value_literal(v: Any) -> str:
         return f"np.array([{items}], dtype=np.{v.dtype.name}).reshape({v.shape!r})"
     if isinstance(v, np.generic):
         return f"np.{v.dtype.name}({_scalar_text(v)})"
-    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+    if isinstance(v, float) and not math.isfinite(v):
         return f"float({str(v)!r})"
     return repr(v)
 
@@ -246,7 +247,7 @@ def save_failure(program: Program, draws: list[list[Any]], message: str, fused: 
     try:
         placed = [place(v, a.layout, queue).value for v, a in zip(draws[-1], program.args)]
         kernel = fused.lower(*placed).source
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (the reproducer says why there is no kernel)
         kernel = f"(no kernel: lowering raised {type(exc).__name__}: {exc})"
     path = directory / "repro.py"
     text = _REPRO.format(
@@ -274,7 +275,7 @@ def campaign(examples: int, seed: int, validate: bool, log: Any = sys.stdout,
             print(f"[{i}] seed {s}\n{program.source()}", file=log, flush=True)
         try:
             out = run_case(program, s, queue, validate=validate)
-        except Exception as exc:  # a crash of the harness itself: report and go on
+        except Exception as exc:  # noqa: BLE001  (a harness crash: report it, go on)
             out = Outcome("fail", f"harness error {type(exc).__name__}: {exc}")
             traceback.print_exc()
         stats[out.status] += 1
