@@ -26,11 +26,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..errors import BroadcastError
 from ..indexing import Index, src_index, unravel
 from ..ir import Graph, Node
 from ..ops import LEAVES, REDUCE, Op
-
-from ..errors import BroadcastError
 from ..shapes import broadcast_shapes, row_major_strides
 from ..symbolic import Expr
 
