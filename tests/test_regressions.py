@@ -195,3 +195,14 @@ def test_truth_value_of_a_traced_array_is_also_a_value_error():
         fuse(f)(x)
     with pytest.raises(TypeError):  # still a TracerConversionError
         fuse(f)(x)
+
+
+def test_a_build_without_its_kernels_is_a_build_error(queue, monkeypatch):
+    # PoCL 3 reports success for a few programs yet gives them no kernels; the launch then
+    # failed with AttributeError 'fj_k0'. It is now a KernelBuildError showing the source.
+    from fusejit.errors import KernelBuildError
+    from fusejit.runtime import build
+
+    monkeypatch.setattr(build, "_kernel_names", lambda program: set())
+    with pytest.raises(KernelBuildError, match="has no kernel fj_k0"):
+        fuse(lambda x: x + 1)(np.zeros(3, np.float32))
