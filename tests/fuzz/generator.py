@@ -39,7 +39,8 @@ DTYPES: tuple[np.dtype, ...] = tuple(np.dtype(t) for t in (
     np.bool_, np.uint8, np.int32, np.int64, np.float32, np.float64))
 ARRAY_LAYOUTS = ("numpy", "numpy-strided", "device", "device-T", "device-offset",
                  "device-strided")
-MAX_ELEMENTS = 256  # larger intermediates (outer products of views) are redrawn
+MAX_ELEMENTS = 4096  # larger intermediates (outer products of views) are redrawn
+LONG_AXES = (7, 8, 9, 16, 17, 33, 64, 100, 257, 1030, 3000)
 
 
 # -- choosers ---------------------------------------------------------------------------------------
@@ -291,7 +292,9 @@ def _draw_shape(ch: Chooser, full: tuple[int, ...]) -> tuple[int, ...]:
 
 def _draw_args(ch: Chooser) -> tuple[Arg, ...]:
     rank = ch.choice((0, 1, 1, 2, 2, 2, 3, 3))
-    dims = tuple((0 if ch.coin(0.04) else ch.choice((1, 2, 3, 4, 5))) for _ in range(rank))
+    # mostly tiny; sometimes one long axis, for vector loads, padding lanes and split reductions
+    dims = tuple((0 if ch.coin(0.04) else ch.choice(LONG_AXES) if ch.coin(0.08)
+                  else ch.choice((1, 2, 3, 4, 5))) for _ in range(rank))
     args = []
     for i in range(ch.int(1, 4)):
         r = ch.int(0, 99)
