@@ -8,15 +8,13 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
-import pyopencl.array as cla
 
-from . import dtypes as dt
 from . import validate
-from .errors import ContextMismatchError, UnsupportedDTypeError, UnsupportedOperationError
+from .errors import ContextMismatchError, UnsupportedDTypeError
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
 from .passes.partition import Plan, partition
@@ -24,136 +22,26 @@ from .runtime import autotune
 from .runtime.build import build_options, build_program
 from .runtime.devices import DeviceInfo, default_queue, device_info
 from .runtime.executable import Executable, OutSpec
+from .signature import (
+    CacheInfo,
+    CallKey,
+    DeviceArraySpec,
+    HostArraySpec,
+    Identity,
+    StaticSelf,
+    StaticSpec,
+    alias_classes,
+    aliases_of,
+    arg_spec,
+    fast_key,
+    guard_getters,
+)
 from .source import Kernel, Module, SourceModule
 from .targets.opencl import OpenCLTarget
 from .trace import TensorProxy, Tracer, current_tracer, lift
 
 _current_tracer = current_tracer
 _MISS = object()  # a guarded launcher's answer when the arguments changed signature
-
-# -- argument specs ---------------------------------------------------------------------------------
-
-
-class DeviceArraySpec(NamedTuple):
-    """A pyopencl array argument: everything its kernel is specialised on."""
-
-    dtype: np.dtype
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]  # in elements
-    has_offset: bool
-    wide: bool
-    context: cl.Context
-
-
-class HostArraySpec(NamedTuple):
-    """A NumPy array argument (uploaded contiguous to the device for the call)."""
-
-    dtype: np.dtype
-    shape: tuple[int, ...]
-    writeable: bool
-
-
-class ScalarSpec(NamedTuple):
-    """A dynamic scalar: a Python type (weak, NEP 50) or a NumPy scalar's dtype (strong)."""
-
-    ptype: Any
-
-
-class StaticSpec(NamedTuple):
-    """A value baked into the kernel; a new value compiles a new kernel."""
-
-    value: Any
-
-
-Spec = DeviceArraySpec | HostArraySpec | ScalarSpec | StaticSpec
-
-class _Static(NamedTuple):
-    """A bound method's ``self``: static, keyed by identity."""
-
-    value: Any
-
-
-class _Identity:
-    """Keys a cache entry on an object's identity and keeps the object alive (so its id is
-    never reused by another object while the entry exists)."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Identity) and other.obj is self.obj
-
-
-_AUTO_STATIC = (type(None), str, bytes, tuple, list, slice, type(Ellipsis), np.dtype, type)
-_WIDE = 2**31 - 1
-
-
-def _static_key(value: Any) -> Any:
-    if isinstance(value, list):
-        return ("list", tuple(_static_key(v) for v in value))
-    if isinstance(value, tuple):
-        return ("tuple", tuple(_static_key(v) for v in value))
-    try:
-        hash(value)
-    except TypeError:
-        raise TypeError(f"static argument {value!r} is not hashable; static arguments are part "
-                        "of the cache key") from None
-    return (type(value), value)
-
-
-def arg_spec(value: Any, static: bool) -> Spec:
-    if static:
-        return StaticSpec(_static_key(value))
-    if isinstance(value, cla.Array):
-        dtype = dt.check_supported(value.dtype, "argument")
-        item = value.dtype.itemsize
-        if any(s % item for s in value.strides):
-            raise ValueError("array strides must be multiples of the item size")
-        strides = tuple(s // item for s in value.strides)
-        # 64-bit index math when the furthest element addressed does not fit in 32 bits
-        extent = sum((d - 1) * abs(s) for d, s in zip(value.shape, strides)) + 1
-        wide = value.offset // item + extent > _WIDE or (value.offset != 0 and
-                                                          value.offset >= _BIG_OFFSET)
-        return DeviceArraySpec(dtype, value.shape, strides, value.offset != 0, wide,
-                               value.context)
-    if isinstance(value, np.ndarray):
-        dtype = dt.check_supported(value.dtype, "argument")
-        return HostArraySpec(dtype, value.shape, bool(value.flags.writeable))
-    if isinstance(value, (bool, int, float, np.generic)):
-        if isinstance(value, np.generic):
-            dt.check_supported(value.dtype, "scalar argument")
-            return ScalarSpec(value.dtype)
-        return ScalarSpec(type(value))
-    if isinstance(value, _AUTO_STATIC):
-        return StaticSpec(_static_key(value))
-    if isinstance(value, complex):
-        raise UnsupportedDTypeError("complex arguments are not supported by fusejit")
-    raise TypeError(f"cannot pass {type(value).__name__} to a fused function; pass "
-                    "pyopencl or NumPy arrays, scalars, or mark the argument static")
-
-
-@dataclass(frozen=True)
-class CallKey:
-    """The cache key of one call: argument specs, keyword names, device context."""
-
-    specs: tuple[Spec, ...]
-    kwnames: tuple[str, ...]
-    context: cl.Context
-    aliases: tuple[tuple[int, int, bool], ...] = ()
-    guards: tuple[Any, ...] = ()  # closure/global data values read by the function
-
-
-class CacheInfo(NamedTuple):
-    hits: int
-    misses: int
-    maxsize: int | None
-    currsize: int
-
 
 # -- output pytrees ---------------------------------------------------------------------------------
 
@@ -302,7 +190,7 @@ class Fused:
         self.autotune = autotune
         self._validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
-        self._guards = _guard_getters(fn)
+        self._guards = guard_getters(fn)
         self._cache: dict[CallKey, _Compiled] = {}
         # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
         self._fast: dict[tuple, _Compiled] = {}
@@ -336,7 +224,7 @@ class Fused:
         tracing are baked into the kernel, as with JAX's static arguments)."""
         if obj is None:
             return self
-        return functools.partial(self._call, (_Static(obj),))
+        return functools.partial(self._call, (StaticSelf(obj),))
 
     # -- call path --------------------------------------------------------------------------------
     def _flatten(self, args: tuple, kwargs: dict) -> tuple[list[Any], tuple[str, ...], CallKey,
@@ -349,8 +237,8 @@ class Fused:
         context = None
         for i, value in enumerate(flat):
             static = (i in self._static_nums) if i < n else (kwnames[i - n] in self._static_names)
-            if isinstance(value, _Static):
-                spec = StaticSpec(_Identity(value.value))
+            if isinstance(value, StaticSelf):
+                spec = StaticSpec(Identity(value.value))
                 flat[i] = value.value
             else:
                 spec = arg_spec(value, static)
@@ -365,7 +253,7 @@ class Fused:
         if context is None:
             queue = default_queue()
             context = queue.context
-        aliases = _aliases(flat, specs) if len(specs) > 1 else ()
+        aliases = aliases_of(flat, specs) if len(specs) > 1 else ()
         guards = tuple(get() for get in self._guards) if self._guards else ()
         return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards), queue
 
@@ -377,7 +265,7 @@ class Fused:
                 self._hits += 1
                 return result
         if not kwargs and not self._guards:
-            fkey = _fast_key(args, self._static_nums)
+            fkey = fast_key(args, self._static_nums)
             compiled = self._fast.get(fkey) if fkey is not None else None
             if compiled is not None and _current_tracer() is None:
                 self._hits += 1
@@ -399,7 +287,7 @@ class Fused:
             self._hits += 1
         if not bound and not kwnames and not key.aliases and not self._guards \
                 and not self._validate:  # (the fast paths do not validate)
-            fkey = _fast_key(args, self._static_nums)
+            fkey = fast_key(args, self._static_nums)
             if fkey is not None:
                 self._fast[fkey] = compiled
                 self._mono = self._guarded[fkey] = compiled.executable.guarded(
@@ -485,7 +373,7 @@ class Fused:
         traced_nodes = len(toposort(list(traced.roots) + tracer.values))
         graph, records = run_pipeline(traced)
         info = device_info(queue.device)
-        classes = _alias_classes(key.aliases, traced)
+        classes = alias_classes(key.aliases, traced)
         plan = partition(graph, info.limits, classes)
         aliased = frozenset(p for c in classes for p in c)
         module = SourceModule(graph, plan, OpenCLTarget(), info.limits, aliased).build()
@@ -523,172 +411,6 @@ class Fused:
             self._mono = None
             self._lowered.clear()
             self._hits = self._misses = 0
-
-
-_BIG_OFFSET = 2**30  # bytes; arrays starting further into their buffer take the full path
-
-
-def _fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
-    """The hot-path cache key: raw attributes of positional arguments, or None when the call
-    needs the full path (aliasing arrays, unusual argument types, huge buffers)."""
-    if len(args) == 1 and not static_nums and type(args[0]) is cla.Array:
-        a = args[0]  # the most common call: one device array
-        if a.offset < _BIG_OFFSET and a.base_data is not None:
-            return ((a.dtype, a.shape, a.strides, a.offset != 0, a.context),)
-        return None
-    parts = []
-    ptrs = []
-    host = 0
-    for i, a in enumerate(args):
-        t = type(a)
-        if i in static_nums:
-            try:
-                parts.append(("static", _static_key(a)))
-            except TypeError:
-                return None
-        elif t is cla.Array:
-            offset = a.offset
-            if offset >= _BIG_OFFSET or a.base_data is None:
-                return None  # the full path decides between 32- and 64-bit index math
-            ptrs.append(a)
-            parts.append((a.dtype, a.shape, a.strides, offset != 0, a.context))
-        elif t is np.ndarray:
-            host += 1
-            parts.append(("host", a.dtype, a.shape, a.flags.writeable))
-        elif t is float or t is int or t is bool:
-            parts.append(t)
-        elif isinstance(a, np.generic):
-            parts.append(a.dtype)
-        else:
-            return None
-    if len(ptrs) > 1:
-        bases = {a.base_data.int_ptr for a in ptrs}
-        if len(bases) < len(ptrs):
-            return None
-    if host > 1:
-        arrays = [a for a in args if type(a) is np.ndarray]
-        if any(np.may_share_memory(x, y) for k, x in enumerate(arrays) for y in arrays[k + 1:]):
-            return None
-    return tuple(parts)
-
-
-def _aliases(flat: list[Any], specs: Sequence[Spec]) -> tuple[tuple[int, int, bool], ...]:
-    """(i, j, identical) for array arguments that share memory: ``identical`` when they are the
-    same array (same buffer, offset, shape and strides), else they merely overlap."""
-    out = []
-    arrays = [(i, v) for i, (v, s) in enumerate(zip(flat, specs))
-              if isinstance(s, (DeviceArraySpec, HostArraySpec))]
-    for a, (i, x) in enumerate(arrays):
-        for j, y in arrays[a + 1:]:
-            if isinstance(x, cla.Array) and isinstance(y, cla.Array):
-                if x.base_data is None or y.base_data is None or \
-                        x.base_data.int_ptr != y.base_data.int_ptr:
-                    continue
-                same = (x.offset, x.shape, x.strides, x.dtype) == \
-                    (y.offset, y.shape, y.strides, y.dtype)
-            elif isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
-                if not np.may_share_memory(x, y):
-                    continue
-                same = x is y or (x.__array_interface__["data"] == y.__array_interface__["data"]
-                                  and (x.shape, x.strides, x.dtype) == (y.shape, y.strides,
-                                                                        y.dtype))
-            else:
-                continue
-            out.append((i, j, same))
-    return tuple(out)
-
-
-_SMALL_ARRAY = 4096  # captured arrays up to this size are keyed on their contents
-
-
-def _guard_value(value: Any) -> Any:
-    """A hashable stand-in for a captured value: equal exactly when a trace would be equal."""
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str, bytes)):
-        return (type(value), value)
-    if isinstance(value, float):
-        return (float, value.hex())
-    if isinstance(value, complex):
-        return (complex, value.real.hex(), value.imag.hex())
-    if isinstance(value, np.generic):
-        return (value.dtype.str, value.tobytes())
-    if isinstance(value, np.ndarray):
-        content = value.tobytes() if value.size <= _SMALL_ARRAY else None
-        return ("ndarray", id(value), value.shape, value.dtype.str, content)
-    if isinstance(value, tuple):
-        return (tuple, tuple(_guard_value(v) for v in value))
-    return ("object", id(value))
-
-
-def _is_data(value: Any) -> bool:
-    # lists and dicts are left out: closures commonly mutate them for side effects (logging)
-    return isinstance(value, (bool, int, float, complex, str, bytes, np.generic, np.ndarray,
-                              tuple)) or value is None
-
-
-def _code_names(code: Any) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            names |= _code_names(const)
-    return names
-
-
-def _guard_getters(fn: Callable[..., Any]) -> list[Callable[[], Any]]:
-    """Getters for the data a function reads from its closure and globals.
-
-    Their values join the cache key, so a closure constant or a global that changes between
-    calls is traced again instead of being served by a stale kernel. Modules, functions and
-    classes are not guarded (their identity rarely changes and costs a lookup per call);
-    arrays larger than 4096 elements are keyed on identity, shape and dtype only.
-    """
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return []
-    getters: list[Callable[[], Any]] = []
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            current = cell.cell_contents
-        except ValueError:  # an empty cell (a variable assigned after the definition)
-            continue
-        if _is_data(current):
-            getters.append(lambda cell=cell: _guard_value(cell.cell_contents))
-    module_globals = getattr(fn, "__globals__", {})
-    for name in sorted(_code_names(code)):
-        if name in module_globals and _is_data(module_globals[name]):
-            getters.append(lambda name=name: _guard_value(module_globals.get(name)))
-    return getters
-
-
-def _alias_classes(pairs: Sequence[tuple[int, int, bool]], graph: Graph
-                   ) -> list[frozenset[int]]:
-    """Sets of array parameters that share memory, from pairs of aliasing call arguments.
-
-    The same array passed twice is traced as one parameter (a write through one name is seen
-    through the other, as in NumPy); arguments that only partially overlap may be read, but a
-    function that writes into one of them is refused before anything runs.
-    """
-    param_of = {p.source: i for i, p in enumerate(graph.params) if p.kind == "array"}
-    written = {p for p, _ in graph.writes}
-    parent: dict[int, int] = {}
-
-    def find(a: int) -> int:
-        while parent.get(a, a) != a:
-            a = parent[a]
-        return a
-    for a, b, _ in pairs:
-        if a in param_of and b in param_of and {param_of[a], param_of[b]} & written:
-            raise UnsupportedOperationError(
-                f"arguments {a} and {b} overlap in memory and the function writes into one of "
-                "them; NumPy would read partly updated data there. Pass a copy of one of them")
-    for a, b, _ in pairs:
-        if a in param_of and b in param_of:
-            parent[find(param_of[a])] = find(param_of[b])
-    groups: dict[int, set[int]] = {}
-    for p in parent:
-        groups.setdefault(find(p), set()).add(p)
-    for root, members in groups.items():
-        members.add(root)
-    return [frozenset(m) for m in groups.values() if len(m) > 1]
 
 
 def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
-import pyopencl.clmath as clmath
+from pyopencl import clmath
 
 from . import default_queue, fuse
 from .runtime.devices import device_info
@@ -94,9 +94,9 @@ def main(argv: list[str] | None = None) -> None:
         got = fused(x).get()
         err = float(np.max(np.abs(got - expected)))
         kernels = len(fused.lower(x).kernels)
-        t_fused = _time(lambda: fused(x), queue, args.repeat)
-        t_unfused = _time(lambda: unfused(x), queue, args.repeat)
-        t_numpy = _time(lambda: fn(host), queue, max(3, args.repeat // 3))
+        t_fused = _time(lambda f=fused: f(x), queue, args.repeat)
+        t_unfused = _time(lambda f=unfused: f(x), queue, args.repeat)
+        t_numpy = _time(lambda f=fn: f(host), queue, max(3, args.repeat // 3))
         rows.append((name, ops, kernels, err, t_fused, t_unfused, t_numpy))
 
     print(f"{'workload':10s} {'ops':>4s} {'kernels':>8s} {'max |err|':>10s} {'fused ms':>9s} "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -27,7 +27,8 @@ class Node:
     """
 
     __slots__ = ("__weakref__", "_hash", "arg", "dtype", "op", "shape", "srcs")
-    _interned: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary()
+    _interned: ClassVar[weakref.WeakValueDictionary[tuple, Node]] = \
+        weakref.WeakValueDictionary()
 
     op: Op
     dtype: np.dtype

@@ -23,9 +23,11 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ia = a.view(itype).astype(np.int64)
     ib = b.view(itype).astype(np.int64)
     top = np.int64(1) << (8 * a.dtype.itemsize - 1)
-    # map sign-magnitude bit patterns to a monotonic integer line
-    ia = np.where(ia < 0, -(ia + top) if a.dtype.itemsize < 8 else -(ia ^ top), ia)
-    ib = np.where(ib < 0, -(ib + top) if b.dtype.itemsize < 8 else -(ib ^ top), ib)
+    # map sign-magnitude bit patterns to a monotonic integer line (np.where evaluates both
+    # branches: the one discarded for non-negative patterns may overflow)
+    with np.errstate(over="ignore"):
+        ia = np.where(ia < 0, -(ia + top) if a.dtype.itemsize < 8 else -(ia ^ top), ia)
+        ib = np.where(ib < 0, -(ib + top) if b.dtype.itemsize < 8 else -(ib ^ top), ib)
     # |ia - ib| < 2**64 always: subtract in uint64 (wrapping) to keep float64's 64-bit patterns
     # exact (a float64 difference of ~2**62 patterns would round to multiples of 512)
     ua, ub = ia.astype(np.uint64), ib.astype(np.uint64)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextvars
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -51,7 +51,7 @@ class Tracer:
         self.constants: dict[int, np.ndarray] = {}  # param index -> captured constant array
         self.values: list[Node] = []  # every value the function computed (explain: unused)
 
-    def __enter__(self) -> Tracer:
+    def __enter__(self) -> Self:
         if _current.get() is not None:
             raise RuntimeError("nested traces are inlined, not started")  # pragma: no cover
         self._token = _current.set(self)

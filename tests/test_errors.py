@@ -20,6 +20,7 @@ from fusejit.testing import assert_matches
 
 BUILTIN_OF = {
     fusejit.TracerConversionError: (TypeError,),
+    fusejit.TracerBoolConversionError: (TypeError, ValueError),  # NumPy's truth-value error
     fusejit.UnsupportedOperationError: (NotImplementedError,),
     fusejit.UnsupportedAttributeError: (NotImplementedError, AttributeError),
     fusejit.BroadcastError: (ValueError,),

@@ -135,7 +135,7 @@ def test_closure_and_global_constants_are_never_stale():
 
     x = np.ones(3, np.float32)
     assert_matches(f(x), x * 2)
-    scale = 3.0  # noqa: F841 - read by f through its closure
+    scale = 3.0  # read by f through its closure
     assert_matches(f(x), x * 3)
 
     table = np.array([1.0, 2.0, 3.0], np.float32)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..ir import Graph, Node, broadcast_view, const, const_value
+from ..ir import Graph, Node, broadcast_view, const
 from ..ops import Op
 from ..shapes import compose, is_identity
 from .fold import uniform_value
@@ -155,4 +155,4 @@ def simplify(graph: Graph) -> tuple[Graph, int]:
     return rewrite(graph, _simplify)
 
 
-__all__ = ["simplify", "const_value"]
+__all__ = ["simplify"]

@@ -6,7 +6,7 @@ import os
 import threading
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import pyopencl as cl
 
@@ -57,7 +57,7 @@ class DeviceInfo:
     is_cpu: bool
 
 
-@lru_cache(maxsize=None)
+@cache
 def device_info(device: cl.Device) -> DeviceInfo:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -72,8 +72,8 @@ def device_info(device: cl.Device) -> DeviceInfo:
         is_gpu=is_gpu,
         max_arg_bytes=int(device.max_parameter_size),
     )
-    key = " / ".join([device.platform.name.strip(), device.name.strip(),
-                      device.driver_version.strip(), device.version.strip()])
+    key = (f"{device.platform.name.strip()} / {device.name.strip()} / "
+           f"{device.driver_version.strip()} / {device.version.strip()}")
     return DeviceInfo(key, limits, fp64,
                       bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
                       bool(device.type & cl.device_type.CPU))

@@ -1,0 +1,89 @@
+"""Records of generated kernels: typed arguments that render their own declarations (the
+runtime binds from the same records, so a signature and its launch cannot drift apart), the
+kernels with their launch geometry, and the module that holds them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .passes.partition import Group
+from .targets.base import Target
+
+# -- kernel arguments -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BufferArg:
+    """A buffer argument. role: param | output | temp | partial; index: which one."""
+
+    name: str
+    dtype: np.dtype
+    role: str
+    index: int
+    writable: bool
+    restrict: bool
+
+    def declaration(self, target: Target) -> str:
+        return target.buffer_param(self.name, self.dtype, self.writable, self.restrict)
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A by-value argument. role: scalar (a parameter's value converted to ``dtype``) or
+    offset (an array parameter's element offset)."""
+
+    name: str
+    dtype: np.dtype
+    role: str
+    index: int
+
+    def declaration(self, target: Target) -> str:
+        return target.scalar_param(self.name, self.dtype)
+
+
+Arg = BufferArg | ScalarArg
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    name: str
+    args: tuple[Arg, ...]
+
+    def render(self, target: Target, local_size: tuple[int, ...] | None) -> str:
+        return target.kernel_header(self.name, [a.declaration(target) for a in self.args],
+                                    local_size)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One generated kernel and how to launch it."""
+
+    name: str
+    source: str
+    signature: KernelSignature
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+    group: Group
+    role: str = "main"  # main | partial | combine
+    work: int = 0  # elements this kernel touches (for explain / autotune decisions)
+    items: int = 0  # elementwise: work-items needed at one vector per work-item (0: fixed size)
+    vec: int = 1  # elementwise: elements per vector (lanes)
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A buffer of per-work-group partial results of a split reduction."""
+
+    size: int
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Module:
+    source: str
+    kernels: tuple[Kernel, ...]
+    partials: tuple[Partial, ...] = ()
+    uses_fp64: bool = False
+    wide: bool = False  # index math is 64-bit (offsets are passed as long)

@@ -1,0 +1,544 @@
+"""Lowering: (node, index) requests turned into instructions in nested blocks.
+
+Lowering is lazy: ``Block.value(node, index)`` returns a reference to the value of ``node`` at a
+symbolic ``index``, emitting instructions the first time it is asked and reusing them when the
+same (node, index) is asked again from a block that can see them. Values that do not depend on a
+loop's variable are hoisted before the loop; values of a row kept in registers are read back
+from the register arrays in later passes; with vector lanes, contiguous aligned accesses become
+one vector load or store and lane-dependent ops one vector op where OpenCL has an exact form.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import dtypes as dt
+from .indexing import Index, ravel, src_index
+from .ir import Graph, Node, const_value
+from .kernels import Arg, BufferArg, KernelSignature, ScalarArg
+from .ops import ELEMENTWISE, LEAVES, OPS, REDUCE, Op
+from .passes.partition import Store
+from .shapes import row_major_strides
+from .symbolic import Expr
+from .targets.base import Target
+
+# -- instructions and blocks ------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Instr:
+    """``ctype name = template(operands)`` (a value) or a statement (ctype None)."""
+
+    ctype: str | None
+    template: str
+    operands: tuple[Ref, ...]
+    block: Block
+    cached: bool = False
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Imm:
+    """An immediate operand: a literal, a kernel argument or an index expression."""
+
+    text: str
+
+
+@dataclass(frozen=True, eq=False)
+class CacheRead:
+    """A value an earlier k-loop of a row kernel kept in a register array (``c_v3[k]``)."""
+
+    instr: Instr
+
+
+@dataclass(frozen=True, eq=False)
+class LaneOf:
+    """Lane ``lane`` of a vector load (``v3.s2``), spelled by ``template`` ({v} = the vector)."""
+
+    instr: Instr
+    lane: int
+    template: str
+    via_cache: bool = False  # read the register copy an earlier k-loop kept (c_v3[k].s2)
+
+
+@dataclass(frozen=True, eq=False)
+class Lanes:
+    """A value that differs between the lanes of a vectorised work-item: one ref per lane."""
+
+    refs: tuple[Ref, ...]
+
+
+Ref = Instr | Imm | CacheRead | LaneOf
+
+LANE = "l"  # the lane variable of vectorised lowering
+
+
+@dataclass(eq=False)
+class Nested:
+    header: str
+    block: Block
+    footer: str = "}"
+    operands: tuple[Ref, ...] = ()
+
+
+@dataclass(eq=False)
+class Block:
+    lowering: Lowering
+    parent: Block | None = None
+    loop_vars: frozenset[str] = frozenset()  # values not using these hoist to the parent
+    items: list[Instr | Nested] = field(default_factory=list)
+    cache_loop: bool = False  # a k-loop whose values later k-loops may read from registers
+    anchor: Nested | None = None  # this block's item in its parent
+    insert_at: int | None = None  # where new items go (None: at the end)
+
+    def _add(self, item: Instr | Nested) -> None:
+        if self.insert_at is None:
+            self.items.append(item)
+        else:
+            self.items.insert(self.insert_at, item)
+            self.insert_at += 1
+
+    def sees(self, other: Block) -> bool:
+        b: Block | None = self
+        while b is not None:
+            if b is other:
+                return True
+            b = b.parent
+        return False
+
+    def emit(self, ctype: str | None, template: str, *operands: Ref) -> Instr:
+        instr = Instr(ctype, template, tuple(operands), self)
+        self._add(instr)
+        return instr
+
+    def value(self, node: Node, idx: Index) -> Ref:
+        return self.lowering.value(self, node, idx)
+
+    def nested(self, header: str, *operands: Ref, loop_vars: frozenset[str] = frozenset(),
+               cache_loop: bool = False, footer: str = "}") -> Block:
+        """A nested block. ``footer="} else {"`` followed by a sibling with header "" spells an
+        if/else."""
+        child = Block(self.lowering, self, loop_vars, cache_loop=cache_loop)
+        child.anchor = Nested(header, child, footer, operands=operands)
+        self._add(child.anchor)
+        return child
+
+
+# -- arguments table --------------------------------------------------------------------------------
+
+
+class ArgTable:
+    """Kernel arguments in first-use order, with the flags their declarations need."""
+
+    def __init__(self, graph: Graph, written_params: set[int], aliased: set[int],
+                 index_dtype: np.dtype) -> None:
+        self.graph = graph
+        self.args: dict[tuple[str, int] | tuple[str, int, str], dict] = {}
+        self.written_params = written_params
+        self.aliased = aliased
+        self.index_dtype = index_dtype
+
+    def buffer(self, role: str, index: int, dtype: np.dtype, write: bool = False) -> str:
+        key = (role, index)
+        name = {"param": "p", "output": "out", "temp": "t", "partial": "part"}[role] + str(index)
+        entry = self.args.setdefault(key, {"kind": "buffer", "name": name, "dtype": dtype,
+                                           "write": False})
+        entry["write"] |= write
+        return name
+
+    def offset(self, param: int) -> str:
+        key = ("offset", param)
+        self.args.setdefault(key, {"kind": "scalar", "name": f"off{param}",
+                                   "dtype": self.index_dtype})
+        return f"off{param}"
+
+    def scalar(self, param: int, dtype: np.dtype) -> str:
+        key = ("scalar", param, dtype.name)
+        name = f"s{param}_{dtype.name}"
+        self.args.setdefault(key, {"kind": "scalar", "name": name, "dtype": dtype})
+        return name
+
+    def signature(self, name: str) -> KernelSignature:
+        out: list[Arg] = []
+        for key, e in self.args.items():
+            role, index = key[0], key[1]
+            if e["kind"] == "buffer":
+                restrict = not e["write"] and not (role == "param" and index in self.aliased) \
+                    and not (role == "param" and index in self.written_params)
+                if e["write"] and role != "param":
+                    restrict = True
+                out.append(BufferArg(e["name"], e["dtype"], role, index, e["write"], restrict))
+            else:
+                out.append(ScalarArg(e["name"], e["dtype"], role, index))
+        return KernelSignature(name, tuple(out))
+
+
+# -- lowering -------------------------------------------------------------------------------------
+
+
+_MAX_DEPTH = 100  # value() nesting beyond which operand chains are lowered iteratively
+
+
+class Lowering:
+    """Per-kernel state: arguments, memo of computed (node, index) values, materialised nodes."""
+
+    def __init__(self, target: Target, graph: Graph, args: ArgTable,
+                 materialized: dict[Node, int], index_type: str) -> None:
+        self.target = target
+        self.graph = graph
+        self.args = args
+        self.materialized = materialized  # node -> temp index
+        self.index_type = index_type
+        self.memo: dict[tuple[Node, Index], Ref] = {}
+        self.bound: dict[tuple[Node, Index], Ref] = {}  # values computed by the kernel itself
+        self.var_names: dict[str, str] = {}
+        self.uses_fp64 = False
+        self.lanes = 1  # > 1: values are lowered for a vector of lanes (symbolic lane var "l")
+        self.vector_loads: dict[tuple[str, Expr], Instr] = {}
+        self._depth = 0  # nesting of value() calls (see _prefetch)
+        self._prefetching = False
+
+    # address of an element of a parameter / temporary
+    def address_expr(self, node: Node, idx: Index, write: bool = False
+                     ) -> tuple[str, Expr, str | None, int]:
+        """(pointer, element index, offset argument or None, elements addressable)."""
+        if node.op is not Op.INPUT or node in self.materialized:
+            t = self.materialized[node]
+            ptr = self.args.buffer("temp", t, node.dtype, write=write)
+            return ptr, ravel(idx, node.shape), None, math.prod(node.shape)
+        param = self.graph.params[node.arg]
+        ptr = self.args.buffer("param", node.arg, node.dtype, write=write)
+        strides = param.strides or row_major_strides(param.shape)
+        addr = Expr(0)
+        for i, st in zip(idx, strides):
+            addr = addr + i * st
+        offset = self.args.offset(node.arg) if param.has_offset else None
+        return ptr, addr, offset, _extent(param)
+
+    def address(self, node: Node, idx: Index) -> tuple[str, str]:
+        ptr, addr, offset, _ = self.address_expr(node, idx)
+        text = self.render_index(addr)
+        return ptr, text if offset is None else f"({offset} + {text})"
+
+    def vector_index(self, addr: Expr, offset: str | None, extent: int) -> Expr | None:
+        """If lane ``l`` reads element ``V*B + l`` of an aligned buffer, B; else None."""
+        V = self.lanes
+        if V == 1 or offset is not None or LANE not in addr.vars():
+            return None
+        lane = Expr.var(LANE, V)
+        base = (addr - lane) // V
+        if LANE in base.vars() or base * V + lane != addr or base.lo < 0 or \
+                (base.hi + 1) * V > extent:
+            return None
+        return base
+
+    def lane_dependent(self, idx: Index) -> bool:
+        return self.lanes > 1 and any(LANE in e.vars() for e in idx)
+
+    def per_lane(self, block: Block, node: Node, idx: Index) -> Lanes:
+        """The value at each lane separately (lane var substituted by 0..V-1)."""
+        return Lanes(tuple(self.value(block, node, tuple(e.subs(LANE, lane) for e in idx))
+                           for lane in range(self.lanes)))
+
+    def render_index(self, e: Expr) -> str:
+        return e.render(self.var_names)
+
+    def note_dtype(self, dtype: np.dtype) -> None:
+        if dtype == dt.FLOAT64:
+            self.uses_fp64 = True
+
+    def value(self, block: Block, node: Node, idx: Index) -> Ref:
+        idx = tuple(idx)
+        key = (node, idx)
+        bound = self.bound.get(key)
+        if bound is not None:
+            return bound
+        if self._depth > _MAX_DEPTH and not self._prefetching and key not in self.memo:
+            self._prefetch(block, node, idx)
+        self._depth += 1
+        try:
+            return self._value(block, node, idx, key)
+        finally:
+            self._depth -= 1
+
+    def _prefetch(self, block: Block, node: Node, idx: Index) -> None:
+        """Lower the operands of a deep chain bottom-up with an explicit stack, in the order the
+        recursion would, so that value() never nests deeper than _MAX_DEPTH (a chain of 10,000
+        ops would exceed Python's recursion limit). SETITEM values are left to their region's
+        block, which the recursion creates."""
+        order: list[tuple[Node, Index]] = []
+        seen: set[tuple[Node, Index]] = set()
+        stack: list[tuple[Node, Index, bool]] = [(node, idx, False)]
+        while stack:
+            n, i, done = stack.pop()
+            key = (n, i)
+            if done:
+                order.append(key)
+                continue
+            if key in seen or key in self.memo or key in self.bound:
+                continue
+            seen.add(key)
+            stack.append((n, i, True))
+            if n.op in LEAVES or n.op in REDUCE or n in self.materialized:
+                continue
+            srcs = n.srcs[:1] if n.op is Op.SETITEM else n.srcs
+            for k in range(len(srcs) - 1, -1, -1):
+                stack.append((srcs[k], tuple(src_index(n, k, i)), False))
+        self._prefetching = True
+        try:
+            for n, i in order[:-1]:  # the node itself is lowered by the caller
+                self.value(block, n, i)
+        finally:
+            self._prefetching = False
+
+    def _value(self, block: Block, node: Node, idx: Index, key: tuple[Node, Index]) -> Ref:
+        # loop-invariant values are computed before the loop, in the enclosing block
+        start = block
+        anchor = None
+        while block.loop_vars and block.parent is not None and not any(
+                v in block.loop_vars for e in idx for v in e.vars()):
+            anchor = block.anchor
+            block = block.parent
+        if block is not start and anchor is not None:
+            found = self.memo.get(key)
+            if found is not None and _visible(block, found):
+                return found
+            saved = block.insert_at
+            if saved is None:
+                block.insert_at = block.items.index(anchor)
+            try:
+                ref = self._lower(block, node, idx)
+            finally:
+                block.insert_at = saved
+            self.memo[key] = ref
+            return ref
+        found = self.memo.get(key)
+        if found is not None:
+            if _visible(block, found):
+                return found
+            if _in_cache_loop(block):
+                cached = _cache_ref(found)  # computed by an earlier k-loop: its register copy
+                if cached is not None:
+                    return cached
+        ref = self._lower(block, node, idx)
+        self.memo[key] = ref
+        return ref
+
+    def _lower(self, block: Block, node: Node, idx: Index) -> Ref:
+        t = self.target
+        op = node.op
+        self.note_dtype(node.dtype)
+        ctype = t.compute_type(node.dtype)
+        if op is Op.CONST:
+            return Imm(t.literal(const_value(node), node.dtype))
+        if op is Op.SCALAR:
+            return Imm(self.args.scalar(node.arg[0], node.dtype))
+        if op is Op.INPUT or node in self.materialized:
+            if self.lane_dependent(idx):
+                return self._load_lanes(block, node, idx)
+            ptr, addr = self.address(node, idx)
+            return block.emit(ctype, t.load(ptr, addr, node.dtype))
+        if op in (Op.IOTA, Op.SETITEM) and self.lane_dependent(idx):
+            return self.per_lane(block, node, idx)
+        if op is Op.IOTA:
+            axis, start, step = node.arg
+            e = idx[axis] * step + start
+            return Imm(f"(({ctype}){self.render_index(e)})")
+        if op in (Op.VIEW, Op.RESHAPE):
+            return self.value(block, node.srcs[0], src_index(node, 0, idx))
+        if op is Op.SETITEM:
+            return self._setitem(block, node, idx)
+        if op in REDUCE:  # pragma: no cover - the partitioner materialises or binds these
+            raise AssertionError(f"reduction {node} reached outside its kernel")
+        operands = [self.value(block, s, src_index(node, k, idx))
+                    for k, s in enumerate(node.srcs)]
+        for s in node.srcs:
+            self.note_dtype(s.dtype)
+        if op is Op.CAST:
+            expr = t.render_cast(node.srcs[0].dtype, node.dtype, "{0}")
+        else:
+            assert op in ELEMENTWISE, op
+            names = [f"{{{i}}}" for i in range(len(operands))]
+            expr = t.render_op(op, node.dtype, [s.dtype for s in node.srcs], names)
+            if node.dtype == dt.FLOAT16 and "predicate" not in OPS[op].flags:
+                expr = t.round_to_storage(node.dtype, expr)
+        if any(isinstance(o, Lanes) for o in operands):
+            return self._lanes_op(block, node, expr, operands)
+        return block.emit(ctype, expr, *operands)
+
+    def _lanes_op(self, block: Block, node: Node, scalar_expr: str, operands: list) -> Lanes:
+        """An op whose operands differ per lane: one vector-typed op when OpenCL has an exact
+        vector form (PoCL only vectorises real vector types well), else lane by lane."""
+        t, V = self.target, self.lanes
+        names = [f"{{{i}}}" for i in range(len(operands))]
+        ins = [s.dtype for s in node.srcs]
+        if node.op is Op.CAST:
+            vexpr = t.render_cast_vector(ins[0], node.dtype, "{0}", V)
+        else:
+            vexpr = t.render_op_vector(node.op, node.dtype, ins, names, V)
+            if vexpr is not None and node.dtype == dt.FLOAT16 and \
+                    "predicate" not in OPS[node.op].flags:
+                vexpr = t.round_to_storage_vector(node.dtype, vexpr, V)
+        if vexpr is None:
+            ctype = t.compute_type(node.dtype)
+            return Lanes(tuple(
+                block.emit(ctype, scalar_expr, *(o.refs[lane] if isinstance(o, Lanes) else o
+                                                 for o in operands))
+                for lane in range(V)))
+        vops = [self.as_vector(block, o, s.dtype) for o, s in zip(operands, node.srcs)]
+        vec = block.emit(t.vector_type(node.dtype, V), vexpr, *vops)
+        return Lanes(tuple(LaneOf(vec, lane, t.lane(node.dtype, lane)) for lane in range(V)))
+
+    def as_vector(self, block: Block, value: Ref | Lanes, dtype: np.dtype) -> Ref:
+        """A value as one vector-typed operand: the vector it came from, a packed vector of
+        its lanes, or a lane-invariant value broadcast."""
+        t, V = self.target, self.lanes
+        if isinstance(value, Lanes):
+            first = value.refs[0]
+            if isinstance(first, LaneOf) and all(
+                    isinstance(r, LaneOf) and r.instr is first.instr and r.lane == i
+                    and r.via_cache == first.via_cache for i, r in enumerate(value.refs)):
+                return CacheRead(first.instr) if first.via_cache else first.instr
+            return block.emit(t.vector_type(dtype, V), t.pack(dtype, V), *value.refs)
+        if isinstance(value, Imm):
+            return Imm(t.broadcast(dtype, V, value.text))
+        return block.emit(t.vector_type(dtype, V), t.broadcast(dtype, V, "{0}"), value)
+
+    def _load_lanes(self, block: Block, node: Node, idx: Index) -> Lanes:
+        """One vector load when the lanes read consecutive aligned elements, else per lane."""
+        ptr, addr, offset, extent = self.address_expr(node, idx)
+        base = self.vector_index(addr, offset, extent)
+        if base is None:
+            return self.per_lane(block, node, idx)
+        key = (ptr, base)
+        vec = self.vector_loads.get(key)
+        if vec is None or not block.sees(vec.block):
+            t = self.target
+            vec = block.emit(t.vector_type(node.dtype, self.lanes),
+                             t.vector_load(ptr, self.render_index(base), node.dtype, self.lanes))
+            self.vector_loads[key] = vec
+        return Lanes(tuple(LaneOf(vec, lane, self.target.lane(node.dtype, lane))
+                           for lane in range(self.lanes)))
+
+    def _setitem(self, block: Block, node: Node, idx: Index) -> Ref:
+        """base, overwritten inside the region: ``v = base; if (in region) { v = value; }``."""
+        base = self.value(block, node.srcs[0], idx)
+        conds = []
+        for (start, step, count, _), i in zip(node.arg, idx):
+            if start == 0 and step == 1 and count >= i.hi + 1 and i.lo >= 0:
+                continue  # the region spans this whole dim
+            rel = (i - start) if step > 0 else (Expr(start) - i)
+            s = abs(step)
+            text = self.render_index(rel)
+            cond = f"({text} >= 0 && {text} < {s * (count - 1) + 1}"
+            cond += f" && {text} % {s} == 0)" if s > 1 else ")"
+            conds.append(cond)
+        ctype = self.target.compute_type(node.dtype)
+        result = block.emit(ctype, "{0}", base)
+        if not conds:
+            value = self.value(block, node.srcs[1], src_index(node, 1, idx))
+            return block.emit(ctype, "{0}", value)
+        inner = block.nested("if (" + " && ".join(conds) + ") {")
+        value = inner.value(node.srcs[1], src_index(node, 1, idx))
+        inner.emit(None, "{0} = {1};", result, value)
+        return result
+
+
+def _visible(block: Block, ref: Ref | Lanes) -> bool:
+    """Can code in ``block`` use ``ref`` (defined in it or in an enclosing block)?"""
+    if isinstance(ref, Lanes):
+        return all(_visible(block, r) for r in ref.refs)
+    if isinstance(ref, Imm):
+        return True
+    if isinstance(ref, (LaneOf, CacheRead)):
+        return block.sees(ref.instr.block)
+    return block.sees(ref.block)
+
+
+def _cache_ref(ref: Ref | Lanes) -> Ref | Lanes | None:
+    """``ref`` as read from the register arrays an earlier k-loop of a row kernel filled, or
+    None when some part of it was not computed in such a loop."""
+    if isinstance(ref, Imm):
+        return ref
+    if isinstance(ref, Lanes):
+        parts = [_cache_ref(r) for r in ref.refs]
+        return None if any(p is None for p in parts) else Lanes(tuple(parts))
+    instr = ref.instr if isinstance(ref, (LaneOf, CacheRead)) else ref
+    if not instr.block.cache_loop:
+        return None
+    instr.cached = True
+    if isinstance(ref, LaneOf):
+        return LaneOf(instr, ref.lane, ref.template, via_cache=True)
+    return CacheRead(instr)
+
+
+def _in_cache_loop(block: Block) -> bool:
+    b: Block | None = block
+    while b is not None:
+        if b.cache_loop:
+            return True
+        b = b.parent
+    return False
+
+
+# -- kernels ----------------------------------------------------------------------------------------
+
+
+def _store(block: Block, st: Store, node_idx: Index, lowering: Lowering, value: Ref | Lanes
+           ) -> None:
+    """Store a root's value: one vector store when the lanes write consecutive aligned
+    elements, else a scalar store per lane (or one, for an unvectorised kernel)."""
+    t = lowering.target
+    node = st.node
+    if st.dest.kind == "param":
+        param = lowering.graph.params[st.dest.index]
+        ptr = lowering.args.buffer("param", st.dest.index, node.dtype, write=True)
+        addr = Expr(0)
+        for i, s in zip(st.root_index(node_idx), param.strides or row_major_strides(param.shape)):
+            addr = addr + i * s
+        offset = lowering.args.offset(st.dest.index) if param.has_offset else None
+        extent = _extent(param)
+    else:
+        role = "output" if st.dest.kind == "output" else "temp"
+        ptr = lowering.args.buffer(role, st.dest.index, node.dtype, write=True)
+        addr, offset, extent = ravel(node_idx, node.shape), None, math.prod(node.shape)
+    V = lowering.lanes
+    if V > 1 and (isinstance(value, Lanes) or LANE in addr.vars()):
+        refs = value.refs if isinstance(value, Lanes) else (value,) * V
+        base = lowering.vector_index(addr, offset, extent)
+        if base is not None:
+            vec = lowering.as_vector(block, value, node.dtype)
+            block.emit(None, t.vector_store(ptr, lowering.render_index(base), node.dtype, V),
+                       vec)
+            return
+        for lane in range(V):
+            text = lowering.render_index(addr.subs(LANE, lane))
+            text = text if offset is None else f"({offset} + {text})"
+            block.emit(None, t.store(ptr, text, "{0}", node.dtype), refs[lane])
+        return
+    text = lowering.render_index(addr)
+    text = text if offset is None else f"({offset} + {text})"
+    block.emit(None, t.store(ptr, text, "{0}", node.dtype), value)
+
+
+def _guard(idx: Index, space: tuple[int, ...], shape: tuple[int, ...],
+           lowering: Lowering) -> str | None:
+    """Condition under which a work-item of ``space`` stores an element of a smaller
+    (broadcast) root: the broadcast dims' indices are 0."""
+    lead = len(space) - len(shape)
+    conds = []
+    for d, n in enumerate(space):
+        k = d - lead
+        if n > 1 and (k < 0 or shape[k] == 1):
+            conds.append(f"{lowering.render_index(idx[d])} == 0")
+    return " && ".join(conds) or None
+
+
+def _extent(p: object) -> int:
+    shape, strides = p.shape, p.strides or row_major_strides(p.shape)
+    if any(d == 0 for d in shape):
+        return 0
+    return 1 + sum((d - 1) * abs(s) for d, s in zip(shape, strides))

@@ -1,0 +1,416 @@
+"""Reduction kernels: the part of SourceModule that emits reduction groups.
+
+One kernel per group (two when a long reduction is split over work-groups: partials, then a
+combine kernel with the epilogue). Inside a kernel each stage is a loop over a lane's share of
+the reduced elements, accumulated pairwise (8-element blocks merged like a binary counter), then
+a tree over the lanes in local memory (GPUs) or a pairwise combine of vector lanes (CPUs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import dtypes as dt
+from .indexing import Index, unravel
+from .ir import Node
+from .kernels import Kernel, Partial
+from .lowering import LANE, Block, Instr, LaneOf, Lanes, Lowering, Ref, _store
+from .ops import Op
+from .passes.partition import Dest, Group, ReduceStrategy, Store
+from .render import Renderer
+from .symbolic import Expr
+from .targets.base import Target
+
+
+class ReductionKernels:
+    """Mixin of SourceModule: ``_reduce`` and the kernels it emits."""
+
+    def _reduce(self, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
+        st = group.strategy
+        assert st is not None
+        if st.gy == 1:
+            return [self._reduce_kernel(name, group, st, partial_out=None)]
+        # split: partials per (output, work-group), then a combine kernel with the epilogue
+        outer = math.prod(group.outer_shape)
+        base = len(self.partials)
+        for r in group.reductions:
+            acc = _acc_dtype(r)
+            self.partials.append(Partial(outer * st.gy, acc))
+            if r.op in (Op.ARGMAX, Op.ARGMIN):
+                self.partials.append(Partial(outer * st.gy, dt.INT64))
+        first = self._reduce_kernel(name + "_partial", group, st, partial_out=base)
+        combine = self._combine_kernel(name, group, st, base)
+        return [first, combine]
+
+    def _reduce_kernel(self, name: str, group: Group, st: ReduceStrategy,
+                       partial_out: int | None) -> tuple[Kernel, Lowering]:
+        t = self.target
+        low = self._lowering(group)
+        it = low.index_type
+        M_all = math.prod(group.outer_shape)
+        R_all = group.reduced_size
+        lx, ly, gy, V = st.lx, st.ly, st.gy, st.vec
+        vec_rows, vec_out = V > 1 and st.vec_axis == "rows", V > 1 and st.vec_axis == "outputs"
+        # o and r count work items: vectors of V elements when the lanes run along that axis
+        M = M_all // V if vec_out else M_all
+        R = R_all // V if vec_rows else R_all
+        low.lanes = V
+        lane = Expr.var(LANE, V) if V > 1 else Expr(0)
+        chunk = math.ceil(R / gy)
+        top = Block(low)
+        outer_lin = Expr.var("o", M) * V + lane if vec_out else Expr.var("o", M)
+        outer_idx = unravel(outer_lin, group.outer_shape)
+        red_shape = tuple(group.space[a] for a in group.axes)
+        red_it = iter(unravel(Expr.var("r", R) * V + lane if vec_rows else Expr.var("r", R),
+                              red_shape))
+        row_idx = tuple(next(red_it) if a in group.axes else outer_idx[a]
+                        for a in range(len(group.space)))
+        # local dimension 0 holds the lanes that read neighbouring addresses
+        dx, dy = (1, 0) if st.along_rows else (0, 1)
+        # Lanes past the last output (padding of the last work-group) recompute the last
+        # output without storing it: values hoisted out of the loops are then loaded in bounds.
+        pre = [f"const {it} lx_ = ({it})get_local_id({dx});",
+               f"const {it} ly_ = ({it})get_local_id({dy});",
+               f"const {it} o_ = ({it})get_group_id({dx}) * {lx} + lx_;",
+               f"const int active = o_ < {M};",
+               f"const {it} o = active ? o_ : {max(M - 1, 0)};"]
+        if gy > 1:
+            pre.append(f"const {it} gy_ = ({it})get_group_id({dy});")
+
+        def slot(y: str) -> str:  # a lane's place in the local buffers, in work-item order
+            return y if lx == 1 else f"lx_ * {ly} + {y}" if st.along_rows else f"{y} * {lx} + lx_"
+        cache = st.cache if partial_out is None else 0
+        per_lane = cache or math.ceil((chunk if gy > 1 else R) / ly)  # k-loop trip count
+        local_decls: list[str] = []
+        results: dict[Node, tuple[Ref, Ref | None]] = {}
+        for s_i, stage in enumerate(group.stages):
+            accs = []
+            for j, r in enumerate(stage):
+                acc_dt = _acc_dtype(r)
+                low.note_dtype(acc_dt)
+                ctype = t.compute_type(acc_dt) if V == 1 else t.vector_type(acc_dt, V)
+                init = _identity(t, r, acc_dt) if V == 1 else \
+                    t.broadcast(acc_dt, V, _identity(t, r, acc_dt))
+                acc = top.emit(ctype, init)
+                arg = top.emit("long", "-1") if r.op in (Op.ARGMAX, Op.ARGMIN) else None
+                levels = [top.emit(ctype, init)
+                          for _ in range(_cascade_levels(r, acc_dt, per_lane))]
+                accs.append((r, acc, arg, acc_dt, levels))
+            if cache:
+                loop = _cache_loop(top, it, cache, ly, R, M % lx == 0)
+            elif gy > 1:
+                loop = top.nested(
+                    f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < min(({it}){R}, "
+                    f"(gy_ + 1) * {chunk}); r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
+            else:
+                loop = top.nested(f"for ({it} r = ly_, k = 0; active && r < {R}; "
+                                  f"r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
+            for r, acc, arg, acc_dt, levels in accs:
+                v = loop.value(r.srcs[0], row_idx)
+                if V > 1:
+                    combined = t.render_op_vector(_COMBINE[r.op], acc_dt, [acc_dt, acc_dt],
+                                                  ["{0}", "{1}"], V)
+                    loop.emit(None, "{0} = " + combined + ";", acc,
+                              low.as_vector(loop, v, acc_dt))
+                else:
+                    _accumulate(loop, t, r, acc, arg, v, acc_dt)
+                if levels:
+                    _cascade_step(loop, t, r, acc, levels, acc_dt)
+            for r, acc, arg, acc_dt, levels in accs:
+                for level in levels:  # smallest partial sums first
+                    top.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";",
+                             acc, level)
+            if vec_rows:  # the lanes hold parts of one row: combine them pairwise
+                accs = [(r, top.emit(t.compute_type(acc_dt), _lanes_combined(t, r, acc_dt, V),
+                                     acc), arg, acc_dt, levels)
+                        for r, acc, arg, acc_dt, levels in accs]
+            accs = [a[:4] for a in accs]
+            # tree over ly (and nothing to do when ly == 1)
+            for j, (r, acc, arg, acc_dt) in enumerate(accs):
+                ctype = t.compute_type(acc_dt)
+                if ly > 1:
+                    buf = f"red{s_i}_{j}"
+                    local_decls.append(f"__local {ctype} {buf}[{lx * ly}];")
+                    top.emit(None, f"{buf}[{slot('ly_')}] = {{0}};", acc)
+                    if arg is not None:
+                        ibuf = f"idx{s_i}_{j}"
+                        local_decls.append(f"__local long {ibuf}[{lx * ly}];")
+                        top.emit(None, f"{ibuf}[{slot('ly_')}] = {{0}};", arg)
+            if ly > 1:
+                top.emit(None, t.barrier_local)
+                step = ly // 2
+                while step >= 1:
+                    body = top.nested(f"if (ly_ < {step}) {{")
+                    for j, (r, acc, arg, acc_dt) in enumerate(accs):
+                        buf = f"red{s_i}_{j}"
+                        mine = f"{buf}[{slot('ly_')}]"
+                        other = f"{buf}[{slot(f'(ly_ + {step})')}]"
+                        if arg is None:
+                            combined = _combine_text(t, r, acc_dt, mine, other)
+                            body.emit(None, f"{mine} = {combined};")
+                        else:
+                            ibuf = f"idx{s_i}_{j}"
+                            imine = f"{ibuf}[{slot('ly_')}]"
+                            iother = f"{ibuf}[{slot(f'(ly_ + {step})')}]"
+                            cond = _arg_better(r, acc_dt, other, iother, mine, imine)
+                            body.emit(None, f"if ({cond}) {{ {mine} = {other}; {imine} = {iother}; }}")
+                    top.emit(None, t.barrier_local)
+                    step //= 2
+                for j, (r, acc, arg, acc_dt) in enumerate(accs):
+                    ctype = t.compute_type(acc_dt)
+                    final = top.emit(ctype, f"red{s_i}_{j}[{slot('0')}]")
+                    farg = top.emit("long", f"idx{s_i}_{j}[{slot('0')}]") \
+                        if arg is not None else None
+                    results[r] = (final, farg)
+            else:
+                for r, acc, arg, acc_dt in accs:
+                    results[r] = (acc, arg)
+            for r, (value, arg) in results.items():
+                if r in stage:
+                    if vec_out:  # each lane holds the result of its own output
+                        if r.dtype == dt.FLOAT16:
+                            value = top.emit(t.vector_type(r.dtype, V),
+                                             t.round_to_storage_vector(r.dtype, "{0}", V), value)
+                        bound = Lanes(tuple(LaneOf(value, i, t.lane(r.dtype, i))
+                                            for i in range(V)))
+                    else:
+                        bound = _finish(top, t, r, value, arg)
+                    low.bound[(r, outer_idx)] = bound
+        if partial_out is not None:
+            lines_guard = top.nested("if (ly_ == 0 && active) {")
+            slot = partial_out
+            for r in group.reductions:
+                value, arg = results[r]
+                acc_dt = _acc_dtype(r)
+                ptr = low.args.buffer("partial", slot, acc_dt, write=True)
+                lines_guard.emit(None, t.store(ptr, f"o * {gy} + gy_", "{0}", acc_dt), value)
+                slot += 1
+                if arg is not None:
+                    iptr = low.args.buffer("partial", slot, dt.INT64, write=True)
+                    lines_guard.emit(None, f"{iptr}[o * {gy} + gy_] = {{0}};", arg)
+                    slot += 1
+        else:
+            self._epilogue(top, low, group, outer_lin, outer_idx, row_idx, st, it, R)
+        renderer = Renderer()
+        body = renderer.render(top, 1)
+        sig = low.args.signature(name)
+        decls = [f"    {d}" for d in local_decls]
+        decls += [f"    {d.replace('CACHE', str(cache))}" for d in renderer.cache_decls]
+        gsize, lsize = (math.ceil(M / lx) * lx, ly * gy), (lx, ly)
+        if st.along_rows:
+            gsize, lsize = gsize[::-1], lsize[::-1]
+        lines = [sig.render(t, lsize), "{", *(f"    {p}" for p in pre), *decls, *body, "}"]
+        return (Kernel(name, "\n".join(lines), sig, gsize, lsize, group,
+                       "partial" if partial_out is not None else "main",
+                       work=math.prod(group.space)), low)
+
+    def _epilogue(self, top: Block, low: Lowering, group: Group, outer_lin: Expr,
+                  outer_idx: Index, row_idx: Index, st: ReduceStrategy, it: str, R: int) -> None:
+        if group.stores:
+            block = top.nested("if (ly_ == 0 && active) {")
+            for store in group.stores:
+                node_idx = unravel(outer_lin, store.node.shape)
+                _store(block, store, node_idx, low, block.value(store.node, node_idx))
+        for node in group.reductions:
+            if node in self.materialized:
+                block = top.nested("if (ly_ == 0 && active) {")
+                temp = Store(node, Dest("temp", self.materialized[node]))
+                _store(block, temp, outer_idx, low, low.bound[(node, outer_idx)])
+        if group.row_stores:
+            if st.cache:
+                M = math.prod(group.outer_shape)
+                loop = _cache_loop(top, it, st.cache, st.ly, R, M % st.lx == 0)
+            else:
+                loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {st.ly}) {{",
+                                  loop_vars=frozenset({"r"}))
+            for store in group.row_stores:
+                _store(loop, store, row_idx, low, loop.value(store.node, row_idx))
+
+    def _combine_kernel(self, name: str, group: Group, st: ReduceStrategy, base: int
+                        ) -> tuple[Kernel, Lowering]:
+        """Second kernel of a split reduction: one work-group per output combines the
+        partials in a tree, then runs the epilogue."""
+        t = self.target
+        low = self._lowering(group)
+        it = low.index_type
+        M = math.prod(group.outer_shape)
+        gy = st.gy
+        ly = 1
+        while ly < min(gy, 256):
+            ly *= 2
+        top = Block(low)
+        outer_idx = unravel(Expr.var("o", M), group.outer_shape)
+        pre = [f"const {it} ly_ = ({it})get_local_id(0);",
+               f"const {it} o = ({it})get_group_id(0);"]
+        local_decls = []
+        slot = base
+        for j, r in enumerate(group.reductions):
+            acc_dt = _acc_dtype(r)
+            ctype = t.compute_type(acc_dt)
+            ptr = low.args.buffer("partial", slot, acc_dt)
+            slot += 1
+            iptr = None
+            if r.op in (Op.ARGMAX, Op.ARGMIN):
+                iptr = low.args.buffer("partial", slot, dt.INT64)
+                slot += 1
+            acc = top.emit(ctype, _identity(t, r, acc_dt))
+            arg = top.emit("long", "-1") if iptr else None
+            loop = top.nested(f"for ({it} g = ly_; g < {gy}; g += {ly}) {{")
+            v = loop.emit(ctype, t.load(ptr, f"o * {gy} + g", acc_dt))
+            if iptr:
+                vi = loop.emit("long", f"{iptr}[o * {gy} + g]")
+                cond = _arg_better(r, acc_dt, "{0}", "{1}", "{2}", "{3}")
+                loop.emit(None, "if (" + cond + ") {{ {2} = {0}; {3} = {1}; }}", v, vi, acc,
+                          arg)
+            else:
+                loop.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";",
+                          acc, v)
+            buf, ibuf = f"red{j}", f"idx{j}"
+            local_decls.append(f"__local {ctype} {buf}[{ly}];")
+            top.emit(None, f"{buf}[ly_] = {{0}};", acc)
+            if iptr:
+                local_decls.append(f"__local long {ibuf}[{ly}];")
+                top.emit(None, f"{ibuf}[ly_] = {{0}};", arg)
+            top.emit(None, t.barrier_local)
+            step = ly // 2
+            while step >= 1:
+                body = top.nested(f"if (ly_ < {step}) {{")
+                mine, other = f"{buf}[ly_]", f"{buf}[ly_ + {step}]"
+                if iptr:
+                    cond = _arg_better(r, acc_dt, other, f"{ibuf}[ly_ + {step}]", mine,
+                                       f"{ibuf}[ly_]")
+                    body.emit(None, f"if ({cond}) {{ {mine} = {other}; "
+                                    f"{ibuf}[ly_] = {ibuf}[ly_ + {step}]; }}")
+                else:
+                    body.emit(None, f"{mine} = {_combine_text(t, r, acc_dt, mine, other)};")
+                top.emit(None, t.barrier_local)
+                step //= 2
+            final = top.emit(ctype, f"{buf}[0]")
+            farg = top.emit("long", f"{ibuf}[0]") if iptr else None
+            low.bound[(r, outer_idx)] = _finish(top, t, r, final, farg)
+        self._epilogue(top, low, group, Expr.var("o", M), outer_idx, (), ReduceStrategy(1, ly),
+                       it, 0)
+        renderer = Renderer()
+        body = renderer.render(top, 1)
+        sig = low.args.signature(name)
+        lines = [sig.render(t, (ly,)), "{", *(f"    {p}" for p in pre),
+                 *(f"    {d}" for d in local_decls), f"    const int active = o < {M};", *body,
+                 "}"]
+        return (Kernel(name, "\n".join(lines), sig, (M * ly,), (ly,), group, "combine",
+                       work=M * gy), low)
+
+
+def _cache_loop(top: Block, it: str, cache: int, ly: int, R: int, all_active: bool) -> Block:
+    """``for k < cache: r = ly_ + k*ly`` over a row kept in registers: fully unrolled, with
+    bounds checks only when the row does not split evenly over the lanes."""
+    loop = top.nested(f"#pragma unroll\n    for (int k = 0; k < {cache}; k++) {{",
+                      loop_vars=frozenset({"r"}), cache_loop=True)
+    loop.emit(None, f"const {it} r = ly_ + ({it})k * {ly};")
+    checks = ([] if all_active else ["!active"]) + ([] if cache * ly == R else [f"r >= {R}"])
+    if checks:
+        loop.emit(None, f"if ({' || '.join(checks)}) break;")
+    return loop
+
+
+# -- reduction helpers --------------------------------------------------------------------------------
+
+
+def _acc_dtype(r: Node) -> np.dtype:
+    """Accumulator dtype: the result dtype (float16 accumulates in float32, its compute type)."""
+    if r.op in (Op.ARGMAX, Op.ARGMIN):
+        return r.srcs[0].dtype
+    return r.dtype
+
+
+def _identity(t: Target, r: Node, acc: np.dtype) -> str:
+    if r.op in (Op.SUM, Op.ANY):
+        return t.literal(acc.type(0), acc)
+    if r.op in (Op.PROD, Op.ALL):
+        return t.literal(acc.type(1), acc)
+    low_end = r.op in (Op.MAX, Op.ARGMAX)
+    if acc.kind == "f":
+        return t.literal(acc.type(-np.inf if low_end else np.inf), acc)
+    if acc.kind == "b":
+        return t.literal(np.bool_(not low_end), acc)
+    info = np.iinfo(acc)
+    return t.literal(acc.type(info.min if low_end else info.max), acc)
+
+
+_COMBINE = {Op.SUM: Op.ADD, Op.PROD: Op.MUL, Op.MAX: Op.MAXIMUM, Op.MIN: Op.MINIMUM,
+            Op.ANY: Op.BITWISE_OR, Op.ALL: Op.BITWISE_AND}
+
+
+def _combine_text(t: Target, r: Node, acc: np.dtype, a: str, b: str) -> str:
+    return t.render_op(_COMBINE[r.op], acc, [acc, acc], [a, b])
+
+
+def _accumulate(loop: Block, t: Target, r: Node, acc: Instr, arg: Instr | None, v: Ref,
+                acc_dt: np.dtype) -> None:
+    if arg is None:
+        loop.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";", acc, v)
+        return
+    # first occurrence wins: each lane visits its indices in increasing order
+    better = ">" if r.op is Op.ARGMAX else "<"
+    nan = " || (isnan({1}) && !isnan({0}))" if acc_dt.kind == "f" else ""
+    loop.emit(None, "if ({2} < 0 || {1} " + better + " {0}" + nan
+              + ") {{ {0} = {1}; {2} = r; }}", acc, v, arg)
+
+
+# A lane adds CASCADE_BLOCK elements serially, then merges that block into a binary counter of
+# partial sums (level j holds 2**j blocks): pairwise summation inside the lane, so a float sum's
+# rounding error grows with log2(n) as in NumPy's pairwise sum, not with the lane's trip count.
+CASCADE_BLOCK = 8
+
+
+def _lanes_combined(t: Target, r: Node, acc: np.dtype, n: int) -> str:
+    """Pairwise combination of the n lanes of vector operand {0}: ((s0+s1)+(s2+s3))+..."""
+    parts = ["{0}.s" + format(i, "x") for i in range(n)]
+    while len(parts) > 1:
+        parts = [_combine_text(t, r, acc, a, b) for a, b in zip(parts[::2], parts[1::2])]
+    return parts[0]
+
+
+def _cascade_levels(r: Node, acc: np.dtype, per_lane: int) -> int:
+    """How many partial-sum levels a lane needs for ``per_lane`` elements (0: plain loop)."""
+    if r.op is not Op.SUM or acc.kind != "f":
+        return 0  # integer sums are exact; max/min/any/all do not round
+    blocks = math.ceil(per_lane / CASCADE_BLOCK)
+    return 0 if blocks <= 1 else (blocks - 1).bit_length() + 1
+
+
+def _cascade_step(loop: Block, t: Target, r: Node, acc: Instr, levels: list[Instr],
+                  acc_dt: np.dtype) -> None:
+    """After the k-th element (k counts from 0): when a block is complete, carry it up the
+    levels like a binary increment of the block count."""
+    zero = _identity(t, r, acc_dt)
+    block = loop.nested(f"if ((k & {CASCADE_BLOCK - 1}) == {CASCADE_BLOCK - 1}) {{")
+    carry = block.emit(acc.ctype, "{0}", acc)  # the accumulator's type: scalar or vector
+    block.emit(None, "{0} = " + zero + ";", acc)
+    for j, level in enumerate(levels[:-1]):
+        full = block.nested(f"if (k & {CASCADE_BLOCK << j}) {{", footer="} else {")
+        full.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{1}", "{0}") + ";", carry, level)
+        full.emit(None, "{0} = " + zero + ";", level)
+        empty = block.nested("")
+        empty.emit(None, "{0} = {1};", level, carry)
+        block = full
+    block.emit(None, "{0} = {1};", levels[-1], carry)
+
+
+def _arg_better(r: Node, acc: np.dtype, v: str, i: str, best: str, bi: str) -> str:
+    """Should (v, i) replace (best, bi)?  NumPy: the first maximum, and NaN is the maximum."""
+    cmp = ">" if r.op is Op.ARGMAX else "<"
+    if acc.kind == "f":
+        return (f"{i} >= 0 && ({bi} < 0 || {v} {cmp} {best} || (isnan({v}) && !isnan({best}))"
+                f" || (({v} == {best} || (isnan({v}) && isnan({best}))) && {i} < {bi}))")
+    return f"{i} >= 0 && ({bi} < 0 || {v} {cmp} {best} || ({v} == {best} && {i} < {bi}))"
+
+
+def _finish(top: Block, t: Target, r: Node, value: Ref, arg: Ref | None) -> Ref:
+    """A reduction's value as its node's dtype (argmax: the index; float16: rounded)."""
+    if arg is not None:
+        return top.emit("long", "({0} < 0 ? 0 : {0})", arg)
+    if r.dtype == dt.FLOAT16:
+        return top.emit("float", t.round_to_storage(r.dtype, "{0}"), value)
+    return value
