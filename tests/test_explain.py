@@ -74,7 +74,8 @@ def test_render_runs_dot(monkeypatch, tmp_path):
 
 def test_explains_random_programs(queue):
     # scalar kernel arguments once crashed the traffic estimate: explain a spread of fuzz programs
-    from fuzz.generator import RandomChooser, draw_inputs, generate, place
+    from fuzz.generator import RandomChooser, generate
+    from fuzz.values import draw_inputs, place
 
     explained = 0
     for seed in range(60):
