@@ -127,6 +127,8 @@ def memory_traffic(low: Lowered) -> Traffic:
     fused = 0
     for kernel in low.module.kernels:
         for arg in kernel.signature.args:
+            if not hasattr(arg, "writable"):
+                continue  # scalars and offsets travel with the launch
             size = _arg_bytes(low, kernel, arg)
             fused += size * (2 if arg.writable and arg.role == "param" else 1)
     unfused = 0

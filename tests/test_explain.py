@@ -70,3 +70,22 @@ def test_render_runs_dot(monkeypatch, tmp_path):
     e = fuse(lambda x: x + 1).explain(np.zeros(3, np.float32))
     out = e.render(tmp_path / "g.svg")
     assert out.read_text() == e.dot + "-Tsvg\n"
+
+
+def test_explains_random_programs(queue):
+    # scalar kernel arguments once crashed the traffic estimate: explain a spread of fuzz programs
+    from fuzz.generator import RandomChooser, generate
+    from fuzz.values import draw_inputs, place
+
+    explained = 0
+    for seed in range(60):
+        program = generate(RandomChooser(seed))
+        if program.raises:
+            continue
+        values = draw_inputs(program, seed)
+        args = [place(v, a.layout, queue).value for v, a in zip(values, program.args)]
+        e = fuse(program.function()).explain(*args)
+        assert "== kernel sources ==" in str(e) and e.dot.startswith("digraph")
+        assert e.traffic.fused >= 0 and e.traffic.unfused >= 0
+        explained += 1
+    assert explained > 40

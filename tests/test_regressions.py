@@ -195,3 +195,29 @@ def test_truth_value_of_a_traced_array_is_also_a_value_error():
         fuse(f)(x)
     with pytest.raises(TypeError):  # still a TracerConversionError
         fuse(f)(x)
+
+
+def test_a_build_without_its_kernels_is_a_build_error(queue, monkeypatch):
+    # PoCL 3 reports success for a few programs yet gives them no kernels; the launch then
+    # failed with AttributeError 'fj_k0'. It is now a KernelBuildError showing the source.
+    from fusejit.errors import KernelBuildError
+    from fusejit.runtime import build
+
+    monkeypatch.setattr(build, "_kernel_names", lambda program: set())
+    with pytest.raises(KernelBuildError, match="has no kernel fj_k0"):
+        fuse(lambda x: x + 1)(np.zeros(3, np.float32))
+
+
+def test_reduction_vectors_stay_within_32_bytes():
+    # any() over a bool computed from int64 took 8 lanes from the bool alone: long8 operands,
+    # which PoCL mishandles on AVX2 (convert_uchar8(long8) gave 0; some programs had no kernels)
+    def f(a):
+        s = a >> a
+        return np.log1p(np.any(s >= s, axis=(0, 1))), np.all(a.astype(np.float64) > -100, axis=1)
+
+    a = np.array([[-64, -97, -79, -6, 69, 48, 47, -36]], np.int64)
+    fused = fuse(f)
+    for got, want in zip(fused(a), f(a)):
+        assert_matches(got, want)
+    source = fused.lower(a).source
+    assert "long8" not in source and "double8" not in source

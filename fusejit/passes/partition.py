@@ -20,6 +20,7 @@ Every split carries a ``reason`` that ``lower()`` and ``explain()`` print.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -108,7 +109,9 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         n_stages = 1 + max(stage_of[m] for m in ms)
         contiguous = inner_contiguous(graph, ms[0], red_set)
         vector_ok = not any(m.op in (Op.ARGMAX, Op.ARGMIN) for m in ms)
-        widest = max(compute_size(n.dtype) for m in ms for n in (m, m.srcs[0]))
+        # every value computed per element, not just the reduced one: PoCL mishandles vectors
+        # over 32 bytes (an int64 cone under a bool any() gave long8 operands and wrong results)
+        widest = max(max(compute_size(m.dtype), _widest(m.srcs[0], red_set)) for m in ms)
         strategies.append(
             cpu_vector_strategy(key[0], key[1], n_stages, contiguous, limits, vector_ok, widest)
             or choose_strategy(key[0], key[1], n_stages, contiguous, limits,
@@ -133,6 +136,19 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
                 row_stores[g].append(st)
                 continue
         pending.append(st)
+    for g, (key, ms) in enumerate(zip(keys, members)):  # stores computed with the lanes too
+        st = strategies[g]
+        wide = max((_widest(x.node, red_set) for x in epilogues[g] + row_stores[g]), default=0)
+        if st.vec > 1 and st.vec * wide > 32:
+            n_stages = 1 + max(stage_of[m] for m in ms)
+            widest = max(wide, *(compute_size(m.dtype) for m in ms),
+                         *(_widest(m.srcs[0], red_set) for m in ms))
+            redo = cpu_vector_strategy(key[0], key[1], n_stages, st.vec_axis == "rows" or
+                                       inner_contiguous(graph, ms[0], red_set), limits, True,
+                                       widest) or choose_strategy(
+                key[0], key[1], n_stages, inner_contiguous(graph, ms[0], red_set), limits,
+                sum(lane_bytes(m) for m in ms))
+            strategies[g] = dataclasses.replace(redo, gy=1) if row_stores[g] else redo
 
     groups: list[Group] = []
     for g, ((space, axes), ms) in enumerate(zip(keys, members)):
@@ -207,3 +223,18 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
 
 __all__ = ["Dest", "DeviceLimits", "Group", "Plan", "ReduceStrategy", "Store", "choose_strategy",
            "cpu_vector_strategy", "partition", "reads_of"]
+
+
+def _widest(root: Node, stop: set[Node]) -> int:
+    """The largest element size computed per element for ``root`` (not below ``stop`` nodes,
+    whose values are loaded)."""
+    widest, seen, stack = 0, set(), [root]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        widest = max(widest, compute_size(n.dtype))
+        if n is root or n not in stop:
+            stack.extend(n.srcs)
+    return widest

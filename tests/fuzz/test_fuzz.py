@@ -3,9 +3,10 @@
 CI runs ``FUSEJIT_FUZZ_EXAMPLES`` programs (default 400), each compiled once and run on three
 value draws, derandomized so a run is reproducible; ``FUSEJIT_FUZZ_EXAMPLES=10000`` (or
 ``pytest --fuzz-examples=10000``) runs a campaign, ``FUSEJIT_FUZZ_SEED`` picks other programs,
-``FUSEJIT_FUZZ_SHRINK=1`` lets Hypothesis shrink a failure to a minimal program. The tolerance
-rules are in ``oracle.py``; every failure leaves a reproducer under ``fuzz-failures/`` whose
-path the assertion message names.
+``FUSEJIT_FUZZ_SHRINK=1`` lets Hypothesis shrink a failure to a minimal program. The fused
+functions run with ``validate=True`` (``FUSEJIT_FUZZ_VALIDATE=0`` turns it off), so validate
+mode's bound rule is fuzzed too. The tolerance rules are in ``oracle.py``; every failure leaves
+a reproducer under ``fuzz-failures/`` whose path the assertion message names.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .runner import run_case
 
 EXAMPLES = int(os.environ.get("FUSEJIT_FUZZ_EXAMPLES", "400"))
 SEED = int(os.environ.get("FUSEJIT_FUZZ_SEED", "0"))
+VALIDATE = os.environ.get("FUSEJIT_FUZZ_VALIDATE", "1") not in ("", "0")
 PHASES = (Phase.explicit, Phase.generate) + (
     (Phase.shrink,) if os.environ.get("FUSEJIT_FUZZ_SHRINK") else ())
 
@@ -37,7 +39,7 @@ def test_fuzz_against_numpy(queue, fuzz_examples: int) -> None:
               print_blob=False)
     @given(program=programs(), draw_seed=st.integers(0, 2**31))
     def check(program: Program, draw_seed: int) -> None:
-        out = run_case(program, draw_seed, queue, draws=3)
+        out = run_case(program, draw_seed, queue, draws=3, validate=VALIDATE)
         assert out.status != "fail", out.message
 
     check()

@@ -1,0 +1,131 @@
+"""Value draws for fuzz programs, and the argument layouts they are passed in.
+
+``draw_inputs`` makes arrays from a seed, mixing ordinary values with ±0, ±inf, NaN, subnormals
+and integer extremes; ``place`` turns each into the layout the program asks for (NumPy arrays,
+strided NumPy views, and pyopencl arrays that are transposed, offset or strided views of a
+larger buffer); ``to_host`` reads any of them back.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from .generator import Program
+
+
+def _float_specials(dtype: np.dtype) -> np.ndarray:
+    info = np.finfo(dtype)
+    sub = info.smallest_subnormal
+    return np.array([0.0, -0.0, np.inf, -np.inf, np.nan, sub, -sub, info.tiny * 0.75, info.tiny,
+                     -info.tiny, info.max, -info.max, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5,
+                     info.eps, 1 + info.eps, 3.0, -7.0, 1e-3, 88.72284, 710.0], dtype=dtype)
+
+
+def _int_specials(dtype: np.dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    cand = [0, 1, -1, 2, -2, 3, 7, 8, 31, 32, 33, 63, 64, info.min, info.max, info.min + 1,
+            info.max - 1, -(2**31), 2**31 - 1, 255]
+    return np.array([c for c in cand if info.min <= c <= info.max], dtype=dtype)
+
+
+def draw_array(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...],
+               special: float) -> np.ndarray:
+    """Values of ``dtype``: a fraction ``special`` of edge values, the rest ordinary."""
+    n = math.prod(shape)
+    if dtype.kind == "b":
+        return rng.random(n).reshape(shape) < 0.5
+    if dtype.kind == "f":
+        scale = 10.0 ** rng.integers(-3, 4, n)
+        ordinary = rng.standard_normal(n) * scale
+        ordinary = np.where(rng.random(n) < 0.3, np.round(ordinary * 2) / 2, ordinary)
+        pool = _float_specials(dtype)
+    else:
+        info = np.iinfo(dtype)
+        small = rng.integers(max(info.min, -100), min(info.max, 100), n, endpoint=True)
+        wide = rng.integers(info.min, info.max, n, endpoint=True, dtype=dtype)
+        ordinary = np.where(rng.random(n) < 0.8, small, wide)
+        pool = _int_specials(dtype)
+    pick = pool[rng.integers(0, len(pool), n)]
+    with np.errstate(all="ignore"):
+        out = np.where(rng.random(n) < special, pick, ordinary.astype(dtype))
+    return out.astype(dtype).reshape(shape)
+
+
+def draw_inputs(program: Program, seed: int) -> list[Any]:
+    """One value draw for every argument (logical values; ``place`` applies the layout)."""
+    rng = np.random.default_rng(seed)
+    special = float(rng.choice([0.0, 0.1, 0.3, 0.7]))
+    values: list[Any] = []
+    for a in program.args:
+        arr = draw_array(rng, a.dtype, a.shape, special)
+        if a.kind == "pyscalar":
+            v = arr.reshape(-1)[0] if arr.size else a.dtype.type(0)
+            if a.dtype.kind in "iu":
+                v = int(rng.choice([0, 1, -1, 2, 3, 5, 100, -7]))  # mostly in range of any dtype
+            values.append({"b": bool, "i": int, "u": int, "f": float}[a.dtype.kind](v))
+        elif a.kind == "npscalar":
+            values.append(a.dtype.type(arr.reshape(-1)[0] if arr.size else 0))
+        else:
+            values.append(arr)
+    return values
+
+
+@dataclass
+class Placed:
+    """An argument as passed to the fused function, and the device buffer behind it (to check
+    that nothing outside the function's writes changed)."""
+
+    value: Any
+    base_host: np.ndarray | None = None  # contents of the whole device buffer before the call
+    base_dev: cla.Array | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def place(value: Any, layout: str, queue: cl.CommandQueue) -> Placed:
+    """``value`` in ``layout``: a NumPy array, a strided NumPy view, or a pyopencl view."""
+    if layout == "scalar":
+        return Placed(value)
+    v = np.asarray(value)
+    if layout == "numpy":
+        return Placed(v.copy())
+    if layout == "numpy-strided":
+        base = np.zeros((2 * v.shape[0],) + v.shape[1:], v.dtype)
+        base[::2] = v
+        return Placed(base[::2])
+    if layout == "device":
+        base = np.array(v, order="C")
+        dev = cla.to_device(queue, base)
+        return Placed(dev, base.copy(), dev)
+    if layout == "device-T":
+        base = np.array(v.T, order="C")
+        dev = cla.to_device(queue, base)
+        return Placed(dev.T, base.copy(), dev)
+    if layout == "device-offset":
+        base = np.concatenate([np.zeros((1,) + v.shape[1:], v.dtype), v])
+        dev = cla.to_device(queue, base)
+        return Placed(dev[1:], base.copy(), dev)
+    if layout == "device-strided":
+        base = np.ones((2 * v.shape[0],) + v.shape[1:], v.dtype)
+        base[::2] = v
+        dev = cla.to_device(queue, base)
+        return Placed(dev[::2], base.copy(), dev)
+    raise ValueError(layout)
+
+
+def to_host(x: Any) -> Any:
+    """A NumPy copy of a result or argument (pyopencl views of any layout included)."""
+    if isinstance(x, cla.Array):
+        if x.flags.forc:
+            return x.get()
+        item = x.dtype.itemsize
+        whole = np.empty(x.base_data.size // item, x.dtype)
+        cl.enqueue_copy(x.queue, whole, x.base_data)
+        return np.lib.stride_tricks.as_strided(whole[x.offset // item:], x.shape,
+                                               x.strides).copy()
+    return x
