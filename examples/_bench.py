@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
 from pyopencl import _cl
+
+from fusejit import fuse
 
 
 def median_ms(fn: Callable[[], Any], queue: cl.CommandQueue, repeat: int = 10) -> float:
@@ -61,3 +63,24 @@ def report(title: str, queue: cl.CommandQueue, n: int, error: float, kernels: di
     print(f"\n{'variant':<10} {'median ms':>10} {'vs fused':>9}")
     for name, ms in times.items():
         print(f"{name:<10} {ms:>10.3f} {ms / fused:>8.1f}x")
+
+
+def compare(title: str, fn: Callable[..., Any], unfused: Callable[..., Any],
+            host: Sequence[np.ndarray], device: Sequence[Any], queue: cl.CommandQueue,
+            repeat: int) -> None:
+    """Run ``fn`` fused, ``unfused`` (the same ops as pyopencl calls) and with NumPy; report the
+    largest error against NumPy, the kernels each launches per call and the median times."""
+    fused = fuse(fn)
+    got, want = fused(*device), fn(*host)
+    pairs = zip(got, want) if isinstance(want, tuple) else [(got, want)]
+    error = max(max_abs_error(g, w) for g, w in pairs)
+    with counting_pyopencl_launches() as unfused_launches:
+        unfused(*device)
+        queue.finish()
+    kernels = {"fused": len(fused.lower(*device).kernels), "unfused": len(unfused_launches)}
+    times = {
+        "fused": median_ms(lambda: fused(*device), queue, repeat),
+        "unfused": median_ms(lambda: unfused(*device), queue, repeat),
+        "numpy": median_ms(lambda: fn(*host), queue, repeat),
+    }
+    report(title, queue, host[0].size, error, kernels, times)

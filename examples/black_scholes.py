@@ -13,10 +13,10 @@ import argparse
 
 import numpy as np
 import pyopencl.array as cla
-from _bench import counting_pyopencl_launches, max_abs_error, median_ms, report
+from _bench import compare
 from pyopencl import clmath
 
-from fusejit import default_queue, fuse
+from fusejit import default_queue
 
 RATE, VOLATILITY = 0.02, 0.30
 A = (0.319381530, -0.356563782, 1.781477937, -1.821255978, 1.330274429)
@@ -70,20 +70,8 @@ def main() -> None:
             rng.uniform(0.1, 5, args.size))
     host = [a.astype(np.float32) for a in book]
     device = [cla.to_device(queue, a) for a in host]
-    fused = fuse(black_scholes)
-
-    want = black_scholes(*host)
-    error = max(max_abs_error(g, w) for g, w in zip(fused(*device), want))
-    with counting_pyopencl_launches() as unfused_launches:
-        black_scholes_unfused(*device)
-        queue.finish()
-    kernels = {"fused": len(fused.lower(*device).kernels), "unfused": len(unfused_launches)}
-    times = {
-        "fused": median_ms(lambda: fused(*device), queue, args.repeat),
-        "unfused": median_ms(lambda: black_scholes_unfused(*device), queue, args.repeat),
-        "numpy": median_ms(lambda: black_scholes(*host), queue, args.repeat),
-    }
-    report("Black-Scholes (call and put)", queue, args.size, error, kernels, times)
+    compare("Black-Scholes (call and put)", black_scholes, black_scholes_unfused, host, device, queue,
+            args.repeat)
 
 
 if __name__ == "__main__":

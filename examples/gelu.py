@@ -10,10 +10,10 @@ import argparse
 
 import numpy as np
 import pyopencl.array as cla
-from _bench import counting_pyopencl_launches, max_abs_error, median_ms, report
+from _bench import compare
 from pyopencl import clmath
 
-from fusejit import default_queue, fuse
+from fusejit import default_queue
 
 
 def gelu(x):
@@ -33,21 +33,10 @@ def main() -> None:
     args = parser.parse_args()
 
     queue = default_queue()
-    host = np.random.default_rng(0).standard_normal(args.size).astype(np.float32)
-    x = cla.to_device(queue, host)
-    fused = fuse(gelu)
-
-    error = max_abs_error(fused(x), gelu(host))
-    with counting_pyopencl_launches() as unfused_launches:
-        gelu_unfused(x)
-        queue.finish()
-    kernels = {"fused": len(fused.lower(x).kernels), "unfused": len(unfused_launches)}
-    times = {
-        "fused": median_ms(lambda: fused(x), queue, args.repeat),
-        "unfused": median_ms(lambda: gelu_unfused(x), queue, args.repeat),
-        "numpy": median_ms(lambda: gelu(host), queue, args.repeat),
-    }
-    report("GELU", queue, args.size, error, kernels, times)
+    host = [np.random.default_rng(0).standard_normal(args.size).astype(np.float32)]
+    device = [cla.to_device(queue, host[0])]
+    compare("GELU", gelu, gelu_unfused, host, device, queue,
+            args.repeat)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,10 @@ import argparse
 
 import numpy as np
 import pyopencl.array as cla
-from _bench import counting_pyopencl_launches, max_abs_error, median_ms, report
+from _bench import compare
 from pyopencl import clmath
 
-from fusejit import default_queue, fuse
+from fusejit import default_queue
 
 EARTH_RADIUS_KM = 6371.0088
 RADIANS = np.pi / 180
@@ -49,19 +49,8 @@ def main() -> None:
     lat2, lon2 = lat1 + rng.uniform(-1, 1, args.size), lon1 + rng.uniform(-1, 1, args.size)
     host = tuple(v.astype(np.float32) for v in (lat1, lon1, lat2, lon2))
     device = [cla.to_device(queue, a) for a in host]
-    fused = fuse(haversine)
-
-    error = max_abs_error(fused(*device), haversine(*host))
-    with counting_pyopencl_launches() as unfused_launches:
-        haversine_unfused(*device)
-        queue.finish()
-    kernels = {"fused": len(fused.lower(*device).kernels), "unfused": len(unfused_launches)}
-    times = {
-        "fused": median_ms(lambda: fused(*device), queue, args.repeat),
-        "unfused": median_ms(lambda: haversine_unfused(*device), queue, args.repeat),
-        "numpy": median_ms(lambda: haversine(*host), queue, args.repeat),
-    }
-    report("Haversine distance (km)", queue, args.size, error, kernels, times)
+    compare("Haversine distance (km)", haversine, haversine_unfused, host, device, queue,
+            args.repeat)
 
 
 if __name__ == "__main__":
