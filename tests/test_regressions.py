@@ -233,3 +233,10 @@ def test_python_arithmetic_on_a_python_bool_argument():
     for b in (False, True):
         for got, want in zip(fused(np.int32(96), b), f(np.int32(96), b)):
             assert_matches(got, want)
+
+
+def test_reference_argmax_with_a_zero_length_kept_axis():
+    # the NumPy reference (validate mode, constant folding) reshaped with -1 over a size-0 array
+    f = fuse(lambda x: x.argmax(axis=-2), validate=True)
+    x = np.zeros((1, 5, 0), np.uint8)
+    assert_matches(f(x), x.argmax(axis=-2))
