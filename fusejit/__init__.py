@@ -6,6 +6,7 @@
     ...     return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
 """
 
+from . import numpy_api  # noqa: F401 - the traced NumPy surface, loaded now, not in a first call
 from .api import CacheInfo, Fused, Lowered, fuse
 from .errors import (
     BroadcastError,

@@ -197,6 +197,10 @@ class Lowering:
         self.var_names: dict[str, str] = {}
         self.uses_fp64 = False
         self.lanes = 1  # > 1: values are lowered for a vector of lanes (symbolic lane var "l")
+        # lane-dependent ops as one OpenCL vector op (CPUs: PoCL turns those into SIMD) or one
+        # scalar op per lane (GPUs, which scalarise vectors anyway: per-lane predicates beat
+        # the -1/0 masks vector comparisons and select need, e.g. a 32-op chain on an H200)
+        self.vector_ops = True
         self.vector_loads: dict[tuple[str, Expr], Instr] = {}
         self._depth = 0  # nesting of value() calls (see _prefetch)
         self._prefetching = False
@@ -375,7 +379,9 @@ class Lowering:
         t, V = self.target, self.lanes
         names = [f"{{{i}}}" for i in range(len(operands))]
         ins = [s.dtype for s in node.srcs]
-        if node.op is Op.CAST:
+        if not self.vector_ops:
+            vexpr = None
+        elif node.op is Op.CAST:
             vexpr = t.render_cast_vector(ins[0], node.dtype, "{0}", V)
         else:
             vexpr = t.render_op_vector(node.op, node.dtype, ins, names, V)

@@ -59,8 +59,10 @@ class SourceModule(ReductionKernels):
         # what this group itself stores into temporaries it computes, never loads
         own = {st.node for st in group.stores + group.row_stores if st.dest.kind == "temp"}
         materialized = {n: t for n, t in self.materialized.items() if n not in own}
-        return Lowering(self.target, self.graph, args, materialized,
-                        self.target.index_type(self.wide))
+        low = Lowering(self.target, self.graph, args, materialized,
+                       self.target.index_type(self.wide))
+        low.vector_ops = not self.is_gpu
+        return low
 
     def build(self) -> Module:
         kernels: list[Kernel] = []

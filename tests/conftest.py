@@ -38,3 +38,17 @@ def pytest_addoption(parser):
     parser.addoption("--fuzz-examples", type=int, default=None,
                      help="programs the differential fuzz test runs (default 400, or "
                           "FUSEJIT_FUZZ_EXAMPLES)")
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Counts kernel launches of functions compiled after the fixture is set up."""
+    count = []
+    real = fusejit.runtime.executable._enqueue
+
+    def counting(*args, **kwargs):
+        count.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fusejit.runtime.executable, "_enqueue", counting)
+    return count

@@ -41,18 +41,6 @@ def test_every_error_class_subclasses_its_builtin_and_is_exported():
         assert getattr(fusejit, cls.__name__) is cls
 
 
-@pytest.fixture
-def launches(monkeypatch):
-    """Counts kernel launches of functions compiled after the fixture is set up."""
-    count = []
-    real = fusejit.runtime.executable._enqueue
-
-    def counting(*args, **kwargs):
-        count.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(fusejit.runtime.executable, "_enqueue", counting)
-    return count
 
 
 # -- each mistake, in a function that also has a good path -----------------------------------------

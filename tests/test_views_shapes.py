@@ -10,7 +10,6 @@ import numpy as np
 import pyopencl.array as cla
 import pytest
 
-import fusejit.runtime.executable
 from fusejit import BroadcastError, fuse
 from fusejit.testing import assert_matches
 
@@ -21,18 +20,6 @@ def assert_all_match(got, want, **kw):
         assert_matches(g, w, what=f"result {i}", **kw)
 
 
-@pytest.fixture
-def launches(monkeypatch):
-    """Counts kernel launches of functions compiled after the fixture is set up."""
-    count = []
-    real = fusejit.runtime.executable._enqueue
-
-    def counting(*args, **kwargs):
-        count.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(fusejit.runtime.executable, "_enqueue", counting)
-    return count
 
 
 # -- broadcasting ---------------------------------------------------------------------------------

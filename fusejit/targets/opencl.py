@@ -185,8 +185,9 @@ for _op, _fn in _UNARY_BUILTINS.items():
         _VEC[(_op, "f")] = _fn + "({a})"
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "f")] = _TEMPLATES[(_op, "f")]
-for _op, _fn in _NAN_GUARDED.items():
-    _VEC[(_op, "f")] = "select(" + _fn + "({a}), {a}, isnan({a}))"
+for _op, _fn in _NAN_GUARDED.items():  # (x != x: PoCL's vector isnan is a slow call)
+    _VEC[(_op, "f")] = "select(" + _fn + "({a}), {a}, {a} != {a})"
+for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "i")] = _VEC[(_op, "u")] = _VEC[(_op, "b")] = "{a}"
 for _op, _cmp in ((Op.MAXIMUM, ">"), (Op.MINIMUM, "<"), (Op.FMAX, ">"), (Op.FMIN, "<")):
     _VEC[(_op, "i")] = _VEC[(_op, "u")] = "select({b}, {a}, {a} " + _cmp + " {b})"
