@@ -6,6 +6,7 @@ op's NumPy reference from the op table and nothing else.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,7 +73,8 @@ def _arg_reduce(op: Op, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """argmax/argmin over several axes: the index into those axes flattened row-major (over
     all axes: NumPy's flat index), kept axes of length 1."""
     kept = [a for a in range(x.ndim) if a not in axes]
-    moved = np.transpose(x, kept + list(axes)).reshape([x.shape[a] for a in kept] + [-1])
+    reduced = math.prod(x.shape[a] for a in axes)  # (not -1: a kept axis may have length 0)
+    moved = np.transpose(x, kept + list(axes)).reshape([x.shape[a] for a in kept] + [reduced])
     index = OPS[op].reference()(moved, axis=-1)
     return np.reshape(index, [1 if a in axes else x.shape[a] for a in range(x.ndim)])
 

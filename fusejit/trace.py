@@ -77,7 +77,9 @@ class Tracer:
         index = len(self.params)
         self.params.append(Param("scalar", dt.default_dtype(t), (), name, source))
         if isinstance(t, np.dtype):
-            return TensorProxy(Node.make(Op.SCALAR, t, (), (), (index,)))
+            proxy = TensorProxy(Node.make(Op.SCALAR, t, (), (), (index,)))
+            proxy._pybool = type(value) is bool  # promotes as np.bool_, computes as Python's
+            return proxy
         return TensorProxy(None, weak=(index, t))
 
     def constant_array(self, value: np.ndarray) -> Node:
@@ -447,6 +449,7 @@ class TensorProxy:
         self._vshape = shape
         self._readonly = readonly
         self._param: int | None = None
+        self._pybool = False  # a Python bool (argument or operator result): see _operator
 
     # -- value ------------------------------------------------------------------------------------
     @property
@@ -641,8 +644,24 @@ def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: t
 def _is_python_scalar(x: Any) -> bool:
     """A Python scalar literal or a weak value (not np.float64, which subclasses float)."""
     if isinstance(x, TensorProxy):
-        return x._weak is not None
+        return x._weak is not None or x._pybool
     return type(x) in (bool, int, float)
+
+
+def _is_python_bool(x: Any) -> bool:
+    return x._pybool if isinstance(x, TensorProxy) else type(x) is bool
+
+
+def _python_int(x: Any) -> Any:
+    """A Python bool in Python arithmetic: an int (``True + True`` is 2, ``-True`` is -1)."""
+    if isinstance(x, TensorProxy):
+        return TensorProxy(cast(x.node, dt.INT64), weak=(None, int))
+    return int(x)
+
+
+_BOOL_OPERATORS = frozenset({np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.less,
+                             np.less_equal, np.greater, np.greater_equal, np.equal,
+                             np.not_equal})
 
 
 def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False) -> Any:
@@ -651,10 +670,13 @@ def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False)
     NumPy's strong float64), and ``b1 -= 1`` rebinds the name as it does for a float. (A weak
     int computed this way is cast to an integer array's dtype without NumPy's range check.)"""
     if all(_is_python_scalar(x) for x in operands):
+        if not (ufunc in _BOOL_OPERATORS and all(map(_is_python_bool, operands))):
+            operands = tuple(_python_int(x) if _is_python_bool(x) else x for x in operands)
         result = apply_ufunc(ufunc, operands, {})
         kind = result.dtype.kind
         if kind == "b":
-            return result  # a Python bool promotes as np.bool_
+            result._pybool = True  # a Python bool promotes as np.bool_
+            return result
         return TensorProxy(result.node, weak=(None, float if kind == "f" else int))
     if inplace and not _is_python_scalar(operands[0]):  # b1 += x rebinds b1, like a float
         apply_ufunc(ufunc, operands, {"out": operands[0]})

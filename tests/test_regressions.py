@@ -222,3 +222,22 @@ def test_reduction_vectors_stay_within_32_bytes():
         assert_matches(got, want)
     source = fused.lower(a).source
     assert "long8" not in source and "double8" not in source
+
+
+def test_python_arithmetic_on_a_python_bool_argument():
+    # b & 3, b + 1, -b on a Python bool are Python ints (weak), not NumPy's strong int64:
+    # int32 + (b + 1) stayed int64
+    def f(v, b):
+        return v ** (b & 3), v + (b + 1), v * (b * 2), v + (-b), v + (b & True), v + (b < 1)
+
+    fused = fuse(f)
+    for b in (False, True):
+        for got, want in zip(fused(np.int32(96), b), f(np.int32(96), b)):
+            assert_matches(got, want)
+
+
+def test_reference_argmax_with_a_zero_length_kept_axis():
+    # the NumPy reference (validate mode, constant folding) reshaped with -1 over a size-0 array
+    f = fuse(lambda x: x.argmax(axis=-2), validate=True)
+    x = np.zeros((1, 5, 0), np.uint8)
+    assert_matches(f(x), x.argmax(axis=-2))
