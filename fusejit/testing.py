@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
 
 from .ops import OPS, Op
 
@@ -79,3 +81,17 @@ def assert_matches(got: Any, want: Any, *, ulp: float = 0.0, atol: float = 0.0,
             f"{what}: {int(bad.sum())} of {g.size} elements beyond {ulp} ULP / atol {atol}; "
             f"first at {i}: got {g[i]!r}, NumPy {w[i]!r} ({d[i]:.0f} ULP); "
             f"worst {d[worst]:.0f} ULP at {worst}")
+
+
+def to_host(x: Any) -> Any:
+    """A NumPy copy of an array or result: pyopencl arrays of any layout (strided, transposed,
+    offset views) are read through their whole buffer, NumPy arrays copied, scalars kept."""
+    if isinstance(x, cla.Array):
+        if x.flags.forc:
+            return x.get()
+        item = x.dtype.itemsize
+        whole = np.empty(x.base_data.size // item, x.dtype)
+        cl.enqueue_copy(x.queue, whole, x.base_data)
+        return np.lib.stride_tricks.as_strided(whole[x.offset // item:], x.shape,
+                                               x.strides).copy()
+    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x

@@ -44,12 +44,12 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
-import pyopencl.array as cla
 
 from .errors import ValidationError
 from .ir import Graph, Node
 from .ops import LEAVES, OPS, Op
 from .reference import eval_node
+from .testing import to_host
 
 SLACK_ULP = 1.0  # the constant of the bound rule, in ULPs of the output's dtype
 _F64 = np.dtype(np.float64)
@@ -94,19 +94,6 @@ def check(graph: Graph, values: Sequence[Any], results: Sequence[tuple[str, Node
         if problem is not None:
             raise ValidationError(f"validate ({name}): {what} {node.describe()}: {problem} "
                                   "(bound rule: fusejit.validate)")
-
-
-def to_host(x: Any) -> Any:
-    """A NumPy copy of an array or result, pyopencl views of any layout included."""
-    if isinstance(x, cla.Array):
-        if x.flags.forc:
-            return x.get()
-        item = x.dtype.itemsize
-        whole = np.empty(x.base_data.size // item, x.dtype)
-        cl.enqueue_copy(x.queue, whole, x.base_data)
-        return np.lib.stride_tricks.as_strided(whole[x.offset // item:], x.shape,
-                                               x.strides).copy()
-    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
 
 
 def _arguments(graph: Graph, flat: Sequence[Any], constants: dict[int, np.ndarray]) -> list[Any]:

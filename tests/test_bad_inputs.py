@@ -36,7 +36,7 @@ from fusejit import (
     fuse,
 )
 from fusejit import api as fj_api
-from fusejit.validate import to_host
+from fusejit.testing import to_host
 
 VALUES = "values"  # NumPy returns values: fusejit must return the same
 FUSEJIT_ONLY = "fusejit only"  # no NumPy counterpart: the row names what fusejit must do

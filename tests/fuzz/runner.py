@@ -24,10 +24,11 @@ import pyopencl as cl
 
 import fusejit
 from fusejit import fuse
+from fusejit.testing import to_host
 
 from .generator import Program, RandomChooser, generate
 from .oracle import builtin_class, compare, evaluate
-from .values import Placed, draw_inputs, place, to_host
+from .values import Placed, draw_inputs, place
 
 FAILURE_DIR = Path(os.environ.get("FUSEJIT_FUZZ_FAILURES",
                                   Path(__file__).resolve().parents[2] / "fuzz-failures"))

@@ -3,7 +3,7 @@
 ``draw_inputs`` makes arrays from a seed, mixing ordinary values with ±0, ±inf, NaN, subnormals
 and integer extremes; ``place`` turns each into the layout the program asks for (NumPy arrays,
 strided NumPy views, and pyopencl arrays that are transposed, offset or strided views of a
-larger buffer); ``to_host`` reads any of them back.
+larger buffer); ``fusejit.testing.to_host`` reads any of them back.
 """
 
 from __future__ import annotations
@@ -116,16 +116,3 @@ def place(value: Any, layout: str, queue: cl.CommandQueue) -> Placed:
         dev = cla.to_device(queue, base)
         return Placed(dev[::2], base.copy(), dev)
     raise ValueError(layout)
-
-
-def to_host(x: Any) -> Any:
-    """A NumPy copy of a result or argument (pyopencl views of any layout included)."""
-    if isinstance(x, cla.Array):
-        if x.flags.forc:
-            return x.get()
-        item = x.dtype.itemsize
-        whole = np.empty(x.base_data.size // item, x.dtype)
-        cl.enqueue_copy(x.queue, whole, x.base_data)
-        return np.lib.stride_tricks.as_strided(whole[x.offset // item:], x.shape,
-                                               x.strides).copy()
-    return x
