@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 import pytest
 
-from fusejit.bench.backends import BACKENDS, Backend
+from fusejit.bench.backends import Backend
 from fusejit.bench.runner import matches
 from fusejit.bench.workloads import Workload, chain, scale_from_env, workloads
 
@@ -26,14 +25,6 @@ CHAINS = [chain(n, size) for size in SCALE.chain_sizes for n in SCALE.chain_leng
 REAL = workloads(SCALE, ("gelu", "black_scholes", "adam"))
 
 
-@pytest.fixture(scope="module")
-def backends(queue: cl.CommandQueue) -> dict[str, Backend]:
-    out = {}
-    for name in IMPLS:
-        backend = BACKENDS[name](queue)
-        assert backend.probe() is None
-        out[name] = backend
-    return out
 
 
 def _bench(benchmark: Any, backend: Backend, wl: Workload) -> None:

@@ -22,10 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 import pytest
 
-from fusejit.bench.backends import BACKENDS, Backend
+from fusejit.bench.backends import Backend
 from fusejit.bench.runner import matches
 from fusejit.bench.workloads import Workload, scale_from_env, workloads
 
@@ -34,14 +33,6 @@ IMPLS = ("fused", "unfused", "numpy")
 ROWS = workloads(SCALE, ("softmax", "layernorm"))
 
 
-@pytest.fixture(scope="module")
-def backends(queue: cl.CommandQueue) -> dict[str, Backend]:
-    out = {}
-    for name in IMPLS:
-        backend = BACKENDS[name](queue)
-        assert backend.probe() is None
-        out[name] = backend
-    return out
 
 
 @pytest.mark.parametrize("impl", IMPLS)

@@ -9,6 +9,7 @@ import pyopencl as cl
 import pytest
 
 import fusejit
+from fusejit.bench.backends import BACKENDS, Backend
 from fusejit.bench.workloads import Scale, scale_from_env
 
 
@@ -20,3 +21,14 @@ def queue() -> cl.CommandQueue:
 @pytest.fixture(scope="session")
 def scale() -> Scale:
     return scale_from_env()
+
+
+@pytest.fixture(scope="module")
+def backends(request: pytest.FixtureRequest, queue: cl.CommandQueue) -> dict[str, Backend]:
+    """The implementations a suite compares (its module's ``IMPLS``), probed once."""
+    out = {}
+    for name in request.module.IMPLS:
+        backend = BACKENDS[name](queue)
+        assert backend.probe() is None
+        out[name] = backend
+    return out

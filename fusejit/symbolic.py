@@ -208,6 +208,18 @@ def _split(e: Expr, c: int) -> tuple[Expr, Expr]:
     return Expr._norm(q_const, q_terms), Expr._norm(r_const, r_terms)
 
 
+def _gcd_split(r: Expr, c: int) -> tuple[int, Expr, Expr] | None:
+    """r = g*big + small with c % g == 0 and 0 <= small < g, for the largest such g among r's
+    coefficients (then r // c = big // (c/g) and r % c = g*(big % (c/g)) + small)."""
+    for g in sorted({abs(k) for _, k in r.terms}, reverse=True):
+        if g > 1 and c % g == 0:
+            big = Expr._norm(0, {a: k // g for a, k in r.terms if k % g == 0})
+            small = Expr._norm(r.const, {a: k for a, k in r.terms if k % g != 0})
+            if 0 <= small.lo and small.hi < g:
+                return g, big, small
+    return None
+
+
 def floordiv(e: Expr, c: int) -> Expr:
     assert c > 0
     if c == 1:
@@ -215,12 +227,10 @@ def floordiv(e: Expr, c: int) -> Expr:
     q, r = _split(e, c)
     if 0 <= r.lo and r.hi < c:
         return q
-    for g in sorted({abs(k) for _, k in r.terms}, reverse=True):
-        if g > 1 and c % g == 0:
-            big = Expr._norm(0, {a: k // g for a, k in r.terms if k % g == 0})
-            small = Expr._norm(r.const, {a: k for a, k in r.terms if k % g != 0})
-            if 0 <= small.lo and small.hi < g:
-                return q + floordiv(big, c // g)
+    split = _gcd_split(r, c)
+    if split is not None:
+        g, big, _ = split
+        return q + floordiv(big, c // g)
     if r.lo < 0:
         return _floordiv_signed(q, r, c)
     if len(r.terms) == 1 and r.const == 0 and r.terms[0][1] == 1 and isinstance(
@@ -243,12 +253,10 @@ def mod(e: Expr, c: int) -> Expr:
     _, r = _split(e, c)
     if 0 <= r.lo and r.hi < c:
         return r
-    for g in sorted({abs(k) for _, k in r.terms}, reverse=True):
-        if g > 1 and c % g == 0:
-            big = Expr._norm(0, {a: k // g for a, k in r.terms if k % g == 0})
-            small = Expr._norm(r.const, {a: k for a, k in r.terms if k % g != 0})
-            if 0 <= small.lo and small.hi < g:
-                return mod(big, c // g) * g + small
+    split = _gcd_split(r, c)
+    if split is not None:
+        g, big, small = split
+        return mod(big, c // g) * g + small
     if r.lo < 0:
         r = r + (-(r.lo // c)) * c
     return Expr.of(Mod(r, c))
