@@ -211,9 +211,9 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.SIGNBIT, np.signbit, None, "predicate"),
     _row(Op.ARCTAN2, np.arctan2, None, "transcendental", ulp=_T),
     _row(Op.HYPOT, np.hypot, None, "commutative", "transcendental", ulp=_T),
-    _row(Op.MAXIMUM, np.maximum, None, "commutative"),
-    _row(Op.MINIMUM, np.minimum, None, "commutative"),
-    _row(Op.FMAX, np.fmax, None, "commutative"), _row(Op.FMIN, np.fmin, None, "commutative"),
+    # not "commutative": on equal operands (-0.0 and 0.0) NumPy returns a particular one
+    _row(Op.MAXIMUM, np.maximum), _row(Op.MINIMUM, np.minimum),
+    _row(Op.FMAX, np.fmax), _row(Op.FMIN, np.fmin),
     _row(Op.COPYSIGN, np.copysign), _row(Op.NEXTAFTER, np.nextafter),
     _row(Op.LDEXP, np.ldexp),
     _row(Op.LOGADDEXP, np.logaddexp, None, "commutative", "transcendental", ulp=_T_WIDE),

@@ -103,6 +103,37 @@ def _power(node: Node) -> Node | None:
     return None
 
 
+# maximum & co. with a constant operand that is not NaN, as one comparison and a select: exact
+# (NaN and signed zeros included), and cheaper than NaN propagation's two tests (an H200 ran a
+# 32-op chain with 8 ``maximum(x, 0.1)`` at 0.163 ms, at copy speed, 0.132 ms, after). Also
+# keeps a constant out of the NaN test: PoCL miscompiles ``(-0.0f > v || isnan(-0.0f)) ? ...``.
+# Per (op, position of the constant): the comparison of ``x`` with ``c`` for dtypes whose NumPy
+# loop returns the second of two equal operands (float32/64) and for float16 (the first, see
+# the OpenCL target), and whether it selects ``c`` (else it selects ``x``).
+_EXTREMUM_SELECT = {
+    (Op.MAXIMUM, 1): (Op.LE, Op.LT, True), (Op.MAXIMUM, 0): (Op.LT, Op.LE, True),
+    (Op.MINIMUM, 1): (Op.GE, Op.GT, True), (Op.MINIMUM, 0): (Op.GT, Op.GE, True),
+    (Op.FMAX, 1): (Op.GT, Op.GE, False), (Op.FMIN, 1): (Op.LT, Op.LE, False),
+}
+
+
+def _select_extremum(node: Node) -> Node | None:
+    """``maximum(x, c) -> where(x <= c, c, x)`` and the like (see _EXTREMUM_SELECT)."""
+    if node.dtype.kind != "f" or any(s.dtype != node.dtype for s in node.srcs):
+        return None
+    for pos in (1, 0):
+        rule = _EXTREMUM_SELECT.get((node.op, pos))
+        c, x = node.srcs[pos], node.srcs[1 - pos]
+        value = uniform_value(c)
+        if rule is None or value is None or np.isnan(value) or x.shape != node.shape:
+            continue
+        second_wins, first_wins, picks_c = rule
+        test = first_wins if node.dtype == dt.FLOAT16 else second_wins
+        cond = Node.make(test, dt.BOOL, node.shape, (x, c))
+        return node.replace(op=Op.WHERE, srcs=(cond, c, x) if picks_c else (cond, x, c))
+    return None
+
+
 def _simplify(node: Node) -> Node | None:
     op, srcs = node.op, node.srcs
     if op is Op.CAST:
@@ -142,6 +173,8 @@ def _simplify(node: Node) -> Node | None:
         return _same(srcs[0].srcs[0], node)  # -(-x) -> x
     if op is Op.LOGICAL_NOT and srcs[0].op is Op.LOGICAL_NOT and srcs[0].srcs[0].dtype == dt.BOOL:
         return _same(srcs[0].srcs[0], node)
+    if op in (Op.MAXIMUM, Op.MINIMUM, Op.FMAX, Op.FMIN):
+        return _select_extremum(node)
     if op is Op.WHERE:
         cond = uniform_value(srcs[0])
         if cond is not None:

@@ -77,9 +77,16 @@ _TEMPLATES: dict[tuple[Op, str], Template] = {
     (Op.SIGNBIT, "i"): "((uchar)({a} < 0))",
     # two-operand math
     (Op.ARCTAN2, "f"): "atan2({a}, {b})", (Op.HYPOT, "f"): "hypot({a}, {b})",
-    (Op.MAXIMUM, "f"): "(({a} >= {b} || isnan({a})) ? {a} : {b})",
-    (Op.MINIMUM, "f"): "(({a} <= {b} || isnan({a})) ? {a} : {b})",
-    (Op.FMAX, "f"): "fmax({a}, {b})", (Op.FMIN, "f"): "fmin({a}, {b})",
+    # maximum & co. on equal operands (-0.0 vs 0.0): NumPy's float32/float64 loops (SIMD,
+    # maxps-like) return the second operand, its float16 loop (scalar C) the first
+    (Op.MAXIMUM, "f"): "(({a} > {b} || isnan({a})) ? {a} : {b})",
+    (Op.MINIMUM, "f"): "(({a} < {b} || isnan({a})) ? {a} : {b})",
+    (Op.FMAX, "f"): "(({a} > {b} || isnan({b})) ? {a} : {b})",
+    (Op.FMIN, "f"): "(({a} < {b} || isnan({b})) ? {a} : {b})",
+    (Op.MAXIMUM, "float16"): "(({a} >= {b} || isnan({a})) ? {a} : {b})",
+    (Op.MINIMUM, "float16"): "(({a} <= {b} || isnan({a})) ? {a} : {b})",
+    (Op.FMAX, "float16"): "(({a} >= {b} || isnan({b})) ? {a} : {b})",
+    (Op.FMIN, "float16"): "(({a} <= {b} || isnan({b})) ? {a} : {b})",
     (Op.COPYSIGN, "f"): "copysign({a}, {b})", (Op.NEXTAFTER, "f"): "nextafter({a}, {b})",
     (Op.NEXTAFTER, "float16"): "fj_nextafter_h({a}, {b})",
     (Op.LDEXP, "f"): "ldexp({a}, (int)clamp((long){b}, (long)INT_MIN, (long)INT_MAX))",
@@ -151,10 +158,14 @@ _VEC: dict[tuple[Op, str], str] = {
     # a multiply (measured on PoCL: 4 maximums over 2^22 floats 22 ms -> 11 ms, fabs 10 -> 1.4)
     (Op.ABS, "f"): "as_{S}(as_{U}({a}) & (({U})({SIGNMASK})))", (Op.SQUARE, "f"): "({a} * {a})",
     (Op.RECIPROCAL, "f"): "(({S})(1) / {a})",
-    (Op.MAXIMUM, "f"): "select({b}, {a}, ({a} >= {b}) | ({a} != {a}))",
-    (Op.MINIMUM, "f"): "select({b}, {a}, ({a} <= {b}) | ({a} != {a}))",
-    (Op.FMAX, "f"): "select({b}, {a}, ({a} >= {b}) | ({b} != {b}))",
-    (Op.FMIN, "f"): "select({b}, {a}, ({a} <= {b}) | ({b} != {b}))",
+    (Op.MAXIMUM, "f"): "select({b}, {a}, ({a} > {b}) | ({a} != {a}))",
+    (Op.MINIMUM, "f"): "select({b}, {a}, ({a} < {b}) | ({a} != {a}))",
+    (Op.FMAX, "f"): "select({b}, {a}, ({a} > {b}) | ({b} != {b}))",
+    (Op.FMIN, "f"): "select({b}, {a}, ({a} < {b}) | ({b} != {b}))",
+    (Op.MAXIMUM, "float16"): "select({b}, {a}, ({a} >= {b}) | ({a} != {a}))",
+    (Op.MINIMUM, "float16"): "select({b}, {a}, ({a} <= {b}) | ({a} != {a}))",
+    (Op.FMAX, "float16"): "select({b}, {a}, ({a} >= {b}) | ({b} != {b}))",
+    (Op.FMIN, "float16"): "select({b}, {a}, ({a} <= {b}) | ({b} != {b}))",
     (Op.COPYSIGN, "f"): "copysign({a}, {b})", (Op.ARCTAN2, "f"): "atan2({a}, {b})",
     (Op.HYPOT, "f"): "hypot({a}, {b})", (Op.POW, "f"): "pow({a}, {b})",
     (Op.SIGN, "f"): "select(select(select({a}, ({S})(0), {a} == ({S})(0)), ({S})(-1), "
@@ -487,7 +498,8 @@ class OpenCLTarget(Target):
         if len(set(ins if op is not Op.WHERE else ins[1:])) > 1:
             return None  # mixed-type loops (int64 vs uint64 comparisons, ldexp)
         src = ins[1] if op is Op.WHERE else (ins[0] if ins else out)
-        template = next((_VEC[(op, k)] for k in (src.kind, "*") if (op, k) in _VEC), None)
+        template = next((_VEC[(op, k)] for k in (src.name, src.kind, "*") if (op, k) in _VEC),
+                        None)
         if template is None:
             return None
         fields = self._fields(out, [d for d in ins if op is not Op.WHERE] or ins[1:])
