@@ -1,8 +1,9 @@
 """Implementations a workload runs as: fusejit, unfused pyopencl, NumPy, numexpr and peers.
 
-Every backend turns (workload, host inputs) into a ``run()`` that does one call and waits for
-it to finish (``queue.finish()``, ``torch.cuda.synchronize()``, ``block_until_ready``), so all of
-them are timed the same way. Peers are imported lazily: one that is missing or fails is reported
+Every backend turns (workload, host inputs) into a ``call()`` that enqueues one call and a
+``sync(out)`` that waits for it (``queue.finish()``, ``torch.cuda.synchronize()``,
+``block_until_ready``); ``run()`` is the two together. All of them are timed the same ways: one
+synchronized call at a time, and many calls back to back with one wait (throughput). Peers are imported lazily: one that is missing or fails is reported
 as such and never stops the run.
 """
 
@@ -34,14 +35,25 @@ class Unsupported(Exception):
 
 @dataclass
 class Prepared:
-    """A workload ready to time: ``run()`` performs one synchronized call."""
+    """A workload ready to time: ``call()`` enqueues one call, ``sync(out)`` waits for it (host
+    implementations need no wait), ``run()`` does both."""
 
-    run: Callable[[], Any]
+    call: Callable[[], Any]
     to_numpy: Callable[[Any], list[np.ndarray]]
+    sync: Callable[[Any], None] = lambda out: None
+
+    def run(self) -> Any:
+        out = self.call()
+        self.sync(out)
+        return out
 
 
 def _leaves(out: Any) -> list[Any]:
     return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _get(out: Any) -> list[np.ndarray]:
+    return [a.get() for a in _leaves(out)]
 
 
 class Backend:
@@ -59,6 +71,9 @@ class Backend:
 
     def prepare(self, wl: Workload, host: list[np.ndarray]) -> Prepared:
         raise NotImplementedError
+
+    def _finish(self, out: Any) -> None:
+        self.queue.finish()
 
 
 def _opencl_device(queue: cl.CommandQueue) -> str:
@@ -79,13 +94,7 @@ class FusedBackend(Backend):
 
         f = fuse(_bind(wl.fn, np, wl.family))
         dev = [cla.to_device(self.queue, a) for a in host]
-        queue = self.queue
-
-        def run() -> Any:
-            out = f(*dev)
-            queue.finish()
-            return out
-        return Prepared(run, lambda out: [a.get() for a in _leaves(out)])
+        return Prepared(functools.partial(f, *dev), _get, self._finish)
 
 
 class UnfusedBackend(Backend):
@@ -97,14 +106,8 @@ class UnfusedBackend(Backend):
         return None
 
     def prepare(self, wl: Workload, host: list[np.ndarray]) -> Prepared:
-        ns, queue, fn = self.ns, self.queue, wl.fn
-        dev = [ns.asarray(a) for a in host]
-
-        def run() -> Any:
-            out = fn(ns, *dev)
-            queue.finish()
-            return out
-        return Prepared(run, lambda out: [a.get() for a in _leaves(out)])
+        dev = [self.ns.asarray(a) for a in host]
+        return Prepared(functools.partial(wl.fn, self.ns, *dev), _get, self._finish)
 
 
 class NumpyBackend(Backend):
@@ -209,14 +212,15 @@ class TorchBackend(Backend):
             # object and fall back to eager past its recompile limit
             torch._dynamo.reset()
             fn = torch.compile(fn)
-        sync = torch.cuda.synchronize if self.cuda else (lambda: None)
 
-        def run() -> Any:
+        def call() -> Any:
             with torch.inference_mode():
-                out = fn(*dev)
-            sync()
-            return out
-        return Prepared(run, lambda out: [t.detach().cpu().numpy() for t in _leaves(out)])
+                return fn(*dev)
+
+        def sync(out: Any) -> None:
+            if self.cuda:
+                torch.cuda.synchronize()
+        return Prepared(call, lambda out: [t.detach().cpu().numpy() for t in _leaves(out)], sync)
 
 
 class TorchCompileBackend(TorchBackend):
@@ -251,12 +255,8 @@ class CupyBackend(Backend):
         if self.fused:
             fn = cupy.fuse(kernel_name=wl.family)(fn)  # with options, fuse is a decorator
         stream = cupy.cuda.get_current_stream()
-
-        def run() -> Any:
-            out = fn(*dev)
-            stream.synchronize()
-            return out
-        return Prepared(run, lambda out: [cupy.asnumpy(a) for a in _leaves(out)])
+        return Prepared(functools.partial(fn, *dev), lambda out: [cupy.asnumpy(a) for a in _leaves(out)],
+                        lambda out: stream.synchronize())
 
 
 class CupyFuseBackend(CupyBackend):
@@ -285,10 +285,8 @@ class JaxBackend(Backend):
         jax = self.jax
         dev = [jax.device_put(a) for a in host]
         fn = jax.jit(_bind(wl.fn, self.jnp, wl.family))
-
-        def run() -> Any:
-            return jax.block_until_ready(fn(*dev))
-        return Prepared(run, lambda out: [np.asarray(a) for a in _leaves(out)])
+        return Prepared(functools.partial(fn, *dev), lambda out: [np.asarray(a) for a in _leaves(out)],
+                        jax.block_until_ready)
 
 
 def _bind(fn: Callable[..., Any], xp: Any, name: str) -> Callable[..., Any]:

@@ -8,13 +8,13 @@ from typing import Any
 from .backends import ALL
 
 
-def _ms(cell: dict[str, Any] | None) -> str:
+def _ms(cell: dict[str, Any] | None, key: str = "ms") -> str:
     if cell is None:
         return "-"
     status = cell["status"]
     if status != "ok":
         return "fail" if status.startswith("failed") else "n/a"
-    ms = cell["ms"]
+    ms = cell[key]
     text = f"{ms:.3g}" if ms < 1000 else f"{ms:.0f}"
     return text + ("" if cell["matches"] else "!")
 
@@ -69,26 +69,12 @@ def table(doc: dict[str, Any]) -> str:
     cols = [n for n in ALL if impls.get(n, {}).get("status") == "ok"]
     lines.append("implementations: " + "; ".join(
         f"{n} {impls[n]['version']} on {impls[n]['device']}" for n in cols))
-    head = ["case", "size", "MB"] + [f"{c} ms" for c in cols] + [
-        "vs unfused", "vs numpy", "fused GB/s", "% copy"]
-    rows = [head]
-    for rec in doc["results"]:
-        cells = rec["impls"]
-        fused = cells.get("fused", {})
-        ok = fused.get("status") == "ok"
-        pct = fused.get("pct_copy") if ok else None
-        rows.append([rec["name"].split("/")[0], _shape(rec), f"{rec['bytes'] / 1e6:.3g}"]
-                    + [_ms(cells.get(c)) for c in cols]
-                    + [_x(rec["speedup"].get("vs_unfused")), _x(rec["speedup"].get("vs_numpy")),
-                       f"{fused['gbs']:.1f}" if ok else "-",
-                       f"{pct:.0f}%" if pct is not None else "-"])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines.append("")
-    for j, row in enumerate(rows):
-        lines.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                               for i, (c, w) in enumerate(zip(row, widths))).rstrip())
-        if j == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines += _cases(doc, cols, "ms")
+    if all("batched_ms" in c for rec in doc["results"] for c in rec["impls"].values()
+           if c["status"] == "ok"):
+        lines += ["", _THROUGHPUT, ""]
+        lines += _cases(doc, cols, "batched_ms")
     notes = [f"{n}: {v['status']}" for n, v in impls.items() if v["status"] != "ok"]
     failures = sorted({f"{n}: {c['status']}" for rec in doc["results"]
                        for n, c in rec["impls"].items() if c["status"] != "ok"})
@@ -100,6 +86,37 @@ def table(doc: dict[str, Any]) -> str:
         lines.append("not run: " + "; ".join(notes))
     lines += [f"  {f}" for f in failures]
     return "\n".join(lines)
+
+
+_THROUGHPUT = ("throughput: ms per call with calls enqueued back to back and one wait at the "
+               "end (the launch latency hides behind the previous call):")
+
+
+def _cases(doc: dict[str, Any], cols: list[str], key: str) -> list[str]:
+    """One row per case: each implementation's ``key`` time, ratios and fused bandwidth."""
+    copy = doc.get("system", {}).get("copy", {}).get("gbs")
+    head = ["case", "size", "MB"] + [f"{c} ms" for c in cols] + [
+        "vs unfused", "vs numpy", "fused GB/s", "% copy"]
+    rows = [head]
+    for rec in doc["results"]:
+        cells = rec["impls"]
+        times = {n: c[key] for n, c in cells.items() if c["status"] == "ok"}
+        fused = times.get("fused")
+        gbs = rec["bytes"] / fused / 1e6 if fused else None
+        rows.append([rec["name"].split("/")[0], _shape(rec), f"{rec['bytes'] / 1e6:.3g}"]
+                    + [_ms(cells.get(c), key) for c in cols]
+                    + [_x(times[o] / fused if fused and o in times else None)
+                       for o in ("unfused", "numpy")]
+                    + [f"{gbs:.1f}" if gbs else "-",
+                       f"{100 * gbs / copy:.0f}%" if gbs and copy else "-"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = []
+    for j, row in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
 
 
 def plot(doc: dict[str, Any], path: str) -> str | None:

@@ -86,7 +86,9 @@ def run_case(wl: Workload, backends: dict[str, Backend], budget_s: float, min_re
             prepared = backend.prepare(wl, host)
             t, first = timing.measure(prepared.run, budget_s, min_reps)
             ok, err = matches(prepared.to_numpy(first), reference)
-            del prepared, first
+            del first
+            batched = timing.measure_batched(prepared.call, prepared.sync, t.median_s, budget_s)
+            del prepared
         except Unsupported as exc:
             record["impls"][name] = {"status": f"unsupported: {exc}"}
             continue
@@ -98,6 +100,8 @@ def run_case(wl: Workload, backends: dict[str, Backend], budget_s: float, min_re
         record["impls"][name] = {
             "status": "ok", "ms": t.median_s * 1e3, "min_ms": t.min_s * 1e3,
             "max_ms": t.max_s * 1e3, "reps": t.reps, "gbs": gbs,
+            "batched_ms": batched.median_s * 1e3, "batched_calls": batched.reps,
+            "batched_gbs": wl.bytes / batched.median_s / 1e9,
             "pct_copy": 100 * gbs / copy_gbs if copy_gbs else None,
             "matches": ok, "max_rel_err": err,
         }

@@ -4,6 +4,10 @@
   fusejit tunes launch parameters on a kernel's second call), then samples of one synchronized
   call each until both ``min_reps`` samples and ``budget_s`` seconds are reached; the median is
   reported.
+* :func:`measure_batched`: throughput: rounds of many calls enqueued back to back and one wait,
+  the median time per call. On a GPU this hides the launch and wake-up latency of each call
+  behind the previous kernel (what CUDA-event timings and steady-state pipelines see); for
+  host implementations it equals the synchronized time.
 * :func:`copy_bandwidth`: ``cl.enqueue_copy`` of one large buffer, counting bytes read plus
   written: the roofline every achieved GB/s is compared with.
 * :func:`host_overhead`: what a cached fused call costs on the host, next to a raw launch.
@@ -52,6 +56,24 @@ def measure(run: Callable[[], Any], budget_s: float, min_reps: int = 3,
         run()
         samples.append(clock() - t0)
     return Timing(statistics.median(samples), min(samples), max(samples), len(samples)), first
+
+
+def measure_batched(call: Callable[[], Any], sync: Callable[[Any], None], per_call_s: float,
+                    budget_s: float, rounds: int = 5, max_calls: int = 200) -> Timing:
+    """Per-call time of ``k`` calls then one ``sync`` of the last result, ``k`` sized from a
+    synchronized call's time ``per_call_s`` so a round takes about ``budget_s / rounds``."""
+    k = int(max(2, min(max_calls, budget_s / rounds / max(per_call_s, 1e-7))))
+    samples: list[float] = []
+    clock = time.perf_counter
+    for _ in range(rounds):
+        t0 = clock()
+        out = None
+        for _ in range(k):
+            out = call()
+        sync(out)
+        samples.append((clock() - t0) / k)
+        del out
+    return Timing(statistics.median(samples), min(samples), max(samples), rounds * k)
 
 
 def copy_bandwidth(queue: cl.CommandQueue, nbytes: int, reps: int = 10) -> dict[str, float]:
