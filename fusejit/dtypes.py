@@ -43,6 +43,18 @@ def is_int(dt: np.dtype) -> bool:
     return dt.kind in "iu"
 
 
+_NAMES: dict[np.dtype, str] = {}
+
+
+def type_name(dt: np.dtype) -> str:
+    """``dt.name``, memoised: NumPy builds the name afresh on every access (about 3 µs), and
+    source emission asks for it several times per op."""
+    name = _NAMES.get(dt)
+    if name is None:
+        name = _NAMES.setdefault(dt, dt.name)
+    return name
+
+
 def bits(dt: np.dtype) -> int:
     return dt.itemsize * 8
 

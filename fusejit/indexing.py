@@ -12,6 +12,7 @@ from .shapes import row_major_strides
 from .symbolic import Expr
 
 Index = tuple[Expr, ...]
+_ZERO = Expr(0)
 
 
 def unravel(linear: Expr, shape: tuple[int, ...]) -> Index:
@@ -31,8 +32,10 @@ def ravel(idx: Index, shape: tuple[int, ...]) -> Expr:
 
 def broadcast_index(idx: Index, out_shape: tuple[int, ...], src_shape: tuple[int, ...]) -> Index:
     """Index into an operand that is implicitly broadcast to ``out_shape`` (right-aligned)."""
+    if src_shape == out_shape and 1 not in src_shape:  # the common case: the same index
+        return tuple(idx)
     lead = len(out_shape) - len(src_shape)
-    return tuple(Expr(0) if n == 1 else idx[lead + k] for k, n in enumerate(src_shape))
+    return tuple(_ZERO if n == 1 else idx[lead + k] for k, n in enumerate(src_shape))
 
 
 def src_index(node: Node, k: int, idx: Index) -> Index:

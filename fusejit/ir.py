@@ -147,7 +147,16 @@ class Graph:
         return self.outputs + tuple(node for _, node in self.writes)
 
     def toposort(self) -> list[Node]:
-        return toposort(self.roots)
+        return list(self._order())
+
+    def _order(self) -> tuple[Node, ...]:
+        # A graph never changes (frozen, immutable nodes), so its order is computed once: the
+        # passes, the partitioner and lower() each ask for it (~15 walks per compile before).
+        order = self.__dict__.get("_topo")
+        if order is None:
+            order = tuple(toposort(self.roots))
+            object.__setattr__(self, "_topo", order)
+        return order
 
     def consumers(self) -> dict[Node, list[Node]]:
         users: dict[Node, list[Node]] = {n: [] for n in self.toposort()}
@@ -160,7 +169,7 @@ class Graph:
         return Graph(self.params, tuple(outputs), tuple(writes))
 
     def __len__(self) -> int:
-        return len(self.toposort())
+        return len(self._order())
 
     def __str__(self) -> str:
         return format_graph(self)

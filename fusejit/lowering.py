@@ -156,8 +156,8 @@ class ArgTable:
         return f"off{param}"
 
     def scalar(self, param: int, dtype: np.dtype) -> str:
-        key = ("scalar", param, dtype.name)
-        name = f"s{param}_{dtype.name}"
+        key = ("scalar", param, dt.type_name(dtype))
+        name = f"s{param}_{key[2]}"
         self.args.setdefault(key, {"kind": "scalar", "name": name, "dtype": dtype})
         return name
 
@@ -202,6 +202,8 @@ class Lowering:
         # the -1/0 masks vector comparisons and select need, e.g. a 32-op chain on an H200)
         self.vector_ops = True
         self.vector_loads: dict[tuple[str, Expr], Instr] = {}
+        self.exprs: dict[tuple, str] = {}  # op templates by (op, dtypes): see _expr
+        self.vector_exprs: dict[tuple, str | None] = {}
         self._depth = 0  # nesting of value() calls (see _prefetch)
         self._prefetching = False
 
@@ -361,33 +363,53 @@ class Lowering:
                     for k, s in enumerate(node.srcs)]
         for s in node.srcs:
             self.note_dtype(s.dtype)
-        if op is Op.CAST:
-            expr = t.render_cast(node.srcs[0].dtype, node.dtype, "{0}")
-        else:
-            assert op in ELEMENTWISE, op
-            names = [f"{{{i}}}" for i in range(len(operands))]
-            expr = t.render_op(op, node.dtype, [s.dtype for s in node.srcs], names)
-            if node.dtype == dt.FLOAT16 and "predicate" not in OPS[op].flags:
-                expr = t.round_to_storage(node.dtype, expr)
+        expr = self._expr(node)
         if any(isinstance(o, Lanes) for o in operands):
             return self._lanes_op(block, node, expr, operands)
         return block.emit(ctype, expr, *operands)
+
+    def _expr(self, node: Node) -> str:
+        """The op's scalar template over operands {0}, {1}, ... The spelling depends only on
+        the op and the dtypes, so it is asked of the target once per kernel and kept (asking
+        again would only re-register the same helpers)."""
+        key = (node.op, node.dtype, *(s.dtype for s in node.srcs))
+        expr = self.exprs.get(key)
+        if expr is None:
+            t, op = self.target, node.op
+            if op is Op.CAST:
+                expr = t.render_cast(node.srcs[0].dtype, node.dtype, "{0}")
+            else:
+                assert op in ELEMENTWISE, op
+                names = [f"{{{i}}}" for i in range(len(node.srcs))]
+                expr = t.render_op(op, node.dtype, [s.dtype for s in node.srcs], names)
+                if node.dtype == dt.FLOAT16 and "predicate" not in OPS[op].flags:
+                    expr = t.round_to_storage(node.dtype, expr)
+            self.exprs[key] = expr
+        return expr
+
+    def _vector_expr(self, node: Node) -> str | None:
+        """The op over ``self.lanes``-wide vector operands, or None (kept like ``_expr``)."""
+        key = (self.lanes, node.op, node.dtype, *(s.dtype for s in node.srcs))
+        if key in self.vector_exprs:
+            return self.vector_exprs[key]
+        t, V = self.target, self.lanes
+        ins = [s.dtype for s in node.srcs]
+        if node.op is Op.CAST:
+            vexpr = t.render_cast_vector(ins[0], node.dtype, "{0}", V)
+        else:
+            names = [f"{{{i}}}" for i in range(len(ins))]
+            vexpr = t.render_op_vector(node.op, node.dtype, ins, names, V)
+            if vexpr is not None and node.dtype == dt.FLOAT16 and \
+                    "predicate" not in OPS[node.op].flags:
+                vexpr = t.round_to_storage_vector(node.dtype, vexpr, V)
+        self.vector_exprs[key] = vexpr
+        return vexpr
 
     def _lanes_op(self, block: Block, node: Node, scalar_expr: str, operands: list) -> Lanes:
         """An op whose operands differ per lane: one vector-typed op when OpenCL has an exact
         vector form (PoCL only vectorises real vector types well), else lane by lane."""
         t, V = self.target, self.lanes
-        names = [f"{{{i}}}" for i in range(len(operands))]
-        ins = [s.dtype for s in node.srcs]
-        if not self.vector_ops:
-            vexpr = None
-        elif node.op is Op.CAST:
-            vexpr = t.render_cast_vector(ins[0], node.dtype, "{0}", V)
-        else:
-            vexpr = t.render_op_vector(node.op, node.dtype, ins, names, V)
-            if vexpr is not None and node.dtype == dt.FLOAT16 and \
-                    "predicate" not in OPS[node.op].flags:
-                vexpr = t.round_to_storage_vector(node.dtype, vexpr, V)
+        vexpr = self._vector_expr(node) if self.vector_ops else None
         if vexpr is None:
             ctype = t.compute_type(node.dtype)
             return Lanes(tuple(

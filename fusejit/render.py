@@ -14,20 +14,23 @@ class Renderer:
     def __init__(self) -> None:
         self.counter = 0
         self.cache_decls: list[str] = []
+        # per nested block, the ids of everything it and its own nested blocks read (asked by
+        # every enclosing block: computed once, not once per nesting level)
+        self._reads: dict[int, set[int]] = {}
 
     def render(self, block: Block, indent: int) -> list[str]:
         items = block.items
         last_use: dict[int, int] = {}
         pinned: set[int] = set()
-        for pos, item in enumerate(items):
-            for ref in self._refs(item):
+        reads = [self._refs(item) for item in items]
+        for pos, refs in enumerate(reads):
+            for ref in refs:
                 if ref.block is block:
                     last_use[id(ref)] = pos
         # values read from nested blocks or other blocks stay alive for the whole block
         for item in items:
             if isinstance(item, Nested):
-                for ref in self._all_refs(item.block):
-                    pinned.add(id(ref))
+                pinned |= self._all_reads(item.block)
         free: dict[str, list[str]] = {}
         lines: list[str] = []
         pad = "    " * indent
@@ -42,7 +45,7 @@ class Renderer:
                 continue
             text = item.template.format(*map(self._text, item.operands)) \
                 if item.operands else item.template
-            for ref in self._refs(item):
+            for ref in reads[pos]:
                 if ref.block is block and last_use.get(id(ref)) == pos and id(ref) not in \
                         pinned and not ref.cached and ref.ctype is not None and ref.name:
                     free.setdefault(ref.ctype, []).append(ref.name)
@@ -75,12 +78,16 @@ class Renderer:
                 out[id(r.instr)] = r.instr
         return list(out.values())
 
-    def _all_refs(self, block: Block) -> list[Instr]:
-        out = []
-        for item in block.items:
-            out += self._refs(item)
-            if isinstance(item, Nested):
-                out += self._all_refs(item.block)
+    def _all_reads(self, block: Block) -> set[int]:
+        """Ids of the instructions ``block`` and the blocks nested in it read."""
+        out = self._reads.get(id(block))
+        if out is None:
+            out = set()
+            for item in block.items:
+                out.update(id(r) for r in self._refs(item))
+                if isinstance(item, Nested):
+                    out |= self._all_reads(item.block)
+            self._reads[id(block)] = out
         return out
 
     @staticmethod

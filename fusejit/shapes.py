@@ -25,6 +25,16 @@ AxisError = np.exceptions.AxisError
 
 def broadcast_shapes(*shapes: Shape) -> Shape:
     """NumPy broadcasting; raises BroadcastError worded like NumPy's."""
+    # the common case, without NumPy's machinery (most of the cost of tracing an op): every
+    # operand of one shape, or a 0-d scalar, which broadcasts to anything
+    common: Shape = ()
+    for s in shapes:
+        if s and s != common:
+            if common or type(s) is not tuple:
+                break
+            common = s
+    else:
+        return common
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:

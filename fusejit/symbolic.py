@@ -112,13 +112,24 @@ class Expr:
         return mod(self, c)
 
     # -- ranges -----------------------------------------------------------------------------------
+    # An Expr never changes, so its range and variables are computed once and kept in the
+    # instance dict (not fields: equality, hashing and repr are unchanged). Simplification asks
+    # for ranges again and again, recursively through nested floor-divs and mods.
     @property
     def lo(self) -> int:
-        return self.const + sum(min(c * _lo(a), c * _hi(a)) for a, c in self.terms)
+        lo = self.__dict__.get("_lo")
+        if lo is None:
+            lo = self.const + sum(min(c * _lo(a), c * _hi(a)) for a, c in self.terms)
+            object.__setattr__(self, "_lo", lo)
+        return lo
 
     @property
     def hi(self) -> int:
-        return self.const + sum(max(c * _lo(a), c * _hi(a)) for a, c in self.terms)
+        hi = self.__dict__.get("_hi")
+        if hi is None:
+            hi = self.const + sum(max(c * _lo(a), c * _hi(a)) for a, c in self.terms)
+            object.__setattr__(self, "_hi", hi)
+        return hi
 
     @property
     def is_const(self) -> bool:
@@ -145,11 +156,15 @@ class Expr:
             out = out + part * coef
         return out
 
-    def vars(self) -> set[str]:
-        out: set[str] = set()
-        for atom, _ in self.terms:
-            out |= {atom.name} if isinstance(atom, Var) else atom.x.vars()
-        return out
+    def vars(self) -> frozenset[str]:
+        names = self.__dict__.get("_vars")
+        if names is None:
+            out: set[str] = set()
+            for atom, _ in self.terms:
+                out |= {atom.name} if isinstance(atom, Var) else atom.x.vars()
+            names = frozenset(out)
+            object.__setattr__(self, "_vars", names)
+        return names
 
     # -- rendering --------------------------------------------------------------------------------
     def render(self, names: dict[str, str] | None = None) -> str:

@@ -13,4 +13,6 @@ from ..ops import Op
 
 def dce(graph: Graph) -> tuple[Graph, int]:
     writes = tuple((p, n) for p, n in graph.writes if not (n.op is Op.INPUT and n.arg == p))
+    if len(writes) == len(graph.writes):
+        return graph, 0
     return graph.with_roots(graph.outputs, writes), len(graph.writes) - len(writes)

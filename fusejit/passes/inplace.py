@@ -15,7 +15,7 @@ from ..indexing import Index, unravel
 from ..ir import Graph, Node
 from ..ops import Op
 from ..symbolic import Expr
-from .plan import Dest, Group, Store, any_index, reads_of, row_index
+from .plan import Dest, Group, Store, leaves_of, reads_of, row_index
 
 _ARG_BYTES = 8  # a buffer, offset or scalar argument takes at most 8 bytes
 
@@ -24,7 +24,7 @@ def _kernel_args(graph: Graph, stores: Sequence[Store], stop: set[Node]) -> set[
     """The kernel arguments a set of stores needs: buffers it writes and reads, scalars."""
     args: set[tuple] = {("out", st.dest.kind, st.dest.index) for st in stores}
     for st in stores:
-        for n, _ in reads_of(st.node, any_index(st.node), stop):
+        for n in leaves_of(st.node, stop):
             if n.op is Op.INPUT:
                 args.add(("in", n.arg))
                 if graph.params[n.arg].has_offset:
@@ -89,7 +89,7 @@ def _group_reads(g: Group, family: set[int], temps: list[Node]) -> bool:
     nodes = [st.node for st in g.stores + g.row_stores] + [r.srcs[0] for r in g.reductions]
     stop = set(temps)
     return any(n.op is Op.INPUT and n.arg in family
-               for node in nodes for n, _ in reads_of(node, any_index(node), stop))
+               for node in nodes for n in leaves_of(node, stop))
 
 
 def _unsafe(graph: Graph, g: Group, st: Store, family: set[int], kind: str,

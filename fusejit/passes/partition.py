@@ -38,8 +38,8 @@ from .plan import (
     Plan,
     ReduceStrategy,
     Store,
-    any_index,
     depends,
+    leaves_of,
     outer_index,
     outer_shape,
     reads_at,
@@ -85,7 +85,7 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     unstaged: set[int] = set()  # groups that start where staging was refused
     for r in reductions:
         key = (r.srcs[0].shape, r.arg)
-        direct = {n for n, _ in reads_of(r.srcs[0], row_index(*key), red_set) if n in red_set}
+        direct = leaves_of(r.srcs[0], red_set) & red_set
         target = next((g for g in range(len(keys) - 1, -1, -1) if keys[g] == key), None)
         if target is not None and all(group_of[d] <= target for d in direct) and reads_at(
                 r.srcs[0], row_index(*key), set(members[target]),
@@ -121,7 +121,7 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     pending: list[Store] = []
     for st in roots:
         n = st.node
-        deps = {group_of[d] for d, _ in reads_of(n, any_index(n), red_set) if d in red_set}
+        deps = {group_of[d] for d in leaves_of(n, red_set) & red_set}
         g = max(deps, default=None)
         if g is not None:
             space, axes = keys[g]
@@ -181,10 +181,9 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         readers = [st.node for st in gr.stores + gr.row_stores] + [x.srcs[0] for x in
                                                                    gr.reductions]
         for n in readers:
-            needed |= {d for d, _ in reads_of(n, any_index(n), red_set)
-                       if d in red_set and group_of[d] != g}
+            needed |= {d for d in leaves_of(n, red_set) & red_set if group_of[d] != g}
     for st in pending:
-        needed |= {d for d, _ in reads_of(st.node, any_index(st.node), red_set) if d in red_set}
+        needed |= leaves_of(st.node, red_set) & red_set
     temps = [r for r in reductions if r in needed]
 
     # 4. elementwise groups: roots whose shapes broadcast together share a kernel

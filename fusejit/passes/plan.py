@@ -123,6 +123,25 @@ def reads_of(node: Node, idx: Index, stop: set[Node]) -> list[tuple[Node, Index]
     return out
 
 
+def leaves_of(node: Node, stop: set[Node]) -> set[Node]:
+    """The nodes of ``reads_of(node, idx, stop)`` without their indices: which operands the
+    walk follows does not depend on the index, so this is the same set, found with no index
+    math (the partitioner asks it of every root; with indices it was most of its time)."""
+    out: set[Node] = set()
+    seen: set[Node] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in stop or n.op in LEAVES:
+            out.add(n)
+            continue
+        stack.extend(n.srcs)
+    return out
+
+
 def depends(node: Node, targets: set[Node], stop: set[Node]) -> bool:
     stack, seen = [node], set()
     while stack:

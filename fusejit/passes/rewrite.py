@@ -26,4 +26,6 @@ def rewrite(graph: Graph, rule: Callable[[Node], Node | None], max_rounds: int =
         memo[node] = new
     outputs = tuple(memo[n] for n in graph.outputs)
     writes = tuple((p, memo[n]) for p, n in graph.writes)
+    if outputs == graph.outputs and writes == graph.writes:
+        return graph, changes  # unchanged: keep the graph (and its cached order)
     return graph.with_roots(outputs, writes), changes

@@ -360,10 +360,10 @@ class OpenCLTarget(Target):
     local_qualifier = "__local"
 
     def storage_type(self, dtype: np.dtype) -> str:
-        return _C[dtype.name]
+        return _C[dt.type_name(dtype)]
 
     def compute_type(self, dtype: np.dtype) -> str:
-        return "float" if dtype == dt.FLOAT16 else _C[dtype.name]
+        return "float" if dtype == dt.FLOAT16 else _C[dt.type_name(dtype)]
 
     def index_type(self, wide: bool) -> str:
         return "long" if wide else "int"
@@ -375,7 +375,7 @@ class OpenCLTarget(Target):
         if dtype.kind == "b":
             return f"((uchar){int(bool(value))})"
         v = int(value)
-        c = _C[dtype.name]
+        c = _C[dt.type_name(dtype)]
         if dtype.kind == "i" and v == np.iinfo(dtype).min:
             # the minimum has no literal spelling: reinterpret its unsigned bit pattern
             return f"as_{c}(({_C['u' + dtype.name]}){(1 << (dt.bits(dtype) - 1))}{self._sfx(dtype)})"
@@ -404,7 +404,7 @@ class OpenCLTarget(Target):
         f = {
             "T": self.compute_type(out), "S": self.compute_type(src), "U": unsigned,
             "W": "uint" if width < 4 else unsigned, "N": str(8 * width),
-            "t": src.name,
+            "t": dt.type_name(src),
         }
         if src.kind == "f":
             ftype = dt.FLOAT32 if src == dt.FLOAT16 else src
@@ -413,7 +413,7 @@ class OpenCLTarget(Target):
                 f["RAD2DEG"] = self.literal(np.rad2deg(ftype.type(1)), ftype)
                 f["LOGE2"] = self.literal(ftype.type(math.log(2)), ftype)
                 f["LOG2E"] = self.literal(ftype.type(1 / math.log(2)), ftype)
-            f["t"] = ftype.name
+            f["t"] = dt.type_name(ftype)
         return f
 
     def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
@@ -421,7 +421,7 @@ class OpenCLTarget(Target):
         src = ins[0] if ins else out
         if op is Op.WHERE:
             src = ins[1]
-        kinds = [src.name, src.kind, "*"]
+        kinds = [dt.type_name(src), src.kind, "*"]
         if len(ins) == 2 and ins[0] != ins[1] and {ins[0].kind, ins[1].kind} == {"i", "u"}:
             kinds.insert(0, ins[0].kind + ins[1].kind)
         template = next((_TEMPLATES[(op, k)] for k in kinds if (op, k) in _TEMPLATES), None)
