@@ -14,6 +14,7 @@ write into a view rewrites the root with a SETITEM node, which is how in-place N
 from __future__ import annotations
 
 import contextvars
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, Self
@@ -420,8 +421,21 @@ def where(cond: Any, a: Any, b: Any) -> TensorProxy:
     out_dtype = dt.result_type(_ptype(a), _ptype(b))
     shape = shapes.broadcast_shapes(_shape(cond), _shape(a), _shape(b))
     c = as_node(cond, dt.BOOL)
+    convert = as_node if _where_scalars_are_weak() else as_array_node
     return TensorProxy(Node.make(Op.WHERE, out_dtype, shape,
-                                 (c, as_array_node(a, out_dtype), as_array_node(b, out_dtype))))
+                                 (c, convert(a, out_dtype), convert(b, out_dtype))))
+
+
+@functools.cache
+def _where_scalars_are_weak() -> bool:
+    """Does the installed NumPy convert np.where's Python scalars like an operator's (NEP 50:
+    ``np.where(c, uint8_array, -7)`` raises OverflowError, NumPy >= 2.5), or as arrays cast
+    unsafely (-7 becomes 249)?"""
+    try:
+        np.where(np.True_, np.zeros(1, np.uint8), -7)
+    except OverflowError:
+        return True
+    return False
 
 
 def lift(x: Any) -> TensorProxy:

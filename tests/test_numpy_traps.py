@@ -443,14 +443,21 @@ def test_bool_squared_is_int8():
 
 
 def test_where_converts_python_scalars_like_numpy():
-    """np.where casts a Python scalar branch to the result dtype unsafely: 300 wraps to 44."""
+    """np.where casts a Python scalar branch to the result dtype unsafely before NumPy 2.5 (300
+    wraps to 44 in int8) and converts it like an operator's since (OverflowError)."""
     c = np.array([True, False, True])
     x = np.array([1, 2, 3], np.int8)
     u = np.array([1, 2, 3], np.uint8)
-    got = fuse(lambda c, x, u: (np.where(c, x, 300), np.where(c, u, -1), np.where(c, x, 2.5)))(
-        c, x, u)
-    for g, w in zip(got, (np.where(c, x, 300), np.where(c, u, -1), np.where(c, x, 2.5))):
-        assert_bits(g, w)
+    for f in (lambda c, x, u: np.where(c, x, 300), lambda c, x, u: np.where(c, u, -1),
+              lambda c, x, u: np.where(c, x, 2.5), lambda c, x, u: np.where(c, 7, u)):
+        try:
+            want = f(c, x, u)
+        except OverflowError as numpy_error:
+            with pytest.raises(OverflowError, match="out of bounds") as ours:
+                fuse(f)(c, x, u)
+            assert str(ours.value) == str(numpy_error)
+            continue
+        assert_bits(fuse(f)(c, x, u), want)
 
 
 def test_clip_drops_python_int_bounds_outside_the_dtype():

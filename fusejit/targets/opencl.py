@@ -304,6 +304,9 @@ inline {S} fj_logaddexp2_{t}({S} x, {S} y) {{
     return tmp;
 }}
 """
+# float16 nextafter of equal operands: NumPy's loop returned x before NumPy 2.5, y (as C does)
+# since; the NumPy installed is the oracle
+_NEXTAFTER_H_EQUAL = "b" if np.signbit(np.nextafter(np.float16(0.0), np.float16(-0.0))) else "a"
 _HALF_HELPERS = """
 inline float fj_rh(float x) {
     ushort h;
@@ -312,7 +315,7 @@ inline float fj_rh(float x) {
 }
 inline float fj_nextafter_h(float a, float b) {
     if (isnan(a) || isnan(b)) return a + b;
-    if (a == b) return a;  /* NumPy's npy_half_nextafter: x, where C's nextafter gives y */
+    if (a == b) return EQUAL;  /* see _NEXTAFTER_H_EQUAL */
     ushort h;
     vstore_half_rte(a, 0, (half *)&h);
     if (a == 0) h = (b > 0) ? 1 : 0x8001;
@@ -320,7 +323,7 @@ inline float fj_nextafter_h(float a, float b) {
     else h -= 1;
     return vload_half(0, (const half *)&h);
 }
-"""
+""".replace("EQUAL", _NEXTAFTER_H_EQUAL)
 _HALF_VECTOR = """
 inline float{n} fj_rh{n}(float{n} x) {{
     ushort{n} h;
