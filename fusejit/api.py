@@ -21,7 +21,7 @@ from .passes.partition import Plan, partition
 from .runtime import autotune
 from .runtime.build import build_options, build_program
 from .runtime.devices import DeviceInfo, default_queue, device_info
-from .runtime.executable import Executable, OutSpec
+from .runtime.executable import NO_QUEUE, Executable, OutSpec
 from .signature import (
     CacheInfo,
     CallKey,
@@ -253,6 +253,8 @@ class Fused:
         if context is None:
             queue = default_queue()
             context = queue.context
+        elif queue is None:
+            raise ValueError(NO_QUEUE)
         aliases = aliases_of(flat, specs) if len(specs) > 1 else ()
         guards = tuple(get() for get in self._guards) if self._guards else ()
         return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards), queue

@@ -108,7 +108,7 @@ def arg_spec(value: Any, static: bool) -> Spec:
         # 64-bit index math when the furthest element addressed does not fit in 32 bits
         extent = sum((d - 1) * abs(s) for d, s in zip(value.shape, strides)) + 1
         wide = value.offset // item + extent > _WIDE or (value.offset != 0 and
-                                                          value.offset >= _BIG_OFFSET)
+                                                          value.offset >= BIG_OFFSET)
         return DeviceArraySpec(dtype, value.shape, strides, value.offset != 0, wide,
                                value.context)
     if isinstance(value, np.ndarray):
@@ -145,7 +145,7 @@ class CacheInfo(NamedTuple):
     currsize: int
 
 
-_BIG_OFFSET = 2**30  # bytes; arrays starting further into their buffer take the full path
+BIG_OFFSET = 2**30  # bytes; arrays starting further into their buffer take the full path
 
 
 def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
@@ -153,7 +153,7 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
     needs the full path (aliasing arrays, unusual argument types, huge buffers)."""
     if len(args) == 1 and not static_nums and type(args[0]) is cla.Array:
         a = args[0]  # the most common call: one device array
-        if a.offset < _BIG_OFFSET and a.base_data is not None:
+        if a.offset < BIG_OFFSET and a.base_data is not None:
             return ((a.dtype, a.shape, a.strides, a.offset != 0, a.context),)
         return None
     parts = []
@@ -168,7 +168,7 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
                 return None
         elif t is cla.Array:
             offset = a.offset
-            if offset >= _BIG_OFFSET or a.base_data is None:
+            if offset >= BIG_OFFSET or a.base_data is None:
                 return None  # the full path decides between 32- and 64-bit index math
             ptrs.append(a)
             parts.append((a.dtype, a.shape, a.strides, offset != 0, a.context))

@@ -232,3 +232,71 @@ def test_many_outputs_respect_the_kernel_argument_limit(rng):
     assert all(len(g.stores) <= 127 for g in small.groups)
     for k, out in zip((0, 1, 199), (f(x)[0], f(x)[1], f(x)[199])):
         assert_matches(out, x * np.float32(k) if k else x * 0)
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (), (0, 3)])
+def test_results_are_ordinary_pyopencl_arrays(queue, rng, shape):
+    """Cached calls build their results from a prepared attribute dict, not through pyopencl's
+    constructor: the arrays must be indistinguishable from ones pyopencl makes itself."""
+    from fusejit.runtime.executable import memory_pool
+
+    x = cla.to_device(queue, np.asarray(rng.standard_normal(shape), np.float32))
+    f = fuse(lambda x: (x * 2, x + 1))
+    for _ in range(3):  # full path, fast path, guarded launcher
+        a, b = f(x)
+        ref = cla.empty(queue, shape, np.float32, allocator=memory_pool(queue))
+        for got in (a, b):
+            assert type(got) is cla.Array
+            assert set(vars(got)) == set(vars(ref))
+            same = {k: v for k, v in vars(ref).items() if k not in ("base_data", "events")}
+            assert {k: vars(got)[k] for k in same} == same
+            assert got.flags.c_contiguous and got.queue is queue and got.offset == 0
+            assert (got.base_data is None) == (got.size == 0)
+        assert a.events is not b.events
+        assert a.size == 0 or a.base_data is not b.base_data
+        assert_matches(a, x.get() * 2)
+        np.testing.assert_array_equal((a - b + 1).get(), (x.get() * 2) - (x.get() + 1) + 1)
+        if a.size:
+            a.fill(3.0)  # pyopencl's own kernels on it, recording their events
+            assert a.events and not b.events
+            assert_matches(b, x.get() + 1)
+            np.testing.assert_array_equal(a.get(), np.full(shape, 3, np.float32))
+
+
+def test_results_run_on_the_queue_of_their_arguments(queue, rng):
+    """The launchers keep the last queue's pool and result templates: a call on another queue
+    (also from another thread) must get results on its own queue."""
+    import threading
+
+    import pyopencl as cl
+
+    other = cl.CommandQueue(queue.context)
+    host = rng.standard_normal(64).astype(np.float32)
+    f = fuse(lambda x: x * 3)
+    errors: list[BaseException] = []
+
+    def worker(q) -> None:
+        try:
+            x = cla.to_device(q, host)  # pyopencl arrays are not to be shared between threads
+            for _ in range(200):
+                y = f(x)
+                assert y.queue is q
+                assert_matches(y, host * 3)
+        except BaseException as exc:  # noqa: BLE001 (re-raised below, in the main thread)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(q,)) for q in (queue, other) * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+
+
+def test_an_array_without_a_queue_is_refused_with_a_hint(dev, rng):
+    x = dev(rng.standard_normal(8).astype(np.float32))
+    f = fuse(lambda x: x + 1)
+    for _ in range(3):  # first call, then the cached paths
+        with pytest.raises(ValueError, match="has no queue"):
+            f(x.with_queue(None))
+        f(x)

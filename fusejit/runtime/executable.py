@@ -19,9 +19,14 @@ import pyopencl.tools as cltools
 
 from .. import dtypes as dt
 from ..ir import Graph
+from ..signature import BIG_OFFSET
 from ..source import BufferArg, Module, ScalarArg
 from . import autotune
 from .devices import DeviceInfo
+
+NO_QUEUE = ("the first pyopencl array argument has no queue (it was made with queue=None or "
+            ".with_queue(None)); a fused call runs on that array's queue: pass "
+            "x.with_queue(queue)")
 
 _pools: dict[cl.Context, cltools.MemoryPool] = {}
 _pool_lock = threading.Lock()
@@ -58,27 +63,48 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def _new_array_public(queue: cl.CommandQueue, pool: cltools.MemoryPool, spec: tuple
                       ) -> cla.Array:
+    """A result array through pyopencl's constructor: zero-size results, and every result when
+    pyopencl's internals no longer match what ``_array_template`` fills in."""
     shape, dtype, size, strides, nbytes = spec
     if size == 0:
-        return cla.empty(queue, shape, dtype)
+        return cla.empty(queue, shape, dtype, allocator=pool)
     return cla.Array(None, shape, dtype, allocator=pool, data=pool.allocate(nbytes),
                      strides=strides, _flags=None, _fast=True, _size=size,
                      _context=queue.context, _queue=queue)
 
 
-def _new_array_direct(queue: cl.CommandQueue, pool: cltools.MemoryPool, spec: tuple
-                      ) -> cla.Array:
-    """A C-contiguous pool-backed array built by filling its attributes directly: the public
-    constructor re-derives (in ~10 us, ~1.3 us for its fast path) what the specialised
-    signature already knows. Checked against the real constructor at import."""
+def _array_template(queue: cl.CommandQueue, pool: cltools.MemoryPool, spec: tuple
+                    ) -> dict[str, Any] | None:
+    """The attributes of a C-contiguous pool-backed result array of this spec on this queue,
+    all but its buffer and event list; None where the public constructor must build it.
+
+    A result is ``object.__new__(Array)`` given a copy of this dict (``_from_template``, and
+    inlined in the generated launchers): pyopencl's constructor re-derives (in ~10 us, ~1.3 us
+    on its fast path) what the specialised signature already knows, and even a dict display
+    of the twelve attributes costs twice a copy of a prepared one. The attribute set is
+    checked against the real constructor at import."""
+    if not _templated(spec):
+        return None
     shape, dtype, size, strides, nbytes = spec
-    if size == 0:
-        return cla.empty(queue, shape, dtype)
+    return {"queue": queue, "context": queue.context, "shape": shape, "dtype": dtype,
+            "strides": strides, "events": None, "nbytes": nbytes, "size": size,
+            "allocator": pool, "base_data": None, "offset": 0, "_flags": None}
+
+
+def _buffer(pool: cltools.MemoryPool, spec: tuple) -> Any:
+    """A kernel's scratch buffer (temporaries, partial results): no array around it."""
+    return pool.allocate(spec[4]) if spec[2] else None
+
+
+def _templated(spec: tuple) -> bool:
+    return _DIRECT and spec[2] > 0
+
+
+def _from_template(template: dict[str, Any], buf: Any) -> cla.Array:
     arr = _object_new(cla.Array)
-    arr.__dict__ = {"queue": queue, "context": queue.context, "shape": shape, "dtype": dtype,
-                    "strides": strides, "events": [], "nbytes": nbytes, "size": size,
-                    "allocator": pool, "base_data": pool.allocate(nbytes), "offset": 0,
-                    "_flags": None}
+    arr.__dict__ = attrs = template.copy()
+    attrs["events"] = []  # each array owns its event list (pyopencl appends to it)
+    attrs["base_data"] = buf
     return arr
 
 
@@ -96,7 +122,10 @@ def _direct_construction_matches() -> bool:
         return False
 
 
-_new_array = _new_array_direct if _direct_construction_matches() else _new_array_public
+_DIRECT = _direct_construction_matches()
+
+
+_UNBOUND = (object(),)  # an Executable's binding before its first call: matches no queue
 
 
 @dataclass(frozen=True)
@@ -185,12 +214,24 @@ class Executable:
         # device outputs returned as they are, in order: run() can return its list directly
         self._simple_out = not self.host_mode and all(
             o.kind == "node" and o.index == i for i, o in enumerate(self.outputs))
-        self._last_queue: cl.CommandQueue | None = None
-        self._last_pool: cltools.MemoryPool | None = None
-        self._pool_cache: list[Any] = [None, None]  # [queue, its pool] for generated code
+        # (queue, its pool, per output its result template): see _bind
+        self._binding: list[tuple] = [_UNBOUND]
         self._offset_params = {index for _, _, _, plan in self._plans for kind, index in plan
                                if kind == _OFFSET}
         self.launch = self._build_launcher()
+
+    def _bind(self, queue: cl.CommandQueue) -> tuple:
+        """What a launch needs of its queue, as one tuple: (queue, its memory pool, then per
+        output the attributes of its result array, see ``_array_template``). The last one is
+        kept in ``_binding[0]`` and replaced whole when the queue changes, so a thread never
+        combines one queue's pool or templates with another's."""
+        if queue is None:
+            raise ValueError(NO_QUEUE)
+        pool = memory_pool(queue)
+        binding = (queue, pool, *(_array_template(queue, pool, spec)
+                                  for spec in self._out_specs))
+        self._binding[0] = binding
+        return binding
 
     def _build_launcher(self) -> Any:
         """Generate a straight-line launcher for calls whose array arguments are all device
@@ -200,24 +241,30 @@ class Executable:
         templates only: no user string reaches the generated code."""
         if self._to_tune or self._host_writes:
             return self.run
-        env, body = self._launch_body("queue.context")
+        env, body = self._launch_body(checked=False)
         lines = ["def launch(flat, queue):", *body]
         # generated from our own templates above; no user string reaches it
         exec(compile("\n".join(lines), f"<fusejit launcher {id(self):x}>", "exec"), env)  # noqa: S102
         return env["launch"]
 
-    def _launch_body(self, context: str) -> tuple[dict[str, Any], list[str]]:
+    def _launch_body(self, checked: bool) -> tuple[dict[str, Any], list[str]]:
+        """The launch itself, for ``flat`` and ``queue``; ``checked`` when a guard has already
+        made sure every array argument is a device array."""
         env: dict[str, Any] = {"Array": cla.Array, "run": self.run, "enqueue": _enqueue,
-                               "new_array": _new_array, "lock": self._launch_lock,
+                               "new_array": _new_array_public, "binding": self._binding,
+                               "bind": self._bind, "acquire": self._launch_lock.acquire,
+                               "release": self._launch_lock.release,
                                "index_type": self.index_dtype.type, "conv": _kernel_arg_scalar,
-                               "pool_of": self._pool, "consts_of": self._const,
-                               "pool_cache": self._pool_cache, "new": _object_new}
-        body = ["    pool = pool_cache[1] if queue is pool_cache[0] else pool_of(queue)"]
-        direct = _new_array is _new_array_direct
+                               "consts_of": self._const, "new": _object_new}
+        body = ["    b = binding[0]",
+                "    if b[0] is not queue:",
+                "        b = bind(queue)",
+                "    pool = b[1]"]
         arg_expr: dict[tuple[int, int], str] = {}
         for p, src, itemsize in self._arrays:
-            body += [f"    a{p} = flat[{src}]",
-                     f"    if type(a{p}) is not Array:", "        return run(flat, queue)"]
+            body.append(f"    a{p} = flat[{src}]")
+            if not checked:
+                body += [f"    if type(a{p}) is not Array:", "        return run(flat, queue)"]
             arg_expr[(_PARAM, p)] = f"a{p}.base_data"
             if p in self._offset_params:
                 arg_expr[(_OFFSET, p)] = f"index_type(a{p}.offset // {itemsize})"
@@ -225,31 +272,31 @@ class Executable:
             body.append("    consts = consts_of(queue)")
             for p in self._consts:
                 arg_expr[(_PARAM, p)] = f"consts[{p}]"
-        for kind, specs, prefix in ((_OUT, self._out_specs, "o"), (_TEMP, self._temp_specs, "t"),
-                                    (_PART, self._part_specs, "q")):
-            for i, spec in enumerate(specs):
-                env[f"{prefix}spec{i}"] = spec
-                name = f"{prefix}{i}"
-                shape, dtype, size, strides, nbytes = spec
-                if direct and size:  # the direct construction of _new_array_direct, inlined
-                    env[f"{name}shape"], env[f"{name}dtype"], env[f"{name}strides"] = \
-                        shape, dtype, strides
-                    body += [f"    {name}buf = pool.allocate({nbytes})",
-                             f"    {name} = new(Array)",
-                             (f"    {name}.__dict__ = {{'queue': queue, 'context': {context}, "
-                              f"'shape': {name}shape, 'dtype': {name}dtype, 'strides': "
-                              f"{name}strides, 'events': [], 'nbytes': {nbytes}, 'size': {size}, "
-                              f"'allocator': pool, 'base_data': {name}buf, 'offset': 0, "
-                              f"'_flags': None}}")]
-                    arg_expr[(kind, i)] = f"{name}buf"
-                else:
-                    body.append(f"    {name} = new_array(queue, pool, {prefix}spec{i})")
-                    arg_expr[(kind, i)] = f"{name}.base_data"
+        for i, spec in enumerate(self._out_specs):
+            nbytes = spec[4]
+            if not _templated(spec):  # the public constructor
+                env[f"ospec{i}"] = spec
+                body.append(f"    o{i} = new_array(queue, pool, ospec{i})")
+                arg_expr[(_OUT, i)] = f"o{i}.base_data"
+                continue
+            # _from_template, inlined
+            body += [f"    o{i}buf = pool.allocate({nbytes})",
+                     f"    o{i} = new(Array)",
+                     f"    o{i}.__dict__ = attrs = b[{2 + i}].copy()",
+                     "    attrs['events'] = []",
+                     f"    attrs['base_data'] = o{i}buf"]
+            arg_expr[(_OUT, i)] = f"o{i}buf"
+        for kind, specs, prefix in ((_TEMP, self._temp_specs, "t"), (_PART, self._part_specs, "q")):
+            for i, spec in enumerate(specs):  # kernels only need their buffers
+                body.append(f"    {prefix}{i} = pool.allocate({spec[4]})" if spec[2] else
+                            f"    {prefix}{i} = None")
+                arg_expr[(kind, i)] = f"{prefix}{i}"
         for j, (src, dtype) in enumerate(self._scalars):
             env[f"dtype{j}"] = dtype
             body.append(f"    s{j} = conv(flat[{src}], dtype{j})")
             arg_expr[(_SCALAR, j)] = f"s{j}"
-        body.append("    with lock:")
+        # acquire/release rather than `with lock:`, which costs twice as much per call
+        body += ["    acquire()", "    try:"]
         if not self._plans:
             body.append("        pass  # every kernel has an empty range")
         for n, (knl, gsize, lsize, plan) in enumerate(self._plans):
@@ -257,6 +304,7 @@ class Executable:
             for i, (kind, index) in enumerate(plan):
                 body.append(f"        k{n}.set_arg({i}, {arg_expr[(kind, index)]})")
             body.append(f"        enqueue(queue, k{n}, g{n}, l{n})")
+        body += ["    finally:", "        release()"]
         outs = "[" + "".join(f"o{i}, " for i in range(len(self._out_specs))) + "]"
         if self._simple_out:
             body.append(f"    return {outs}")
@@ -272,9 +320,8 @@ class Executable:
         kind of argument the guard does not cover."""
         if self.launch is self.run or self.queue_arg < 0:
             return None
-        env, body = self._launch_body(f"C{self.queue_arg}")
-        env.update({"MISS": miss, "unflatten": unflatten, "treedef": treedef,
-                    "Array": cla.Array})
+        env, body = self._launch_body(checked=True)
+        env.update({"MISS": miss, "unflatten": unflatten, "treedef": treedef})
         guard = [f"    if len(flat) != {len(parts)}:", "        return MISS"]
         arrays = []
         for i, part in enumerate(parts):
@@ -287,12 +334,14 @@ class Executable:
             dtype, shape, strides, has_offset, context = part
             env[f"D{i}"], env[f"S{i}"], env[f"ST{i}"], env[f"C{i}"] = dtype, shape, strides, \
                 context
-            offset_test = "== 0" if has_offset else "!= 0"  # a miss: the offset class changed
+            # a miss: the offset class changed (or the offset is too large for fast_key)
+            offset_test = (f"x{i}.offset == 0 or x{i}.offset >= {BIG_OFFSET}" if has_offset
+                           else f"x{i}.offset != 0")
             guard += [f"    x{i} = flat[{i}]",
                       (f"    if type(x{i}) is not Array or x{i}.dtype is not D{i} or "
                        f"x{i}.shape != S{i} or x{i}.strides != ST{i} or "
-                       f"x{i}.context is not C{i} or x{i}.offset {offset_test} or "
-                       f"x{i}.offset >= {2**30} or x{i}.base_data is None:"),
+                       f"x{i}.context is not C{i} or {offset_test} or "
+                       f"x{i}.base_data is None:"),
                       "        return MISS"]
             arrays.append(i)
         if len(arrays) > 1:  # arrays sharing a buffer need the aliasing analysis
@@ -310,18 +359,12 @@ class Executable:
         exec(code, env)  # noqa: S102 - generated from our own templates
         return env["guarded"]
 
-    def _pool(self, queue: cl.CommandQueue) -> cltools.MemoryPool:
-        if queue is not self._pool_cache[0]:
-            self._pool_cache[:] = [queue, memory_pool(queue)]
-        return self._pool_cache[1]
-
     # -- per call ---------------------------------------------------------------------------------
     def run(self, flat: Sequence[Any], queue: cl.CommandQueue) -> tuple[Any, ...]:
-        if queue is self._last_queue:
-            pool = self._last_pool
-        else:
-            pool = self._last_pool = memory_pool(queue)
-            self._last_queue = queue
+        binding = self._binding[0]
+        if binding[0] is not queue:
+            binding = self._bind(queue)
+        pool = binding[1]
         bufs: list[Any] = [None] * self._n_params
         offs: list[Any] = [None] * self._n_params
         uploaded: dict[int, cla.Array] | None = None
@@ -347,15 +390,14 @@ class Executable:
             consts = self._const(queue)
             for p in self._consts:
                 bufs[p] = consts[p]
-        outs = [_new_array(queue, pool, spec) for spec in self._out_specs]
-        temps = [_new_array(queue, pool, spec) for spec in self._temp_specs] \
-            if self._temp_specs else ()
-        parts = [_new_array(queue, pool, spec) for spec in self._part_specs] \
-            if self._part_specs else ()
+        outs = [_new_array_public(queue, pool, spec) if template is None else
+                _from_template(template, pool.allocate(spec[4]))
+                for spec, template in zip(self._out_specs, binding[2:])]
+        temps = [_buffer(pool, spec) for spec in self._temp_specs]
+        parts = [_buffer(pool, spec) for spec in self._part_specs]
         scalars = [_kernel_arg_scalar(flat[src], dtype) for src, dtype in self._scalars] \
             if self._scalars else ()
-        tables = (bufs, offs, [a.base_data for a in outs], [a.base_data for a in temps],
-                  [a.base_data for a in parts], scalars)
+        tables = (bufs, offs, [a.base_data for a in outs], temps, parts, scalars)
         with self._launch_lock:
             if self._to_tune and self._calls:
                 self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
