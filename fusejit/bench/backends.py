@@ -40,11 +40,16 @@ class Prepared:
 
     call: Callable[[], Any]
     to_numpy: Callable[[Any], list[np.ndarray]]
-    sync: Callable[[Any], None] = lambda out: None
+    sync: Callable[[Any], None] | None = None  # None: call() returns a finished result
+
+    @property
+    def asynchronous(self) -> bool:
+        return self.sync is not None
 
     def run(self) -> Any:
         out = self.call()
-        self.sync(out)
+        if self.sync is not None:
+            self.sync(out)
         return out
 
 
@@ -218,9 +223,9 @@ class TorchBackend(Backend):
                 return fn(*dev)
 
         def sync(out: Any) -> None:
-            if self.cuda:
-                torch.cuda.synchronize()
-        return Prepared(call, lambda out: [t.detach().cpu().numpy() for t in _leaves(out)], sync)
+            torch.cuda.synchronize()
+        return Prepared(call, lambda out: [t.detach().cpu().numpy() for t in _leaves(out)],
+                        sync if self.cuda else None)
 
 
 class TorchCompileBackend(TorchBackend):

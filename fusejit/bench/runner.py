@@ -87,7 +87,8 @@ def run_case(wl: Workload, backends: dict[str, Backend], budget_s: float, min_re
             t, first = timing.measure(prepared.run, budget_s, min_reps)
             ok, err = matches(prepared.to_numpy(first), reference)
             del first
-            batched = timing.measure_batched(prepared.call, prepared.sync, t.median_s, budget_s)
+            batched = timing.measure_batched(prepared.call, prepared.sync, t.median_s,
+                                             budget_s) if prepared.asynchronous else t
             del prepared
         except Unsupported as exc:
             record["impls"][name] = {"status": f"unsupported: {exc}"}
