@@ -742,7 +742,10 @@ _OPERATOR_POWER = {(int, 2): np.square, (int, -1): np.reciprocal, (float, 0.5): 
 
 
 def _power(self: TensorProxy, exponent: Any, inplace: bool = False) -> Any:
-    if type(exponent) in (int, float) and self._weak is None:
+    # ndarray.__pow__'s fast path; a NumPy scalar (a 0-d ufunc result or reduction, a NumPy
+    # scalar argument) has none: np.True_ ** 2 is int64 where np.array(True) ** 2 is int8
+    ndarray = bool(self.shape) or self.node.op is Op.INPUT
+    if type(exponent) in (int, float) and self._weak is None and ndarray:
         fast = _OPERATOR_POWER.get((type(exponent), exponent))
         if fast is np.square or (fast is not None and self.dtype.kind == "f"):
             return _operator(fast, (self,), inplace)

@@ -246,3 +246,15 @@ def test_reference_argmax_with_a_zero_length_kept_axis():
     f = fuse(lambda x: x.argmax(axis=-2), validate=True)
     x = np.zeros((1, 5, 0), np.uint8)
     assert_matches(f(x), x.argmax(axis=-2))
+
+
+def test_power_of_a_numpy_scalar_takes_no_array_fast_path():
+    # fuzz seed 77003143: np.isfinite(uint8 scalar) ** 2 is np.True_ ** 2, int64 in NumPy (the
+    # scalar's power), where an array's ** 2 is np.square (int8 for bool)
+    def f(a, s, x):
+        return np.isfinite(s) ** 2, a ** 2, (a > 0) ** 2, x.sum() ** 2, x[0] ** 0.5, x ** 2
+
+    a, x = np.array(True), np.array([2.0, -0.0, 3.0], np.float32)
+    for got, want in zip(fuse(f)(a, np.uint8(251), x), f(a, np.uint8(251), x)):
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+        assert_matches(got, want)
