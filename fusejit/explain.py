@@ -121,9 +121,10 @@ def _bytes(n: int) -> str:
 
 def memory_traffic(low: Lowered) -> Traffic:
     """Fused: every buffer argument of every kernel read once (and a written argument written
-    once more); unfused: every op reads its operands and writes its result (movement ops are
-    free, literals and scalars cost nothing, a broadcast operand is read at its own size)."""
-    graph = low.graph
+    once more); unfused: every op of the function as traced (before the passes, whose rewrites
+    may add cheap ops) reads its operands and writes its result (movement ops are free,
+    literals and scalars cost nothing, a broadcast operand is read at its own size)."""
+    graph = low.traced
     fused = 0
     for kernel in low.module.kernels:
         for arg in kernel.signature.args:
