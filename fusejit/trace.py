@@ -353,10 +353,9 @@ def clip(x: Any, lo: Any, hi: Any, dtype: Any = None) -> TensorProxy:
     xs, los, his = (as_node(p, t) for p, t in zip(present, loop[:3]))
     # Which of x and a bound equal to it (-0.0 vs 0.0) clip returns: NumPy's float32/float64
     # loop returns x when both bounds are the same along its inner loop, else the bound; its
-    # float16 loop returns x. maximum and minimum return the second of two equal float32/64
-    # operands (the first for float16, see the OpenCL target), so x goes second where it wins.
+    # float16 loop returns x. x goes where maximum and minimum keep the operand of two equal.
     inner_constant = all(not b.shape or b.shape[-1] == 1 for b in (los, his))
-    bound_first = loop[-1] in (np.float32, np.float64) and inner_constant
+    bound_first = dt.extremum_keeps_second(loop[-1]) and inner_constant
     mid = shapes.broadcast_shapes(xs.shape, los.shape)
     out = Node.make(Op.MAXIMUM, loop[-1], mid, (los, xs) if bound_first else (xs, los))
     srcs = (his, out) if bound_first else (out, his)

@@ -108,8 +108,8 @@ def _power(node: Node) -> Node | None:
 # 32-op chain with 8 ``maximum(x, 0.1)`` at 0.163 ms, at copy speed, 0.132 ms, after). Also
 # keeps a constant out of the NaN test: PoCL miscompiles ``(-0.0f > v || isnan(-0.0f)) ? ...``.
 # Per (op, position of the constant): the comparison of ``x`` with ``c`` for dtypes whose NumPy
-# loop returns the second of two equal operands (float32/64) and for float16 (the first, see
-# the OpenCL target), and whether it selects ``c`` (else it selects ``x``).
+# loop returns the second of two equal operands and for those returning the first
+# (dt.extremum_keeps_second), and whether it selects ``c`` (else it selects ``x``).
 _EXTREMUM_SELECT = {
     (Op.MAXIMUM, 1): (Op.LE, Op.LT, True), (Op.MAXIMUM, 0): (Op.LT, Op.LE, True),
     (Op.MINIMUM, 1): (Op.GE, Op.GT, True), (Op.MINIMUM, 0): (Op.GT, Op.GE, True),
@@ -128,7 +128,7 @@ def _select_extremum(node: Node) -> Node | None:
         if rule is None or value is None or np.isnan(value) or x.shape != node.shape:
             continue
         second_wins, first_wins, picks_c = rule
-        test = first_wins if node.dtype == dt.FLOAT16 else second_wins
+        test = second_wins if dt.extremum_keeps_second(node.dtype) else first_wins
         cond = Node.make(test, dt.BOOL, node.shape, (x, c))
         return node.replace(op=Op.WHERE, srcs=(cond, c, x) if picks_c else (cond, x, c))
     return None

@@ -77,16 +77,6 @@ _TEMPLATES: dict[tuple[Op, str], Template] = {
     (Op.SIGNBIT, "i"): "((uchar)({a} < 0))",
     # two-operand math
     (Op.ARCTAN2, "f"): "atan2({a}, {b})", (Op.HYPOT, "f"): "hypot({a}, {b})",
-    # maximum & co. on equal operands (-0.0 vs 0.0): NumPy's float32/float64 loops (SIMD,
-    # maxps-like) return the second operand, its float16 loop (scalar C) the first
-    (Op.MAXIMUM, "f"): "(({a} > {b} || isnan({a})) ? {a} : {b})",
-    (Op.MINIMUM, "f"): "(({a} < {b} || isnan({a})) ? {a} : {b})",
-    (Op.FMAX, "f"): "(({a} > {b} || isnan({b})) ? {a} : {b})",
-    (Op.FMIN, "f"): "(({a} < {b} || isnan({b})) ? {a} : {b})",
-    (Op.MAXIMUM, "float16"): "(({a} >= {b} || isnan({a})) ? {a} : {b})",
-    (Op.MINIMUM, "float16"): "(({a} <= {b} || isnan({a})) ? {a} : {b})",
-    (Op.FMAX, "float16"): "(({a} >= {b} || isnan({b})) ? {a} : {b})",
-    (Op.FMIN, "float16"): "(({a} <= {b} || isnan({b})) ? {a} : {b})",
     (Op.COPYSIGN, "f"): "copysign({a}, {b})", (Op.NEXTAFTER, "f"): "nextafter({a}, {b})",
     (Op.NEXTAFTER, "float16"): "fj_nextafter_h({a}, {b})",
     (Op.LDEXP, "f"): "ldexp({a}, (int)clamp((long){b}, (long)INT_MIN, (long)INT_MAX))",
@@ -158,14 +148,6 @@ _VEC: dict[tuple[Op, str], str] = {
     # a multiply (measured on PoCL: 4 maximums over 2^22 floats 22 ms -> 11 ms, fabs 10 -> 1.4)
     (Op.ABS, "f"): "as_{S}(as_{U}({a}) & (({U})({SIGNMASK})))", (Op.SQUARE, "f"): "({a} * {a})",
     (Op.RECIPROCAL, "f"): "(({S})(1) / {a})",
-    (Op.MAXIMUM, "f"): "select({b}, {a}, ({a} > {b}) | ({a} != {a}))",
-    (Op.MINIMUM, "f"): "select({b}, {a}, ({a} < {b}) | ({a} != {a}))",
-    (Op.FMAX, "f"): "select({b}, {a}, ({a} > {b}) | ({b} != {b}))",
-    (Op.FMIN, "f"): "select({b}, {a}, ({a} < {b}) | ({b} != {b}))",
-    (Op.MAXIMUM, "float16"): "select({b}, {a}, ({a} >= {b}) | ({a} != {a}))",
-    (Op.MINIMUM, "float16"): "select({b}, {a}, ({a} <= {b}) | ({a} != {a}))",
-    (Op.FMAX, "float16"): "select({b}, {a}, ({a} >= {b}) | ({b} != {b}))",
-    (Op.FMIN, "float16"): "select({b}, {a}, ({a} <= {b}) | ({b} != {b}))",
     (Op.COPYSIGN, "f"): "copysign({a}, {b})", (Op.ARCTAN2, "f"): "atan2({a}, {b})",
     (Op.HYPOT, "f"): "hypot({a}, {b})", (Op.POW, "f"): "pow({a}, {b})",
     (Op.SIGN, "f"): "select(select(select({a}, ({S})(0), {a} == ({S})(0)), ({S})(-1), "
@@ -200,6 +182,15 @@ for _op, _fn in _NAN_GUARDED.items():  # (x != x: PoCL's vector isnan is a slow 
     _VEC[(_op, "f")] = "select(" + _fn + "({a}), {a}, {a} != {a})"
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "i")] = _VEC[(_op, "u")] = _VEC[(_op, "b")] = "{a}"
+# Float maximum & co.: keep {a} when it is beyond {b} (or equal, where NumPy's loop returns the
+# first of equal operands: dt.extremum_keeps_second) or when the NaN-winning operand is NaN.
+for _op, _beyond, _nan in ((Op.MAXIMUM, ">", "a"), (Op.MINIMUM, "<", "a"),
+                           (Op.FMAX, ">", "b"), (Op.FMIN, "<", "b")):
+    for _dtype in (dt.FLOAT32, dt.FLOAT16):
+        _cmp = _beyond if dt.extremum_keeps_second(_dtype) else _beyond + "="
+        _key = "f" if _dtype == dt.FLOAT32 else "float16"
+        _TEMPLATES[(_op, _key)] = f"(({{a}} {_cmp} {{b}} || isnan({{{_nan}}})) ? {{a}} : {{b}})"
+        _VEC[(_op, _key)] = f"select({{b}}, {{a}}, ({{a}} {_cmp} {{b}}) | ({{{_nan}}} != {{{_nan}}}))"
 for _op, _cmp in ((Op.MAXIMUM, ">"), (Op.MINIMUM, "<"), (Op.FMAX, ">"), (Op.FMIN, "<")):
     _VEC[(_op, "i")] = _VEC[(_op, "u")] = "select({b}, {a}, {a} " + _cmp + " {b})"
 _VEC[(Op.MAXIMUM, "b")] = _VEC[(Op.FMAX, "b")] = "({a} | {b})"
