@@ -1,10 +1,9 @@
-"""Shared by the examples: median timings, kernel-launch counting and the results table."""
+"""Shared by the examples: their options, kernel-launch counting and the results table."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
-import statistics
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -13,20 +12,15 @@ import pyopencl as cl
 from pyopencl import _cl
 
 from fusejit import fuse
+from fusejit.bench.timing import median_ms
 
 
-def median_ms(fn: Callable[[], Any], queue: cl.CommandQueue, repeat: int = 10) -> float:
-    """Median wall time of ``fn()`` in ms, each run waited for with ``queue.finish()``; one
-    untimed warm-up run first (it builds kernels and fills memory pools)."""
-    fn()
-    queue.finish()
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        queue.finish()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e3
+def parse_args(doc: str | None) -> argparse.Namespace:
+    """The examples' command line: ``--size`` elements and ``--repeat`` timed runs."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--size", type=int, default=1 << 20)
+    parser.add_argument("--repeat", type=int, default=5)
+    return parser.parse_args()
 
 
 @contextlib.contextmanager

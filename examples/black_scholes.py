@@ -9,11 +9,9 @@ ops only (NumPy has no erf), so the fused, unfused and NumPy versions compute th
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pyopencl.array as cla
-from _bench import compare
+from _bench import compare, parse_args
 from pyopencl import clmath
 
 from fusejit import default_queue
@@ -59,10 +57,7 @@ def black_scholes_unfused(spot: cla.Array, strike: cla.Array, years: cla.Array):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=1 << 20)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    args = parse_args(__doc__)
 
     queue = default_queue()
     rng = np.random.default_rng(0)

@@ -6,11 +6,9 @@ pyopencl kernels vs NumPy on the host.
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pyopencl.array as cla
-from _bench import compare
+from _bench import compare, parse_args
 from pyopencl import clmath
 
 from fusejit import default_queue
@@ -27,10 +25,7 @@ def gelu_unfused(x: cla.Array) -> cla.Array:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=1 << 20)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    args = parse_args(__doc__)
 
     queue = default_queue()
     host = [np.random.default_rng(0).standard_normal(args.size).astype(np.float32)]

@@ -6,11 +6,9 @@ four inputs, one fused kernel, vs the same ops as separate pyopencl kernels vs N
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pyopencl.array as cla
-from _bench import compare
+from _bench import compare, parse_args
 from pyopencl import clmath
 
 from fusejit import default_queue
@@ -36,10 +34,7 @@ def haversine_unfused(lat1, lon1, lat2, lon2):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=1 << 20)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    args = parse_args(__doc__)
 
     queue = default_queue()
     # trips between nearby points (up to ~1 degree apart), as in GPS traces: arcsin near 1

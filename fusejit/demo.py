@@ -8,9 +8,6 @@ NumPy on the host — checks they agree, and prints timings and the generated ke
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,6 +16,7 @@ import pyopencl.array as cla
 from pyopencl import clmath
 
 from . import default_queue, fuse
+from .bench.timing import median_ms
 from .runtime.devices import device_info
 
 
@@ -56,18 +54,6 @@ def _filled(like: cla.Array, value: float) -> cla.Array:
     return _fills[key]
 
 
-def _time(fn: Callable[[], Any], queue: cl.CommandQueue, repeat: int) -> float:
-    fn()
-    queue.finish()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        queue.finish()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples) * 1e3
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=0,
@@ -85,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     host = rng.standard_normal(n).astype(np.float32)
     x = cla.to_device(queue, host)
     copy_dst = cla.empty_like(x)
-    copy_ms = _time(lambda: cl.enqueue_copy(queue, copy_dst.data, x.data), queue, args.repeat)
+    copy_ms = median_ms(lambda: cl.enqueue_copy(queue, copy_dst.data, x.data), queue, args.repeat)
 
     rows = []
     for name, fn, unfused, ops in (("gelu", gelu, gelu_unfused, 8), ("chain8", chain8, chain8_unfused, 8)):
@@ -94,9 +80,9 @@ def main(argv: list[str] | None = None) -> None:
         got = fused(x).get()
         err = float(np.max(np.abs(got - expected)))
         kernels = len(fused.lower(x).kernels)
-        t_fused = _time(lambda f=fused: f(x), queue, args.repeat)
-        t_unfused = _time(lambda f=unfused: f(x), queue, args.repeat)
-        t_numpy = _time(lambda f=fn: f(host), queue, max(3, args.repeat // 3))
+        t_fused = median_ms(lambda f=fused: f(x), queue, args.repeat)
+        t_unfused = median_ms(lambda f=unfused: f(x), queue, args.repeat)
+        t_numpy = median_ms(lambda f=fn: f(host), queue, max(3, args.repeat // 3))
         rows.append((name, ops, kernels, err, t_fused, t_unfused, t_numpy))
 
     print(f"{'workload':10s} {'ops':>4s} {'kernels':>8s} {'max |err|':>10s} {'fused ms':>9s} "

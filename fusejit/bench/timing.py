@@ -58,6 +58,16 @@ def measure(run: Callable[[], Any], budget_s: float, min_reps: int = 3,
     return Timing(statistics.median(samples), min(samples), max(samples), len(samples)), first
 
 
+def median_ms(fn: Callable[[], Any], queue: cl.CommandQueue, repeat: int) -> float:
+    """Median ms of ``fn(); queue.finish()`` over ``repeat`` runs after one untimed warm-up run
+    (it builds kernels and fills memory pools): the demo's and the examples' timing."""
+    def run() -> None:
+        fn()
+        queue.finish()
+    timing, _ = measure(run, budget_s=0.0, min_reps=repeat, warmup=1)
+    return timing.median_s * 1e3
+
+
 def measure_batched(call: Callable[[], Any], sync: Callable[[Any], None], per_call_s: float,
                     budget_s: float, rounds: int = 5, max_calls: int = 200) -> Timing:
     """Per-call time of ``k`` calls then one ``sync`` of the last result, ``k`` sized from a
