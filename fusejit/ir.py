@@ -115,13 +115,15 @@ def broadcast_view(node: Node, shape: Shape) -> Node:
 class Param:
     """One runtime argument of the traced function.
 
-    kind: "array" (a buffer), "scalar" (a value passed to the kernel) or "const" (an array
-        captured while tracing, uploaded once).
+    kind: "array" (a buffer), "scalar" (a value passed to the kernel), "const" (an array
+        captured while tracing, uploaded once) or "derived" (a scalar the launcher computes on
+        the host from the scalar parameters, see passes/hoist.py).
     strides: element strides of the array argument as specialised (None for scalars).
     source: index of the flattened call argument the parameter is bound from.
     has_offset: the array starts at a non-zero element offset into its buffer (passed at run
         time, so a new offset does not recompile).
     wide: the buffer holds 2**31 elements or more, so index math needs 64 bits.
+    expr: a derived scalar's expression (over SCALAR and CONST leaves).
     """
 
     kind: str
@@ -132,6 +134,7 @@ class Param:
     strides: tuple[int, ...] | None = None
     has_offset: bool = False
     wide: bool = False
+    expr: Node | None = None
 
 
 @dataclass(frozen=True)
@@ -207,7 +210,7 @@ def verify(graph: Graph) -> None:
             param = graph.params[node.arg]
             assert param.kind == "array" and param.shape == node.shape, (node, param)
         if node.op is Op.SCALAR:
-            assert graph.params[node.arg[0]].kind == "scalar", node
+            assert graph.params[node.arg[0]].kind in ("scalar", "derived"), node
     for index, node in graph.writes:
         assert graph.params[index].shape == node.shape, (index, node)
         assert graph.params[index].dtype == node.dtype, (index, node)
@@ -232,7 +235,8 @@ def format_graph(graph: Graph, names: dict[Node, str] | None = None) -> str:
     names = dict(names or {})
     lines = ["graph(" + ", ".join(
         f"%arg{i}: {p.dtype.name}[{','.join(map(str, p.shape))}]"
-        + ("" if p.kind == "array" else " scalar") for i, p in enumerate(graph.params)) + ") {"]
+        + {"array": "", "derived": " derived"}.get(p.kind, " scalar")
+        for i, p in enumerate(graph.params)) + ") {"]
     for node in graph.toposort():
         names.setdefault(node, f"%{len(names)}")
         operands = ", ".join(names[s] for s in node.srcs)

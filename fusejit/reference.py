@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as dt
-from .ir import Graph, Node, const_value
+from .ir import Graph, Node, const_value, toposort
 from .ops import OPS, REDUCE, UFUNC_OPS, Op
 
 
@@ -59,7 +59,7 @@ def eval_node(node: Node, srcs: Sequence[np.ndarray], args: Sequence[Any] = ()) 
 def eval_graph(graph: Graph, args: Sequence[Any]) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Evaluate ``graph`` on host values: returns (outputs, new values of written params)."""
     env: dict[Node, np.ndarray] = {}
-    values = list(args)
+    values = with_derived(graph, args)
     for index, param in enumerate(graph.params):
         if param.kind == "array":
             values[index] = np.asarray(values[index])
@@ -67,6 +67,24 @@ def eval_graph(graph: Graph, args: Sequence[Any]) -> tuple[list[np.ndarray], lis
         env[node] = eval_node(node, [env[s] for s in node.srcs], values)
     return ([np.array(env[n]) for n in graph.outputs],
             [np.array(env[n]) for _, n in graph.writes])
+
+
+def derive(expr: Node, args: Any) -> np.generic:
+    """A derived scalar's value (passes/hoist.py): ``expr`` evaluated on the host, where ``args``
+    maps the parameter indices its SCALAR leaves read to the call's values."""
+    env: dict[Node, np.ndarray] = {}
+    for node in toposort([expr]):
+        env[node] = eval_node(node, [env[s] for s in node.srcs], args)
+    return env[expr][()]
+
+
+def with_derived(graph: Graph, args: Sequence[Any]) -> list[Any]:
+    """Parameter values (indexed like ``graph.params``) with the derived scalars filled in."""
+    values = list(args) + [None] * (len(graph.params) - len(args))
+    for index, param in enumerate(graph.params):
+        if param.kind == "derived":
+            values[index] = derive(param.expr, values)
+    return values
 
 
 def _arg_reduce(op: Op, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:

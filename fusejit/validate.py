@@ -48,7 +48,7 @@ import pyopencl as cl
 from .errors import ValidationError
 from .ir import Graph, Node
 from .ops import LEAVES, OPS, Op
-from .reference import eval_node
+from .reference import eval_node, with_derived
 from .testing import to_host
 
 SLACK_ULP = 1.0  # the constant of the bound rule, in ULPs of the output's dtype
@@ -102,11 +102,13 @@ def _arguments(graph: Graph, flat: Sequence[Any], constants: dict[int, np.ndarra
     for p, param in enumerate(graph.params):
         if param.kind == "const":
             out.append(constants[p])
+        elif param.kind == "derived":
+            out.append(None)  # filled in below, from the scalars it derives from
         elif param.kind == "array":
             out.append(np.asarray(to_host(flat[param.source])).astype(param.dtype))
         else:
             out.append(flat[param.source])
-    return out
+    return with_derived(graph, out)
 
 
 # -- bounds ----------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from ..ir import Graph, verify
 from .cse import cse
 from .dce import dce
 from .fold import fold
+from .hoist import hoist
 from .simplify import simplify
 
 Pass = Callable[[Graph], tuple[Graph, int]]
@@ -21,6 +22,7 @@ PIPELINE: tuple[tuple[str, Pass, str], ...] = (
     ("simplify", simplify, "nodes rewritten by algebraic identities"),
     ("cse", cse, "duplicate nodes merged"),
     ("dce", dce, "dead nodes and no-op writes removed"),
+    ("hoist", hoist, "scalar expressions computed once per call on the host"),
 )
 
 DEBUG = os.environ.get("FUSEJIT_DEBUG", "") not in ("", "0")

@@ -18,7 +18,9 @@ import pyopencl.array as cla
 import pyopencl.tools as cltools
 
 from .. import dtypes as dt
-from ..ir import Graph
+from .. import reference
+from ..ir import Graph, Param, toposort
+from ..ops import Op
 from ..signature import BIG_OFFSET
 from ..source import BufferArg, Module, ScalarArg
 from . import autotune
@@ -147,6 +149,21 @@ def _kernel_arg_scalar(value: Any, dtype: np.dtype) -> np.generic:
     return v
 
 
+def _deriver(params: Sequence[Param], index: int) -> Any:
+    """None for a scalar bound from an argument; for a derived one (passes/hoist.py), a function
+    of the call's flattened arguments that evaluates its expression on the host."""
+    param = params[index]
+    if param.kind != "derived":
+        return None
+    expr = param.expr
+    sources = {p: params[p].source for p in {n.arg[0] for n in toposort([expr])
+                                             if n.op is Op.SCALAR}}
+
+    def derive(flat: Sequence[Any]) -> np.generic:
+        return reference.derive(expr, {p: flat[src] for p, src in sources.items()})
+    return derive
+
+
 class Executable:
     """Everything needed to run one specialised call signature."""
 
@@ -181,7 +198,9 @@ class Executable:
                         if prm.kind == "array"]
         self._consts = [p for p, prm in enumerate(params) if prm.kind == "const"]
         scalars: dict[tuple[int, str], int] = {}
-        self._scalars: list[tuple[int, np.dtype]] = []
+        # (flattened argument, kernel dtype, None) or, for a derived scalar, (-1, dtype, its
+        # host evaluation from the call's arguments)
+        self._scalars: list[tuple[int, np.dtype, Any]] = []
         self._plans = []
         for knl, record in self.kernels:
             plan = []
@@ -192,7 +211,8 @@ class Executable:
                     key = (arg.index, arg.dtype.str)
                     if key not in scalars:
                         scalars[key] = len(self._scalars)
-                        self._scalars.append((params[arg.index].source, arg.dtype))
+                        self._scalars.append((params[arg.index].source, arg.dtype,
+                                              _deriver(params, arg.index)))
                     plan.append((_SCALAR, scalars[key]))
                 else:
                     plan.append(({"param": _PARAM, "output": _OUT, "temp": _TEMP,
@@ -291,9 +311,13 @@ class Executable:
                 body.append(f"    {prefix}{i} = pool.allocate({spec[4]})" if spec[2] else
                             f"    {prefix}{i} = None")
                 arg_expr[(kind, i)] = f"{prefix}{i}"
-        for j, (src, dtype) in enumerate(self._scalars):
+        for j, (src, dtype, derive) in enumerate(self._scalars):
             env[f"dtype{j}"] = dtype
-            body.append(f"    s{j} = conv(flat[{src}], dtype{j})")
+            if derive is None:
+                body.append(f"    s{j} = conv(flat[{src}], dtype{j})")
+            else:
+                env[f"derive{j}"] = derive
+                body.append(f"    s{j} = conv(derive{j}(flat), dtype{j})")
             arg_expr[(_SCALAR, j)] = f"s{j}"
         # acquire/release rather than `with lock:`, which costs twice as much per call
         body += ["    acquire()", "    try:"]
@@ -395,8 +419,8 @@ class Executable:
                 for spec, template in zip(self._out_specs, binding[2:])]
         temps = [_buffer(pool, spec) for spec in self._temp_specs]
         parts = [_buffer(pool, spec) for spec in self._part_specs]
-        scalars = [_kernel_arg_scalar(flat[src], dtype) for src, dtype in self._scalars] \
-            if self._scalars else ()
+        scalars = [_kernel_arg_scalar(flat[src] if derive is None else derive(flat), dtype)
+                   for src, dtype, derive in self._scalars] if self._scalars else ()
         tables = (bufs, offs, [a.base_data for a in outs], temps, parts, scalars)
         with self._launch_lock:
             if self._to_tune and self._calls:
