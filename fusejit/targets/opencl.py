@@ -176,6 +176,11 @@ _LANE_BY_LANE = {Op.SIN, Op.COS, Op.TAN}
 for _op, _fn in _UNARY_BUILTINS.items():
     if _op not in _LANE_BY_LANE:
         _VEC[(_op, "f")] = _fn + "({a})"
+# float32 (and float16, computed in float32) sin, cos and tan of whole vectors: fusejit's own
+# (_TRIG_VECTOR below), 30-50x faster on PoCL than its scalar builtins lane by lane
+for _op, _fn in ((Op.SIN, "sin"), (Op.COS, "cos"), (Op.TAN, "tan")):
+    for _key in ("float32", "float16"):
+        _VEC[(_op, _key)] = "fj_" + _fn + "{n}({a})"
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "f")] = _TEMPLATES[(_op, "f")]
 for _op, _fn in _NAN_GUARDED.items():  # (x != x: PoCL's vector isnan is a slow call)
@@ -207,6 +212,96 @@ _VEC[(Op.LOGICAL_XOR, "*")] = "convert_uchar{n}(-(({a} != ({S})(0)) ^ ({b} != ({
 _VEC[(Op.LOGICAL_NOT, "*")] = "convert_uchar{n}(-({a} == ({S})(0)))"
 
 # -- helper functions, emitted once per module when a template names them --------------------------
+
+# sin, cos and tan of float vectors, after musl's sinf/cosf/tanf: the argument is reduced in
+# double (Cody-Waite: x - k*pio2_1 - k*pio2_1t, where pio2_1 has 25 significant bits, so k*pio2_1
+# is exact and the reduction error stays below 2^-50 |x| ulp for |x| < 2^20), then double
+# polynomials on [-pi/4, pi/4] and one rounding to float: within 1 ulp (OPS[op].ulp allows 8).
+# Lanes of |x| >= 2^20, infinities and NaN take the builtin lane by lane, whose Payne-Hanek
+# reduction handles them; lanes below 2^-12 return x (sin, tan: that keeps -0.0). The core works
+# on at most 4 lanes (double4 is one AVX2 register; wider double vectors are passed through
+# memory on CPUs without AVX-512) and uses no builtin on doubles: k = rint(x*2/pi) by adding and
+# subtracting 1.5*2^52 (FP_CONTRACT is off), whose low bits are then k's low bits.
+_TRIG_CORE = """
+inline double{m} fj_rem_pio2_{m}(float{m} x, long{m} *quadrant) {{
+    double{m} xd = convert_double{m}(x);
+    double{m} shifted = xd * 0x1.45f306dc9c883p-1 + 0x1.8p52;
+    double{m} k = shifted - 0x1.8p52;
+    *quadrant = as_long{m}(shifted);
+    return (xd - k * 0x1.921fb5p+0) - k * 0x1.110b4611a6263p-26;
+}}
+inline double{m} fj_pick_{m}(double{m} a, double{m} b, long{m} take_b) {{
+    return as_double{m}((as_long{m}(a) & ~take_b) | (as_long{m}(b) & take_b));
+}}
+inline double{m} fj_negate_if_{m}(double{m} a, long{m} bit) {{
+    return as_double{m}(as_long{m}(a) ^ (bit << 63));
+}}
+inline double{m} fj_sin_poly{m}(double{m} y) {{
+    double{m} z = y * y, w = z * z, s = z * y;
+    return (y + s * (-0x15555554cbac77.0p-55 + z * 0x111110896efbb2.0p-59))
+        + s * w * (-0x1a00f9e2cae774.0p-65 + z * 0x16cd878c3b46a7.0p-71);
+}}
+inline double{m} fj_cos_poly{m}(double{m} y) {{
+    double{m} z = y * y, w = z * z;
+    return ((1.0 + z * -0x1ffffffd0c5e81.0p-54) + w * 0x155553e1053a42.0p-57)
+        + (w * z) * (-0x16c087e80f1e27.0p-62 + z * 0x199342e0ee5069.0p-68);
+}}
+inline float{m} fj_trig_fix{m}(float{m} r, float{m} x, int fn) {{
+    int{m} ax = as_int{m}(x) & (int{m})(0x7fffffff);
+    if (fn != 1) r = as_float{m}((as_int{m}(r) & ~(ax < (int{m})(0x39800000)))
+                                 | (as_int{m}(x) & (ax < (int{m})(0x39800000))));
+    if (any(ax >= (int{m})(0x49800000))) {{
+        float lanes[{m}], xs[{m}];
+        vstore{m}(r, 0, lanes);
+        vstore{m}(x, 0, xs);
+        for (int i = 0; i < {m}; i++) {{
+            if ((as_uint(xs[i]) & 0x7fffffffu) >= 0x49800000u)
+                lanes[i] = fn == 0 ? sin(xs[i]) : (fn == 1 ? cos(xs[i]) : tan(xs[i]));
+        }}
+        r = vload{m}(0, lanes);
+    }}
+    return r;
+}}
+inline float{m} fj_sin{m}(float{m} x) {{
+    long{m} q;
+    double{m} y = fj_rem_pio2_{m}(x, &q);
+    double{m} r = fj_pick_{m}(fj_sin_poly{m}(y), fj_cos_poly{m}(y), -(q & (long{m})(1)));
+    r = fj_negate_if_{m}(r, (q >> 1) & (long{m})(1));
+    return fj_trig_fix{m}(convert_float{m}(r), x, 0);
+}}
+inline float{m} fj_cos{m}(float{m} x) {{
+    long{m} q;
+    double{m} y = fj_rem_pio2_{m}(x, &q);
+    double{m} r = fj_pick_{m}(fj_cos_poly{m}(y), fj_sin_poly{m}(y), -(q & (long{m})(1)));
+    r = fj_negate_if_{m}(r, ((q + (long{m})(1)) >> 1) & (long{m})(1));
+    return fj_trig_fix{m}(convert_float{m}(r), x, 1);
+}}
+inline float{m} fj_tan{m}(float{m} x) {{
+    long{m} q;
+    double{m} y = fj_rem_pio2_{m}(x, &q);
+    double{m} z = y * y, w = z * z, s = z * y;
+    double{m} u = 0x15554d3418c99f.0p-54 + z * 0x1112fd38999f72.0p-55;
+    double{m} t = 0x1b54c91d865afe.0p-57 + z * 0x191df3908c33ce.0p-58;
+    double{m} v = 0x185dadfcecf44e.0p-61 + z * 0x1362b9bf971bcd.0p-59;
+    double{m} r = (y + s * u) + (s * w) * (t + w * v);
+    r = fj_pick_{m}(r, -1.0 / r, -(q & (long{m})(1)));
+    return fj_trig_fix{m}(convert_float{m}(r), x, 2);
+}}
+"""
+# wider vectors: their halves
+_TRIG_SPLIT = """
+inline float{n} fj_sin{n}(float{n} x) {{ return (float{n})(fj_sin{h}(x.lo), fj_sin{h}(x.hi)); }}
+inline float{n} fj_cos{n}(float{n} x) {{ return (float{n})(fj_cos{h}(x.lo), fj_cos{h}(x.hi)); }}
+inline float{n} fj_tan{n}(float{n} x) {{ return (float{n})(fj_tan{h}(x.lo), fj_tan{h}(x.hi)); }}
+"""
+
+
+def _trig_helpers(n: int) -> dict[str, str]:
+    """The helper functions behind fj_sin{n}/fj_cos{n}/fj_tan{n}, by name."""
+    if n <= 4:
+        return {f"trig_vector{n:02d}": _TRIG_CORE.format(m=n)}  # (sorted: narrow first)
+    return {**_trig_helpers(n // 2), f"trig_vector{n:02d}": _TRIG_SPLIT.format(n=n, h=n // 2)}
+
 
 _SIGNED_HELPERS = """
 inline {S} fj_floordiv_{t}({S} a, {S} b) {{
@@ -505,6 +600,8 @@ class OpenCLTarget(Target):
                "U": f"{unsigned[width]}{n}", "I": f"{signed[width]}{n}",
                "M": f"{signed[res_width]}{n}", "n": str(n),
                "SIGNMASK": "0x7fffffffffffffffUL" if width == 8 else "0x7fffffffu"}
+        if template.startswith(("fj_sin", "fj_cos", "fj_tan")):
+            self.helpers.update(_trig_helpers(n))
         return template.format(**dict(zip("abc", operands)), **{**fields, **vec})
 
     def render_cast_vector(self, src: np.dtype, dst: np.dtype, x: str, n: int) -> str | None:
@@ -576,7 +673,8 @@ class OpenCLTarget(Target):
 
     def prelude(self, uses_fp64: bool) -> str:
         lines = ["#pragma OPENCL FP_CONTRACT OFF"]
-        if uses_fp64:
+        # (the vector sin/cos/tan reduce their float arguments in double)
+        if uses_fp64 or any(k.startswith("trig_vector") for k in self.helpers):
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         body = "\n".join(lines)
         helpers = "".join(self.helpers[k] for k in sorted(self.helpers))
