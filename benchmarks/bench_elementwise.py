@@ -22,7 +22,7 @@ from fusejit.bench.workloads import Workload, chain, scale_from_env, workloads
 SCALE = scale_from_env()
 IMPLS = ("fused", "unfused", "numpy")
 CHAINS = [chain(n, size) for size in SCALE.chain_sizes for n in SCALE.chain_lengths]
-REAL = workloads(SCALE, ("gelu", "black_scholes", "adam"))
+REAL = workloads(SCALE, ("gelu", "haversine", "black_scholes", "adam"))
 
 
 

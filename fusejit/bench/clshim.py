@@ -194,6 +194,15 @@ class ClNamespace:
     def tanh(self, x: cla.Array) -> cla.Array:
         return clmath.tanh(x)
 
+    def sin(self, x: cla.Array) -> cla.Array:
+        return clmath.sin(x)
+
+    def cos(self, x: cla.Array) -> cla.Array:
+        return clmath.cos(x)
+
+    def arcsin(self, x: cla.Array) -> cla.Array:
+        return clmath.asin(x)
+
     def _full(self, like: cla.Array, value: Any) -> cla.Array:
         out = like._new_like_me()
         out.fill(like.dtype.type(value))

@@ -37,7 +37,7 @@ class Workload:
     """One benchmark case: a function of ``(xp, *arrays)`` and the arrays it takes."""
 
     name: str  # unique per case, e.g. "chain8/2^20" or "gelu"
-    family: str  # "chain", "gelu", "black_scholes", "adam", "softmax", "layernorm"
+    family: str  # "chain", "gelu", "haversine", "black_scholes", "adam", "softmax", "layernorm"
     fn: ArrayFn
     inputs: tuple[InputSpec, ...]
     outputs: tuple[tuple[int, ...], ...]  # output shapes (all float32)
@@ -106,6 +106,25 @@ def gelu(xp: Any, x: Any) -> Any:
 
 def gelu_ne(ev: NumexprEval, x: np.ndarray) -> np.ndarray:
     return ev("0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x ** 3)))", x=x)
+
+
+# -- haversine: great-circle distances (trigonometry-bound) -----------------------------------------
+
+_EARTH_KM, _RAD = 6371.0088, math.pi / 180
+
+
+def haversine(xp: Any, lat1: Any, lon1: Any, lat2: Any, lon2: Any) -> Any:
+    lat1, lon1, lat2, lon2 = (v * _RAD for v in (lat1, lon1, lat2, lon2))
+    s_lat, s_lon = xp.sin((lat2 - lat1) * 0.5), xp.sin((lon2 - lon1) * 0.5)
+    a = s_lat * s_lat + xp.cos(lat1) * xp.cos(lat2) * (s_lon * s_lon)
+    return (2.0 * _EARTH_KM) * xp.arcsin(xp.sqrt(a))
+
+
+def haversine_ne(ev: NumexprEval, lat1: np.ndarray, lon1: np.ndarray, lat2: np.ndarray,
+                 lon2: np.ndarray) -> np.ndarray:
+    return ev(f"{2.0 * _EARTH_KM} * arcsin(sqrt(sin((lat2 - lat1) * {_RAD / 2}) ** 2 + "
+              f"cos(lat1 * {_RAD}) * cos(lat2 * {_RAD}) * sin((lon2 - lon1) * {_RAD / 2}) ** 2))",
+              lat1=lat1, lon1=lon1, lat2=lat2, lon2=lon2)
 
 
 # -- Black-Scholes (call and put; polynomial normal CDF as in the CUDA/OpenCL SDK samples) ---------
@@ -217,7 +236,7 @@ SCALES: dict[str, Scale] = {
     "full": Scale((2**10, 2**14, 2**18, 2**22, 2**26), CHAIN_LENGTHS, 2**26, 2**24, 2**25,
                   (16384, 1024), (8192, 4096)),
 }
-FAMILIES = ("chain", "gelu", "black_scholes", "adam", "softmax", "layernorm")
+FAMILIES = ("chain", "gelu", "haversine", "black_scholes", "adam", "softmax", "layernorm")
 
 
 def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload]:
@@ -229,6 +248,12 @@ def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload
     if "gelu" in families:
         out.append(Workload("gelu", "gelu", gelu, (InputSpec("x", (n,), -4.0, 4.0),),
                             ((n,),), gelu_ne))
+    if "haversine" in families:  # (the GELU size: both are one-input-per-element elementwise)
+        points = [InputSpec(name, (n,), lo, hi) for name, lo, hi in (
+            ("lat1", -60.0, 60.0), ("lon1", -180.0, 180.0), ("lat2", -61.0, 61.0),
+            ("lon2", -181.0, 181.0))]
+        out.append(Workload("haversine", "haversine", haversine, tuple(points), ((n,),),
+                            haversine_ne))
     n = scale.black_scholes
     if "black_scholes" in families:
         out.append(Workload("black_scholes", "black_scholes", black_scholes,
