@@ -102,9 +102,8 @@ def _traced_key(k: Any) -> tuple[Node, Node]:
 
 def _as_u64(x: Any, shape: tuple[int, ...]) -> Node:
     """An operand as a uint64 node broadcast to ``shape`` (signed values wrap modulo 2**64)."""
-    if isinstance(x, TensorProxy) and x._weak is not None:
-        node = as_node(as_node(x, dt.INT64) if x._weak[1] is int else x, _U64)
-        node = node if node.dtype == _U64 else Node.make(Op.CAST, _U64, node.shape, (node,))
+    if isinstance(x, TensorProxy) and x._weak is not None:  # a Python int argument: int64
+        node = as_node(x, dt.INT64 if x._weak[1] is int else dt.default_dtype(x._weak[1]))
     elif isinstance(x, (int, np.integer)) and not isinstance(x, bool):
         node = const(int(x) & _MASK64, _U64)
     elif isinstance(x, Node):
