@@ -55,6 +55,26 @@ def _host(x):
 # -- bit-exactness with NumPy ----------------------------------------------------------------------
 
 
+def test_op_references_are_numpys_philox_and_exact_products():
+    """The PHILOX and MULHI rows of the op table (eval_graph, validate, folding) against
+    NumPy's Philox outputs and Python's exact integers."""
+    from fusejit.philox import mulhi, philox
+
+    for seed in KEYS:
+        k = fr.key(seed)
+        j = np.arange(41, dtype=np.uint64)
+        words = philox(k[0], k[1], j // np.uint64(4) + np.uint64(1), 0, 0, 0, j % np.uint64(4))
+        assert np.array_equal(words, np.random.Philox(key=k).random_raw(41))
+    a = np.array([0, 1, 2**32 - 1, 2**32, 2**63, 2**64 - 1, 0x9E3779B97F4A7C15], np.uint64)
+    b = a[:, None]
+    want = [[(int(x) * int(y)) >> 64 for x in a] for y in a]
+    assert mulhi(a, b).tolist() == want
+    small = np.array([0, 1, 200, 255], np.uint8)
+    assert mulhi(small, small[:, None]).tolist() == [[(int(x) * int(y)) >> 8 for x in small]
+                                                     for y in small]
+
+
+
 @fuse(static_argnums=1)
 def _uniform_many(k, dtype):
     return tuple(fr.uniform(k, s, dtype) for s in SHAPES)
@@ -160,7 +180,9 @@ def dropout(x, k):
 
 def test_dropout_is_one_kernel_and_a_new_key_does_not_recompile():
     x = np.arange(1, 3001, dtype=np.float32).reshape(60, 50)
-    assert len(dropout.lower(x, fr.key(0)).kernels) == 1
+    lowered = dropout.lower(x, fr.key(0))
+    assert len(lowered.kernels) == 1
+    assert not lowered.module.uses_fp64  # float32 work needs no fp64 device
     masks = []
     for step in range(4):
         k = fr.key(step)
@@ -195,6 +217,7 @@ def test_normal_matches_its_reference_transform(dtype):
     k = fr.key(21)
     f = fuse(lambda k: tuple(fr.normal(k, s, dtype) for s in [(7,), (33, 31), (4097,)]))
     eps = np.finfo(dtype).eps
+    assert f.lower(k).module.uses_fp64 == (dtype is np.float64)
     for got, shape in zip(f(k), [(7,), (33, 31), (4097,)]):
         # log, sqrt and cos are the device's: within their ULP bounds (absolute near cos = 0)
         assert_matches(got, np_normal(k, shape, dtype), ulp=32, atol=256 * eps)
