@@ -122,17 +122,35 @@ def _philox(words: tuple[Node, Node], counter: tuple[Any, Any, Any, Any], w: Any
     return TensorProxy(Node.make(Op.PHILOX, _U64, shape, srcs))
 
 
-def _index(shape: tuple[int, ...]) -> TensorProxy:
-    """The flat row-major index of each element, uint64."""
-    n = math.prod(shape)
-    return TensorProxy(reshape(Node.make(Op.IOTA, _U64, (n,), (), (0, 0, 1)), shape))
+class _Blocks:
+    """A stream laid out as (blocks, per_block): element ``i`` of the result is column
+    ``i % per_block`` of row ``i // per_block``, whose Philox counter is ``(row + 1, 0, 0, 0)``.
+
+    Built this way (not from the flat index) the counter is an index expression of the row
+    alone, so the vector lanes of a work-item that fall in one block share the counter value
+    and the block is computed once for them (the helper is a pure call on equal operands).
+    """
+
+    def __init__(self, shape: tuple[int, ...], per_block: int) -> None:
+        self.shape, self.n = shape, math.prod(shape)
+        self.space = (-(-self.n // per_block), per_block)
+        self.counter = Node.make(Op.IOTA, _U64, self.space, (), (0, 1, 1))
+        self.col = TensorProxy(Node.make(Op.IOTA, _U64, self.space, (), (1, 0, 1)))
+
+    def word(self, words: tuple[Node, Node], w: Any) -> TensorProxy:
+        return _philox(words, (self.counter, 0, 0, 0), w, self.space)
+
+    def result(self, value: TensorProxy) -> TensorProxy:
+        flat = TensorProxy(reshape(value.node, (self.space[0] * self.space[1],)))
+        return TensorProxy(reshape(flat[:self.n].node, self.shape))
 
 
 # -- the streams, on traced values ------------------------------------------------------------------
 
-def _bits64(words: tuple[Node, Node], i: Any, shape: tuple[int, ...]) -> TensorProxy:
-    """NumPy's 64-bit output ``i``: word i % 4 of block i // 4, counter i // 4 + 1."""
-    return _philox(words, ((i >> 2) + 1, 0, 0, 0), i & 3, shape)
+def _bits64(words: tuple[Node, Node], shape: tuple[int, ...]) -> TensorProxy:
+    """NumPy's 64-bit outputs: output i is word i % 4 of the block of counter i // 4 + 1."""
+    blocks = _Blocks(shape, 4)
+    return blocks.result(blocks.word(words, blocks.col))
 
 
 def _unit(bits: TensorProxy, dtype: np.dtype) -> TensorProxy:
@@ -144,25 +162,26 @@ def _unit(bits: TensorProxy, dtype: np.dtype) -> TensorProxy:
 
 
 def _uniform(words: tuple[Node, Node], shape: tuple[int, ...], dtype: np.dtype) -> TensorProxy:
-    i = _index(shape)
     if dtype == dt.FLOAT64:
-        return _unit(_bits64(words, i, shape), dtype)
-    # 32-bit output i: the low (i even) or high half of 64-bit output i // 2
-    word = _philox(words, ((i >> 3) + 1, 0, 0, 0), (i >> 1) & 3, shape)
-    return _unit((word >> ((i & 1) * 32 + 8)) & 0xFFFFFF, dtype)
+        return _unit(_bits64(words, shape), dtype)
+    # 32-bit output i: the low (i even) or high half of 64-bit output i // 2, 8 to a block
+    blocks = _Blocks(shape, 8)
+    col = blocks.col
+    word = blocks.word(words, col >> 1)
+    return blocks.result(_unit((word >> ((col & 1) * 32 + 8)) & 0xFFFFFF, dtype))
 
 
 def _normal(words: tuple[Node, Node], shape: tuple[int, ...], dtype: np.dtype) -> TensorProxy:
-    i = _index(shape)
     if dtype == dt.FLOAT64:  # uniform elements 2i and 2i+1: words 2(i % 2), +1 of block i // 2
-        ctr = ((i >> 1) + 1, 0, 0, 0)
-        a = _unit(_philox(words, ctr, (i & 1) * 2, shape), dtype)
-        b = _unit(_philox(words, ctr, (i & 1) * 2 + 1, shape), dtype)
-    else:  # float32 uniform elements 2i and 2i+1: both halves of one 64-bit word
-        word = _philox(words, ((i >> 2) + 1, 0, 0, 0), i & 3, shape)
+        blocks = _Blocks(shape, 2)
+        a = _unit(blocks.word(words, blocks.col * 2), dtype)
+        b = _unit(blocks.word(words, blocks.col * 2 + 1), dtype)
+    else:  # float32 uniform elements 2i and 2i+1: both halves of word i % 4 of block i // 4
+        blocks = _Blocks(shape, 4)
+        word = blocks.word(words, blocks.col)
         a = _unit((word >> 8) & 0xFFFFFF, dtype)
         b = _unit((word >> 40) & 0xFFFFFF, dtype)
-    return np.sqrt(-2.0 * np.log(1.0 - a)) * np.cos(2.0 * np.pi * b)
+    return blocks.result(np.sqrt(-2.0 * np.log(1.0 - a)) * np.cos(2.0 * np.pi * b))
 
 
 # -- public samplers --------------------------------------------------------------------------------
@@ -252,7 +271,7 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Any = ()) -> Any:
 
 def _integers(words: tuple[Node, Node], low: int, high: int, shape: tuple[int, ...],
               dtype: np.dtype) -> TensorProxy:
-    bits = _bits64(words, _index(shape), shape)
+    bits = _bits64(words, shape)
     span = high - low
     if span < 1 << 64:  # Lemire's multiply-shift: floor(bits * span / 2**64)
         bits = TensorProxy(Node.make(Op.MULHI, _U64, shape, (bits.node, const(span, _U64,
