@@ -265,6 +265,8 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Any = ()) -> Any:
     if isinstance(p, (int, float)) and not isinstance(p, bool) and not 0 <= p <= 1:
         raise ValueError(f"bernoulli's p must be in [0, 1], not {p!r}")
     if current_tracer() is None:
+        if isinstance(p, np.floating):  # compared in float32 anyway: no fp64 kernel argument
+            p = np.float32(p)
         return _EAGER["bernoulli"](_host_key(key), p, shape)
     return _bernoulli(_traced_key(key), p, shape)
 
@@ -316,6 +318,9 @@ def integers(key: Any, low: int, high: int | None = None, shape: Any = (),
 def key(seed: int) -> np.ndarray:
     """The key for ``seed`` (an int in [0, 2**128)): ``[seed % 2**64, seed >> 64]`` as uint64,
     which is how ``np.random.Philox(key=seed)`` sets its key."""
+    if isinstance(seed, TensorProxy):
+        raise TypeError("fusejit.random.key(seed) needs a Python int known at trace time; for a "
+                        "seed passed to the fused function write fold_in(key(0), seed)")
     seed = operator.index(seed)
     if not 0 <= seed < 1 << 128:
         raise ValueError(f"a key seed is an int in [0, 2**128), not {seed}")

@@ -205,6 +205,7 @@ def test_bernoulli_p_is_an_argument_and_exact():
         assert_matches(got, u < np.float32(p), what=f"p={p}")
     assert f.cache_info().misses == 1
     assert fr.bernoulli(k, 1.0, 50).all() and not fr.bernoulli(k, 0.0, 50).any()
+    assert_matches(fr.bernoulli(k, np.float64(0.3), (40, 25)), u < np.float32(0.3))
     p = np.linspace(0, 1, 25)  # an array of probabilities broadcast along the rows
     assert_matches(fr.bernoulli(k, p, (40, 25)), u < p.astype(np.float32))
 
@@ -298,6 +299,7 @@ def test_validate_mode_evaluates_the_random_ops():
     (lambda: fr.integers(fr.key(0), 0, 2.5), TypeError, "Python ints"),
     (lambda: fr.integers(fr.key(0), 0, 2, dtype=np.float32), TypeError, "integer dtype"),
     (lambda: fr.key(-1), ValueError, "2**128"),
+    (lambda: fuse(lambda s: fr.key(s))(3), TypeError, "fold_in(key(0), seed)"),
 ])
 def test_bad_arguments_are_named(call, error, fragment):
     with pytest.raises(error, match=None) as info:
