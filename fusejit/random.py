@@ -16,7 +16,8 @@ bit for bit (float32 and float64). Element ``i`` of the float64 stream is NumPy'
 increments its counter, from 0, before each block); element ``i`` of the float32 stream is the
 low (``i`` even) or high 32 bits of 64-bit output ``i // 2``. A result's flat prefix does not
 depend on its shape: ``uniform(k, (2, 3))`` is ``uniform(k, 6)`` reshaped and
-``uniform(k, 4)`` is its first four elements.
+``uniform(k, 4)`` is its first four elements. As in JAX, the same key gives the same numbers
+(two ``uniform(k, n)`` calls are one value); draw independent ones from ``split`` keys.
 
 Inside a fused function (the key an argument: a new key is a new argument value, never a new
 compile) every sampler is a few elementwise graph nodes fused with the work around it.

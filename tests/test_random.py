@@ -170,6 +170,18 @@ def test_same_values_with_autotuned_launches(monkeypatch, tmp_path):
             assert_matches(f(k), want, what=f"autotune={tune}")
 
 
+def test_float64_streams_need_fp64_and_float32_ones_do_not(monkeypatch):
+    real = fusejit.api.device_info
+    monkeypatch.setattr(fusejit.api, "device_info",
+                        lambda device: dataclasses.replace(real(device), has_fp64=False))
+    k = fr.key(6)
+    f = fuse(lambda k: (fr.uniform(k, 10, np.float32), fr.normal(k, 10, np.float32),
+                        fr.bernoulli(k, 0.25, 10), fr.integers(k, -3, 3, 10)))
+    assert_matches(f(k)[0], np_uniform(k, (10,), np.float32))
+    with pytest.raises(fusejit.UnsupportedDTypeError, match="float64"):
+        fuse(lambda k: fr.uniform(k, 10, np.float64))(k)
+
+
 # -- fusion, no recompiles -------------------------------------------------------------------------
 
 
@@ -368,3 +380,30 @@ def test_threads_that_do_not_trace_keep_np_random():
     assert_matches(slow_trace(np.zeros(3)), np.ones(3))
     thread.join()
     assert not errors and len(results) == 1
+
+
+def test_concurrent_traces_each_see_only_their_own_np_random_calls():
+    both = threading.Barrier(2, timeout=30)
+    outcome = {}
+
+    def trace(name, body):
+        def fn(x):
+            both.wait()  # the two traces overlap
+            y = body(x)
+            both.wait()
+            return y
+        try:
+            outcome[name] = fuse(fn)(np.zeros(3))
+        except Exception as e:  # noqa: BLE001 - the test reports whatever was raised
+            outcome[name] = e
+            both.wait()  # (the raising trace still meets the other at its second barrier)
+
+    threads = [threading.Thread(target=trace, args=("bad", lambda x: x + _rng.random(3))),
+               threading.Thread(target=trace, args=("good", lambda x: x + 1))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert isinstance(outcome["bad"], fusejit.RandomStateError)
+    assert_matches(outcome["good"], np.ones(3))
+    assert vars(np.random)["random"] == np.random.mtrand._rand.random  # all put back
