@@ -277,3 +277,6 @@ CLIP_UFUNC = _clip_ufunc
 # between recomputing a value in several kernels and materialising it once.
 COST = {op: (20 if op in TRANSCENDENTAL else 1) for op in ELEMENTWISE}
 COST[Op.PHILOX] = 100  # ten rounds of two 64-bit multiply-highs: recomputing it is dear
+# Ops whose work neighbouring elements share (one Philox block serves 4-8 of them, computed
+# once for the vector lanes that fall in it): their kernels use 8 lanes whatever the dtypes.
+SHARED_BY_LANES = frozenset({Op.PHILOX})

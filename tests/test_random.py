@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import threading
 
 import numpy as np
@@ -205,6 +206,19 @@ def test_dropout_is_one_kernel_and_a_new_key_does_not_recompile():
     assert dropout.cache_info().misses == 1
     assert not np.array_equal(masks[0], masks[1])  # a new key, a new mask
     assert 0.85 < np.mean(masks) < 0.95
+
+
+@pytest.mark.parametrize("gpu_style", [False, True])
+def test_the_lanes_of_a_vector_share_one_philox_block(gpu_style, monkeypatch):
+    """8 lanes for kernels that draw random numbers, and every lane of a float32 vector calls
+    the (pure) block function with the same operands, so the block is computed once."""
+    if gpu_style:
+        _gpu_style(monkeypatch)
+    x = np.ones(1 << 13, np.float32)
+    kernel = fuse(dropout._fn).lower(x, fr.key(0)).module.kernels[0]
+    assert kernel.vec == 8
+    calls = re.findall(r"fj_philox4x64\(([^;]*?)\), ", kernel.source)
+    assert len(calls) == 8 and len(set(calls)) == 1, calls
 
 
 def test_bernoulli_p_is_an_argument_and_exact():
