@@ -67,31 +67,45 @@ def _wrap(fn: Any, call: str, method: bool) -> Any:
     return wrapper
 
 
-def _namespaces() -> list[tuple[dict, str, type | None]]:
-    """(dict to patch, name prefix for messages, the class owning it or None)."""
-    spaces: list[tuple[dict, str, type | None]] = [(vars(np.random), "", None)]
+_Target = tuple[dict, str, str, bool]  # (namespace, name, name in messages, is a method)
+_targets: list[_Target] | None = None
+_classes: list[type] = []
+
+
+def _find_targets() -> list[_Target]:
+    """What to guard, found once: np.random's public functions, and the public methods in the
+    own dicts of its generator classes (reached through their mappingproxy)."""
+    spaces: list[tuple[dict, str, bool]] = [(vars(np.random), "", False)]
     if _type_modified is not None:
         for name in _CLASSES:
             cls = getattr(np.random, name, None)
-            if isinstance(cls, type):
-                real = gc.get_referents(cls.__dict__)
-                if len(real) == 1 and isinstance(real[0], dict):
-                    spaces.append((real[0], name + ".", cls))
-    return spaces
+            real = gc.get_referents(cls.__dict__) if isinstance(cls, type) else []
+            if len(real) == 1 and isinstance(real[0], dict):
+                spaces.append((real[0], name + ".", True))
+                _classes.append(cls)
+    targets = []
+    for space, prefix, method in spaces:
+        for name, value in space.items():
+            if name.startswith("_") or isinstance(value, type) or not callable(value) or (
+                    method and isinstance(value, (classmethod, staticmethod))):
+                continue
+            targets.append((space, name, prefix + name, method))
+    return targets
 
 
 def _install() -> None:
-    for space, prefix, cls in _namespaces():
-        for name, value in list(space.items()):
-            if name.startswith("_") or isinstance(value, type) or not callable(value):
-                continue
-            if cls is not None and isinstance(value, (classmethod, staticmethod)):
-                continue
-            wrapper = _wrap(value, prefix + name, method=cls is not None)
-            space[name] = wrapper
-            _installed.append((space, name, value, wrapper))
-        if cls is not None:
-            _type_modified(cls)
+    global _targets
+    if _targets is None:
+        _targets = _find_targets()
+    for space, name, call, method in _targets:
+        value = space.get(name)
+        if value is None:  # (removed since: nothing to guard)
+            continue
+        wrapper = _wrap(value, call, method)
+        space[name] = wrapper
+        _installed.append((space, name, value, wrapper))
+    for cls in _classes:
+        _type_modified(cls)
 
 
 def _uninstall() -> None:
@@ -99,11 +113,8 @@ def _uninstall() -> None:
         if space.get(name) is wrapper:  # (unless someone replaced it meanwhile)
             space[name] = original
     _installed.clear()
-    if _type_modified is not None:
-        for name in _CLASSES:
-            cls = getattr(np.random, name, None)
-            if isinstance(cls, type):
-                _type_modified(cls)
+    for cls in _classes:
+        _type_modified(cls)
 
 
 def enter(is_tracing: Callable[[], bool]) -> None:
