@@ -7,12 +7,14 @@
 """
 
 from . import numpy_api  # noqa: F401 - the traced NumPy surface, loaded now, not in a first call
+from . import random  # noqa: F401 - fusejit.random: keyed Philox random numbers
 from .api import CacheInfo, Fused, Lowered, fuse
 from .errors import (
     BroadcastError,
     ContextMismatchError,
     FusejitError,
     KernelBuildError,
+    RandomStateError,
     ReadOnlyError,
     TracerBoolConversionError,
     TracerConversionError,
@@ -34,6 +36,7 @@ __all__ = [
     "FusejitError",
     "KernelBuildError",
     "Lowered",
+    "RandomStateError",
     "ReadOnlyError",
     "TracerBoolConversionError",
     "TracerConversionError",
@@ -45,4 +48,5 @@ __all__ = [
     "dequantize_linear",
     "fuse",
     "quantize_linear",
+    "random",
 ]

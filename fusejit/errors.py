@@ -75,6 +75,24 @@ class KernelBuildError(FusejitError, RuntimeError):
         self.log = log
 
 
+class RandomStateError(FusejitError, TypeError):
+    """``np.random`` was called while tracing: its numbers would be baked into the kernel as a
+    constant (the same "random" values on every call). Use ``fusejit.random`` with a key."""
+
+    def __init__(self, call: str) -> None:
+        super().__init__(
+            f"{call} was called while tracing a fused function: its result would be baked into "
+            "the kernel as a constant, the same numbers on every call. Draw random numbers with "
+            "fusejit.random and pass the key as an argument, e.g.\n"
+            "    @fuse\n"
+            "    def dropout(x, key):\n"
+            "        keep = fusejit.random.bernoulli(key, 0.9, x.shape)\n"
+            "        return np.where(keep, x / 0.9, 0)\n"
+            "    dropout(x, fusejit.random.key(step))   # a new key does not recompile\n"
+            "(or draw the numbers outside the fused function and pass them in)")
+        self.call = call
+
+
 class ValidationError(FusejitError, AssertionError):
     """validate=True found a result further from the float64 reference than its ULP bound."""
 
@@ -84,6 +102,7 @@ __all__ = [
     "ContextMismatchError",
     "FusejitError",
     "KernelBuildError",
+    "RandomStateError",
     "ReadOnlyError",
     "TracerBoolConversionError",
     "TracerConversionError",

@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from .philox import mulhi as _mulhi_ref
+from .philox import philox as _philox_ref
+
 _clip_ufunc: np.ufunc = np._core.umath.clip  # the ufunc behind np.clip (NumPy >= 1.17)
 
 
@@ -105,6 +108,9 @@ class Op(enum.Enum):
     INVERT = enum.auto()
     LSHIFT = enum.auto()
     RSHIFT = enum.auto()
+    # random numbers (fusejit.random): counter-based, so a pure function of the operands
+    MULHI = enum.auto()  # high half of the unsigned product, (a * b) >> bits (OpenCL mul_hi)
+    PHILOX = enum.auto()  # (k0, k1, c0, c1, c2, c3, w): word w % 4 of Philox4x64-10(ctr, key)
     # reductions (arg = reduced axes, sorted; the result keeps those axes with length 1)
     SUM = enum.auto()
     PROD = enum.auto()
@@ -233,6 +239,8 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.BITWISE_XOR, np.bitwise_xor, None, "commutative"),
     _row(Op.INVERT, np.invert),
     _row(Op.LSHIFT, np.left_shift), _row(Op.RSHIFT, np.right_shift),
+    _row(Op.MULHI, None, 2, "commutative", ref=_mulhi_ref),
+    _row(Op.PHILOX, None, 7, ref=_philox_ref),
     _row(Op.SUM, np.add, 1, ref=np.sum), _row(Op.PROD, np.multiply, 1, ref=np.prod),
     _row(Op.MAX, np.maximum, 1, ref=np.max), _row(Op.MIN, np.minimum, 1, ref=np.min),
     _row(Op.ARGMAX, None, 1, ref=np.argmax), _row(Op.ARGMIN, None, 1, ref=np.argmin),
@@ -268,3 +276,7 @@ CLIP_UFUNC = _clip_ufunc
 # Cost model weights (relative to one add): used by the partitioner when it has to decide
 # between recomputing a value in several kernels and materialising it once.
 COST = {op: (20 if op in TRANSCENDENTAL else 1) for op in ELEMENTWISE}
+COST[Op.PHILOX] = 100  # ten rounds of two 64-bit multiply-highs: recomputing it is dear
+# Ops whose work neighbouring elements share (one Philox block serves 4-8 of them, computed
+# once for the vector lanes that fall in it): their kernels use 8 lanes whatever the dtypes.
+SHARED_BY_LANES = frozenset({Op.PHILOX})

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .ir import Graph, Node, const_value, toposort
-from .ops import OPS, REDUCE, UFUNC_OPS, Op
+from .ops import ELEMENTWISE, OPS, REDUCE, UFUNC_OPS, Op
 
 
 def eval_node(node: Node, srcs: Sequence[np.ndarray], args: Sequence[Any] = ()) -> np.ndarray:
@@ -42,6 +42,8 @@ def eval_node(node: Node, srcs: Sequence[np.ndarray], args: Sequence[Any] = ()) 
             value = np.where(*srcs)
         elif op in UFUNC_OPS:
             value = OPS[op].ufunc(*srcs)
+        elif OPS[op].ref is not None and op in ELEMENTWISE:  # ops without a ufunc (PHILOX)
+            value = OPS[op].ref(*srcs)
         elif op in (Op.ARGMAX, Op.ARGMIN):
             value = _arg_reduce(op, srcs[0], node.arg)
         elif op in REDUCE:

@@ -21,6 +21,7 @@ from .indexing import Index, broadcast_index, unravel
 from .ir import Graph, toposort
 from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
 from .lowering import LANE, ArgTable, Block, Lowering, _extent, _guard, _store
+from .ops import SHARED_BY_LANES
 from .passes.partition import Group, Plan
 from .reduce_source import ReductionKernels
 from .render import Renderer
@@ -90,8 +91,10 @@ class SourceModule(ReductionKernels):
         n = math.prod(space)
         guarded = any(st.node.shape != space for st in group.stores)
         if vec is None:
-            widest = max((4 if n.dtype == dt.FLOAT16 else n.dtype.itemsize)
-                         for n in toposort([st.node for st in group.stores]))
+            nodes = toposort([st.node for st in group.stores])
+            widest = max((4 if n.dtype == dt.FLOAT16 else n.dtype.itemsize) for n in nodes)
+            if any(n.op in SHARED_BY_LANES for n in nodes):  # 8 lanes share one Philox block
+                widest = (16 if self.is_gpu else 32) // 8
             vec = default_vector_width(space, guarded, widest, self.is_gpu)
         nv, tail = divmod(n, vec)
         top = Block(low)

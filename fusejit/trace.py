@@ -22,7 +22,7 @@ from typing import Any, Self
 import numpy as np
 
 from . import dtypes as dt
-from . import shapes
+from . import random_guard, shapes
 from .errors import (
     BroadcastError,
     ReadOnlyError,
@@ -43,6 +43,10 @@ def current_tracer() -> Tracer | None:
     return _current.get()
 
 
+def _is_tracing() -> bool:
+    return _current.get() is not None
+
+
 class Tracer:
     """State of one trace: the parameters seen so far and the arrays written in place."""
 
@@ -56,9 +60,11 @@ class Tracer:
         if _current.get() is not None:
             raise RuntimeError("nested traces are inlined, not started")  # pragma: no cover
         self._token = _current.set(self)
+        random_guard.enter(_is_tracing)  # np.random raises while tracing (fusejit.random)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        random_guard.exit()
         _current.reset(self._token)
 
     # -- parameters -------------------------------------------------------------------------------
