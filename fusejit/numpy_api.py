@@ -623,3 +623,7 @@ for _f, _why in {
     np.cumsum: "scans are not fused yet; call np.cumsum outside the fused function",
 }.items():
     FUNCTIONS[_f] = _unsupported(f"np.{_f.__name__}", _why)
+
+
+# NumPy functions implemented in their own modules register into FUNCTIONS / METHODS on import
+from . import numpy_build  # noqa: E402,F401
