@@ -626,4 +626,4 @@ for _f, _why in {
 
 
 # NumPy functions implemented in their own modules register into FUNCTIONS / METHODS on import
-from . import numpy_build  # noqa: E402,F401
+from . import numpy_build, numpy_gather  # noqa: E402,F401
