@@ -63,6 +63,10 @@ def array_function(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
 
 def ufunc_method(ufunc: np.ufunc, method: str, inputs: Any, kwargs: dict[str, Any]) -> Any:
     if method == "__call__":
+        from .numpy_elementwise import MULTI_OUTPUT
+
+        if ufunc in MULTI_OUTPUT:
+            return MULTI_OUTPUT[ufunc](inputs, kwargs)
         if ufunc is np.conjugate:
             return apply_ufunc(np.positive, inputs, kwargs)
         return apply_ufunc(ufunc, inputs, kwargs)
@@ -644,4 +648,4 @@ for _f, _why in {
 
 
 # NumPy functions implemented in their own modules register into FUNCTIONS / METHODS on import
-from . import numpy_build, numpy_gather, numpy_reduce  # noqa: E402,F401
+from . import numpy_build, numpy_elementwise, numpy_gather, numpy_reduce  # noqa: E402,F401
