@@ -632,6 +632,7 @@ def _std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: flo
 def _unsupported(what: str, instead: str) -> Callable[..., Any]:
     def impl(*args: Any, **kwargs: Any) -> Any:
         raise UnsupportedOperationError(f"{what} is not supported inside @fuse: {instead}")
+    impl.refused = instead  # type: ignore[attr-defined]  # (the docs' API table reads it)
     return impl
 
 

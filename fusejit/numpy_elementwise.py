@@ -20,6 +20,7 @@ from . import dtypes as dt
 from . import shapes
 from .ir import Node, const
 from .numpy_api import FUNCTIONS, implements
+from .numpy_build import _write_out as _write_out_one
 from .numpy_build import gather
 from .numpy_reduce import _mask
 from .trace import (
@@ -291,7 +292,4 @@ def choose(a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Tensor
     for k in range(n - 2, -1, -1):  # clip (and an index the device cannot check): nearest
         pick = _u(np.less_equal, idx, k) if k == 0 else _u(np.equal, idx, k)
         result = select(pick, TensorProxy(options[k]), result)
-    if out is not None:
-        out.write(Ellipsis, result, as_output=True)
-        return out
-    return result
+    return _write_out_one(result, out)
