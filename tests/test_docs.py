@@ -56,3 +56,32 @@ def test_fuse_docstring_example_runs():
     for test in finder.find(fusejit.api.fuse, "fuse", globs={"np": np}):
         runner.run(test)
     assert runner.failures == 0 and runner.tries >= 3  # the example in help(fuse) is real
+
+
+def test_assert_matches_defaults_to_the_op_tables_bound(monkeypatch):
+    from fusejit import testing
+
+    monkeypatch.setattr(testing, "DEFAULT_ULP", None)  # the public default (the suite pins 0)
+    one = np.float32(1)
+    testing.assert_matches(one + 20 * np.spacing(one), one)  # pow's float32 bound: 20 ULP
+    with pytest.raises(AssertionError, match="beyond 20.0 ULP"):
+        testing.assert_matches(one + 21 * np.spacing(one), one)
+    with pytest.raises(AssertionError):  # integers stay exact
+        testing.assert_matches(np.int32(2), np.int32(3))
+    assert testing.table_ulp(np.float16) == 2.0
+
+
+def test_compiler_chatter_goes_to_the_logger_not_stderr(capfd, caplog):
+    """PoCL prints "N warnings generated." to file descriptor 2 while building."""
+    import logging
+    import os
+
+    from fusejit.runtime.build import _stderr_to_log
+
+    with caplog.at_level(logging.DEBUG, logger="fusejit"):
+        with _stderr_to_log("fj_test"):
+            os.write(2, b"3 warnings generated.\n")
+    assert "warnings generated" not in capfd.readouterr().err
+    assert any("3 warnings generated." in r.getMessage() for r in caplog.records)
+    os.write(2, b"after\n")  # stderr is back
+    assert "after" in capfd.readouterr().err
