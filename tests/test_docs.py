@@ -85,3 +85,11 @@ def test_compiler_chatter_goes_to_the_logger_not_stderr(capfd, caplog):
     assert any("3 warnings generated." in r.getMessage() for r in caplog.records)
     os.write(2, b"after\n")  # stderr is back
     assert "after" in capfd.readouterr().err
+
+
+def test_benchmark_table_units_and_cache_resident_mark():
+    from fusejit.bench.report import _bytes, _pct_copy, _shape
+
+    assert _pct_copy(150.0, 100.0) == "150%*" and _pct_copy(50.0, 100.0) == "50%"
+    assert _bytes(32768) == "32.8 kB" and _bytes(4.2e9) == "4.2 GB" and _bytes(12) == "12 B"
+    assert _shape({"shape": [1 << 20]}) == "2^20 el" and _shape({"shape": [64, 3]}) == "64x3 el"
