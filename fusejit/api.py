@@ -403,9 +403,11 @@ class Fused:
 
     # -- cache ------------------------------------------------------------------------------------
     def cache_info(self) -> CacheInfo:
+        """Hits, misses and the number of compiled signatures, like ``functools.lru_cache``."""
         return CacheInfo(self._hits, self._misses, None, len(self._cache))
 
     def cache_clear(self) -> None:
+        """Forget every compiled signature (the next call traces and builds again)."""
         with self._lock:
             self._cache.clear()
             self._fast.clear()
@@ -420,9 +422,68 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
          validate: bool | None = None) -> Any:
     """Compile a numpy-style function into fused OpenCL kernels.
 
-    Use as ``@fuse`` or ``@fuse(static_argnums=..., static_argnames=...)``. The function is
-    traced once per call signature (dtypes, shapes, layouts, static values, device); later
-    calls with the same signature only launch the cached kernels.
+    Use as ``@fuse`` or ``@fuse(static_argnums=..., static_argnames=..., autotune=...,
+    validate=...)``. The function is traced once per call signature; later calls with the
+    same signature only launch the cached kernels.
+
+    Args:
+        fn: the function. Its body uses NumPy on its arguments: ufuncs, operators, the NumPy
+            functions and ndarray methods listed in the docs' "Supported NumPy API" table,
+            basic and integer-array indexing, in-place writes (``x += y``, ``x[1:] = v``,
+            ``out=``). It returns an array, a scalar, ``None`` or a tuple/list/dict of them.
+        static_argnums: positions of arguments that are *static*: their values are baked into
+            the kernel and are part of the cache key (shapes, axes, Python ints that decide
+            control flow, ``np.pad`` widths). A new value traces and compiles again.
+        static_argnames: the same, by parameter name.
+        autotune: time candidate work-group shapes on the first call of a reduction
+            (default: on unless ``FUSEJIT_AUTOTUNE=0``).
+        validate: check every call against a float64 NumPy evaluation of the graph and raise
+            ``ValidationError`` beyond the documented ULP bounds (default:
+            ``FUSEJIT_VALIDATE``).
+
+    Returns:
+        A ``Fused`` callable (or, without ``fn``, a decorator making one). Calling it with
+        ``pyopencl.array.Array`` arguments returns device arrays on the first array's queue;
+        with NumPy arrays it uploads them, runs on ``default_queue()`` and returns NumPy
+        arrays. A 0-d result comes back as a 0-d array.
+
+    What is traced and what is baked in:
+        * Array arguments (NumPy or pyopencl) are *dynamic*: the kernel is specialised on
+          their dtype, shape and layout (strides, offset), not their values.
+        * Python and NumPy scalars are dynamic kernel arguments: a new value does not
+          recompile (Python scalars promote weakly, as NEP 50 says).
+        * Static arguments, and everything the function reads from its closure or globals
+          (captured NumPy arrays and scalars), are constants of the kernel. Captured values
+          are guarded: if one changes between calls the function is traced again (arrays
+          above 4096 elements are guarded by identity, shape and dtype, not contents).
+        * Python control flow runs once, while tracing: ``if`` on a traced value raises
+          ``TracerBoolConversionError`` (use ``np.where``); loops over ``range(n)`` with a
+          static ``n`` unroll.
+        * Writes into arguments happen in place, as in NumPy; nothing else is modified.
+
+    Raises:
+        UnsupportedOperationError: a NumPy feature fusejit does not trace (a subclass of
+            ``NotImplementedError``; the message says what to write instead).
+        TracerConversionError, TracerBoolConversionError: a traced value used where Python
+            needs a concrete one.
+        UnsupportedDTypeError: complex, object, datetime dtypes; float64 on a device
+            without fp64.
+        TypeError, ValueError, IndexError, ...: wherever NumPy raises them for the same
+            call (bad ``out=``, mismatched shapes, an index out of bounds known while
+            tracing), before anything is launched.
+
+    Example:
+        >>> import numpy as np
+        >>> from fusejit import fuse
+        >>> @fuse
+        ... def softmax(x):
+        ...     e = np.exp(x - x.max(axis=-1, keepdims=True))
+        ...     return e / e.sum(axis=-1, keepdims=True)
+        >>> softmax(np.zeros((2, 4), np.float32))
+        array([[0.25, 0.25, 0.25, 0.25],
+               [0.25, 0.25, 0.25, 0.25]], dtype=float32)
+        >>> len(softmax.lower(np.zeros((2, 4), np.float32)).kernels)  # one fused kernel
+        1
     """
     def wrap(f: Callable[..., Any]) -> Fused:
         return Fused(f, static_argnums, static_argnames, autotune, validate)

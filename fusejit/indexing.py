@@ -9,7 +9,7 @@ from __future__ import annotations
 from .ir import Node
 from .ops import MOVEMENT, Op
 from .shapes import row_major_strides
-from .symbolic import Expr
+from .symbolic import Expr, Var
 
 Index = tuple[Expr, ...]
 _ZERO = Expr(0)
@@ -54,6 +54,8 @@ def src_index(node: Node, k: int, idx: Index) -> Index:
         return unravel(ravel(idx, node.shape), src.shape)
     if node.op is Op.SETITEM and k == 1:
         return setitem_value_index(node, idx)
+    if node.op is Op.GATHER and k == 0:
+        return gathered_index(node, idx, GATHERED)
     return broadcast_index(idx, node.shape, src.shape)
 
 
@@ -65,6 +67,20 @@ def setitem_value_index(node: Node, idx: Index) -> Index:
         if rdim >= 0 and values.shape[rdim] > 1:
             # position in the region along this dim; callers guard it with setitem_condition
             out[rdim] = (i - start) // step if step > 0 else (Expr(start) - i) // -step
+    return tuple(out)
+
+
+# The name of the gathered position in analyses (the partitioner, the in-place check): a value
+# only known on the device, so it never equals another index (a reduction read through a gather
+# is stored first; an in-place write read through one is staged). Lowering uses its own names.
+GATHERED = "?gathered"
+
+
+def gathered_index(node: Node, idx: Index, name: str) -> Index:
+    """For GATHER: the operand's index, its gathered axis the device value ``name``."""
+    axis, n = node.arg, node.srcs[0].shape[node.arg]
+    out = list(broadcast_index(idx, node.shape, node.srcs[0].shape))
+    out[axis] = Expr.of(Var(name, 0, n - 1)) if n > 1 else Expr(0)
     return tuple(out)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import dtypes as dt
-from .indexing import Index, ravel, src_index
+from .indexing import Index, gathered_index, ravel, src_index
 from .ir import Graph, Node, const_value
 from .kernels import Arg, BufferArg, KernelSignature, ScalarArg
 from .ops import ELEMENTWISE, LEAVES, OPS, REDUCE, Op
@@ -204,6 +204,8 @@ class Lowering:
         self.vector_loads: dict[tuple[str, Expr], Instr] = {}
         self.exprs: dict[tuple, str] = {}  # op templates by (op, dtypes): see _expr
         self.vector_exprs: dict[tuple, str | None] = {}
+        # gathered positions (GATHER): variable name -> the variables its value depends on
+        self.gathered: dict[str, frozenset[str]] = {}
         self._depth = 0  # nesting of value() calls (see _prefetch)
         self._prefetching = False
 
@@ -290,9 +292,11 @@ class Lowering:
             stack.append((n, i, True))
             if n.op in LEAVES or n.op in REDUCE or n in self.materialized:
                 continue
-            srcs = n.srcs[:1] if n.op is Op.SETITEM else n.srcs
-            for k in range(len(srcs) - 1, -1, -1):
-                stack.append((srcs[k], tuple(src_index(n, k, i)), False))
+            # (a gathered operand's index is only known once its gather is lowered)
+            ks = (0,) if n.op is Op.SETITEM else (1,) if n.op is Op.GATHER else \
+                range(len(n.srcs))
+            for k in reversed(ks):
+                stack.append((n.srcs[k], tuple(src_index(n, k, i)), False))
         self._prefetching = True
         try:
             for n, i in order[:-1]:  # the node itself is lowered by the caller
@@ -304,8 +308,9 @@ class Lowering:
         # loop-invariant values are computed before the loop, in the enclosing block
         start = block
         anchor = None
+        used = self.index_vars(idx)
         while block.loop_vars and block.parent is not None and not any(
-                v in block.loop_vars for e in idx for v in e.vars()):
+                v in block.loop_vars for v in used):
             anchor = block.anchor
             block = block.parent
         if block is not start and anchor is not None:
@@ -347,7 +352,7 @@ class Lowering:
                 return self._load_lanes(block, node, idx)
             ptr, addr = self.address(node, idx)
             return block.emit(ctype, t.load(ptr, addr, node.dtype))
-        if op in (Op.IOTA, Op.SETITEM) and self.lane_dependent(idx):
+        if op in (Op.IOTA, Op.SETITEM, Op.GATHER) and self.lane_dependent(idx):
             return self.per_lane(block, node, idx)
         if op is Op.IOTA:
             axis, start, step = node.arg
@@ -357,6 +362,8 @@ class Lowering:
             return self.value(block, node.srcs[0], src_index(node, 0, idx))
         if op is Op.SETITEM:
             return self._setitem(block, node, idx)
+        if op is Op.GATHER:
+            return self._gather(block, node, idx)
         if op in REDUCE:  # pragma: no cover - the partitioner materialises or binds these
             raise AssertionError(f"reduction {node} reached outside its kernel")
         operands = [self.value(block, s, src_index(node, k, idx))
@@ -451,6 +458,28 @@ class Lowering:
         return Lanes(tuple(LaneOf(vec, lane, self.target.lane(node.dtype, lane))
                            for lane in range(self.lanes)))
 
+    def index_vars(self, idx: Index) -> set[str]:
+        """The variables an index depends on, through the gathered positions it holds."""
+        used = {v for e in idx for v in e.vars()}
+        for v in [v for v in used if v in self.gathered]:
+            used |= self.gathered[v]
+        return used
+
+    def _gather(self, block: Block, node: Node, idx: Index) -> Ref:
+        """x at a position computed on the device: the index value clamped into the axis
+        (never a read out of bounds) in a named variable, which the load's index expression
+        names (with its range, so the index math still simplifies)."""
+        axis, x, index = node.arg, node.srcs[0], node.srcs[1]
+        n = x.shape[axis]
+        name = f"g{len(self.gathered)}"
+        self.gathered[name] = frozenset(self.index_vars(idx))
+        if n > 1:
+            value = self.value(block, index, src_index(node, 1, idx))
+            self.note_dtype(index.dtype)
+            text = self.target.clamp_index("{0}", index.dtype, n - 1, self.index_type)
+            block.emit(self.index_type, text, value).name = name
+        return self.value(block, x, gathered_index(node, idx, name))
+
     def _setitem(self, block: Block, node: Node, idx: Index) -> Ref:
         """base, overwritten inside the region: ``v = base; if (in region) { v = value; }``."""
         base = self.value(block, node.srcs[0], idx)
@@ -461,9 +490,14 @@ class Lowering:
             rel = (i - start) if step > 0 else (Expr(start) - i)
             s = abs(step)
             text = self.render_index(rel)
-            cond = f"({text} >= 0 && {text} < {s * (count - 1) + 1}"
-            cond += f" && {text} % {s} == 0)" if s > 1 else ")"
-            conds.append(cond)
+            if rel.hi < 0 or rel.lo > s * (count - 1):
+                return base  # this index is never inside the region
+            # (only the bounds the index's range does not already decide)
+            parts = [f"{text} >= 0"] if rel.lo < 0 else []
+            parts += [f"{text} < {s * (count - 1) + 1}"] if rel.hi >= s * (count - 1) + 1 else []
+            parts += [f"{text} % {s} == 0"] if s > 1 else []
+            if parts:
+                conds.append("(" + " && ".join(parts) + ")")
         ctype = self.target.compute_type(node.dtype)
         result = block.emit(ctype, "{0}", base)
         if not conds:

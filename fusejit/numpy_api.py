@@ -63,6 +63,10 @@ def array_function(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
 
 def ufunc_method(ufunc: np.ufunc, method: str, inputs: Any, kwargs: dict[str, Any]) -> Any:
     if method == "__call__":
+        from .numpy_elementwise import MULTI_OUTPUT
+
+        if ufunc in MULTI_OUTPUT:
+            return MULTI_OUTPUT[ufunc](inputs, kwargs)
         if ufunc is np.conjugate:
             return apply_ufunc(np.positive, inputs, kwargs)
         return apply_ufunc(ufunc, inputs, kwargs)
@@ -70,6 +74,10 @@ def ufunc_method(ufunc: np.ufunc, method: str, inputs: Any, kwargs: dict[str, An
         x = inputs[0]
         axis = kwargs.pop("axis", 0)
         return _reduce(REDUCE_OF_UFUNC[ufunc], x, axis, **kwargs)
+    from .numpy_reduce import EXTRA_REDUCE, ufunc_reduce
+
+    if method == "reduce" and ufunc in EXTRA_REDUCE:
+        return ufunc_reduce(ufunc, inputs, kwargs)
     if method == "outer" and ufunc.nin == 2:
         a, b = (lift(v) for v in inputs)
         a2 = TensorProxy(reshape(a.node, a.shape + (1,) * b.ndim))
@@ -414,9 +422,11 @@ FUNCTIONS[np.flipud] = lambda x: _flip(x, 0)
 def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
             keepdims: bool = False, initial: Any = _NOVALUE, where: Any = True) -> TensorProxy:
     """One REDUCE node with NumPy's result dtype, then NumPy's empty-axis rules."""
-    if where is not True:
-        raise UnsupportedOperationError("reductions with where= are not supported inside @fuse")
     x = lift(a)
+    if where is not True:  # excluded elements become the reduction's identity (or initial)
+        from .numpy_reduce import masked
+
+        x = masked(op, x, where, initial)
     axes = shapes.normalize_axes(axis, x.ndim)
     kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     empty = any(x.shape[i] == 0 for i in axes)
@@ -455,7 +465,12 @@ def _highest(dtype: np.dtype) -> Any:
     return np.inf if dtype.kind == "f" else True if dtype.kind == "b" else np.iinfo(dtype).max
 
 
-def _count(x: TensorProxy, axis: Any) -> int:
+def _count(x: TensorProxy, axis: Any, where: Any = True, keepdims: bool = False) -> Any:
+    """Elements per result: an int, or under where= NumPy's traced intp count."""
+    if where is not True:
+        from .numpy_reduce import masked_count
+
+        return masked_count(x, axis, where, keepdims)
     axes = shapes.normalize_axes(axis, x.ndim)
     return math.prod(x.shape[i] for i in axes)
 
@@ -540,9 +555,11 @@ def _argmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False
     return _arg_reduce(Op.ARGMIN, a, axis, out, keepdims)
 
 
-def _divide_by_count(total: TensorProxy, count: int, result_dtype: np.dtype) -> TensorProxy:
-    """NumPy's ``true_divide(ret, rcount, casting='unsafe')`` with rcount an intp."""
-    quotient = apply_ufunc(np.true_divide, (total, np.intp(count)), {})
+def _divide_by_count(total: TensorProxy, count: Any, result_dtype: np.dtype) -> TensorProxy:
+    """NumPy's ``true_divide(ret, rcount, casting='unsafe')`` with rcount an intp (a traced
+    intp array under where=)."""
+    count = count if isinstance(count, TensorProxy) else np.intp(count)
+    quotient = apply_ufunc(np.true_divide, (total, count), {})
     return TensorProxy(cast(quotient.node, result_dtype))
 
 
@@ -557,7 +574,7 @@ def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims
         elif x.dtype == dt.FLOAT16:
             dtype, is_float16_result = dt.FLOAT32, True
     total = _reduce(Op.SUM, x, axis, dtype, None, keepdims, _NOVALUE, where)
-    result = _divide_by_count(total, _count(x, axis), total.dtype)
+    result = _divide_by_count(total, _count(x, axis, where, keepdims), total.dtype)
     if is_float16_result:
         result = TensorProxy(cast(result.node, dt.FLOAT16))
     if out is not None:
@@ -576,7 +593,7 @@ def _var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: flo
     if correction is not None:
         ddof = correction
     x = lift(a)
-    count = _count(x, axis)
+    count = _count(x, axis, where, True)
     if dtype is None and x.dtype.kind in "biu":
         dtype = dt.FLOAT64
     arrmean = _reduce(Op.SUM, x, axis, dtype, None, True, _NOVALUE, where)
@@ -584,7 +601,12 @@ def _var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: flo
     dev = apply_ufunc(np.subtract, (x, arrmean), {})
     sq = apply_ufunc(np.multiply, (dev, dev), {})
     total = _reduce(Op.SUM, sq, axis, dtype, None, keepdims, _NOVALUE, where)
-    result = _divide_by_count(total, max(count - ddof, 0), total.dtype)
+    if isinstance(count, TensorProxy):
+        count = TensorProxy(reshape(count.node, total.shape))
+        dof = apply_ufunc(np.maximum, (apply_ufunc(np.subtract, (count, ddof), {}), 0), {})
+    else:
+        dof = max(count - ddof, 0)
+    result = _divide_by_count(total, dof, total.dtype)
     if out is not None:
         out.write(Ellipsis, result, as_output=True)
         return out
@@ -610,6 +632,7 @@ def _std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: flo
 def _unsupported(what: str, instead: str) -> Callable[..., Any]:
     def impl(*args: Any, **kwargs: Any) -> Any:
         raise UnsupportedOperationError(f"{what} is not supported inside @fuse: {instead}")
+    impl.refused = instead  # type: ignore[attr-defined]  # (the docs' API table reads it)
     return impl
 
 
@@ -623,3 +646,7 @@ for _f, _why in {
     np.cumsum: "scans are not fused yet; call np.cumsum outside the fused function",
 }.items():
     FUNCTIONS[_f] = _unsupported(f"np.{_f.__name__}", _why)
+
+
+# NumPy functions implemented in their own modules register into FUNCTIONS / METHODS on import
+from . import numpy_build, numpy_elementwise, numpy_gather, numpy_reduce  # noqa: E402,F401

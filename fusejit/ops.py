@@ -122,6 +122,10 @@ class Op(enum.Enum):
     ALL = enum.auto()
     # write values into a region of an array: srcs (base, values), arg = the region's index map
     SETITEM = enum.auto()
+    # read operand 0 at an index computed on the device: srcs (x, index), arg = axis; out[j] =
+    # x[j with j[axis] replaced by clip(index[j], 0, x.shape[axis] - 1)] (np.take_along_axis;
+    # the clip keeps every read in bounds, NumPy's index modes are traced before it)
+    GATHER = enum.auto()
 
 
 @dataclass(frozen=True)
@@ -246,13 +250,15 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.ARGMAX, None, 1, ref=np.argmax), _row(Op.ARGMIN, None, 1, ref=np.argmin),
     _row(Op.ANY, np.logical_or, 1, ref=np.any), _row(Op.ALL, np.logical_and, 1, ref=np.all),
     _row(Op.SETITEM, None, 2),
+    _row(Op.GATHER, None, 2, ref=lambda x, i, axis: np.take_along_axis(
+        x, np.clip(i, 0, x.shape[axis] - 1), axis)),
 ])
 assert set(OPS) == set(Op), set(Op) - set(OPS)
 
 LEAVES = frozenset({Op.INPUT, Op.SCALAR, Op.CONST, Op.IOTA})
 MOVEMENT = frozenset({Op.VIEW, Op.RESHAPE})
 REDUCE = frozenset({Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.ANY, Op.ALL})
-ELEMENTWISE = frozenset(set(Op) - LEAVES - MOVEMENT - REDUCE - {Op.SETITEM})
+ELEMENTWISE = frozenset(set(Op) - LEAVES - MOVEMENT - REDUCE - {Op.SETITEM, Op.GATHER})
 UFUNC_OPS = frozenset(op for op in ELEMENTWISE if OPS[op].ufunc is not None)
 COMMUTATIVE = frozenset(op for op, info in OPS.items() if "commutative" in info.flags)
 TRANSCENDENTAL = frozenset(op for op, info in OPS.items() if "transcendental" in info.flags)

@@ -53,6 +53,9 @@ class Renderer:
                 lines.append(pad + text)
                 continue
             reusable = free.get(item.ctype)
+            if item.name.startswith("g"):  # a gathered position: index math names it
+                lines.append(f"{pad}const {item.ctype} {item.name} = {text};")
+                continue
             if reusable and id(item) not in pinned and not item.cached and \
                     id(item) in last_use:
                 item.name = reusable.pop()

@@ -45,14 +45,41 @@ def op_ulp(op: Op, dtype: np.dtype) -> float:
     return 0.0 if bound is None else bound.get(np.dtype(dtype).itemsize * 8, 0.0)
 
 
-def assert_matches(got: Any, want: Any, *, ulp: float = 0.0, atol: float = 0.0,
+# The tolerance assert_matches uses when the caller gives none: None means the op table's
+# largest documented bound for the result's float width (any op may have produced it). A test
+# suite that states its tolerances itself may pin it (fusejit's own sets 0: exact unless said).
+DEFAULT_ULP: float | None = None
+
+
+def table_ulp(dtype: np.dtype) -> float:
+    """The largest ULP bound the op table documents for floats of ``dtype``'s width: the
+    default tolerance of assert_matches (0 for non-floats, which compare exactly)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        return 0.0
+    return max(op_ulp(op, dtype) for op in OPS)
+
+
+def assert_matches(got: Any, want: Any, *, ulp: float | None = None, atol: float = 0.0,
                    mask: np.ndarray | None = None, what: str = "result") -> None:
     """Assert ``got`` equals NumPy's ``want`` in dtype, shape and value.
 
-    Floats may differ by ``ulp`` units in the last place, or by ``atol`` absolutely (for
-    results near zero after cancellation). NaN must match NaN. ``mask`` (True = compare)
-    excludes elements whose value NumPy leaves implementation-defined.
+    Args:
+        got: fusejit's result (a NumPy array, a ``pyopencl.array.Array`` or a scalar).
+        want: NumPy's result.
+        ulp: floats may differ by this many units in the last place. Default: the op table's
+            documented bound for the dtype (``table_ulp``; ``DEFAULT_ULP`` overrides it).
+        atol: or by this much absolutely (results near zero after cancellation).
+        mask: True where to compare; excludes elements whose value NumPy leaves
+            implementation-defined.
+        what: names the value in the message.
+
+    Raises:
+        AssertionError: naming the first differing element, its ULP distance and the worst.
+        NaN must match NaN; integers, booleans, dtypes and shapes must match exactly.
     """
+    if ulp is None:
+        ulp = DEFAULT_ULP if DEFAULT_ULP is not None else table_ulp(np.asarray(want).dtype)
     g = np.asarray(got.get() if hasattr(got, "get") and not isinstance(got, np.ndarray)
                    else got)
     w = np.asarray(want)

@@ -555,11 +555,10 @@ class TensorProxy:
         self.write(key, value)
 
     def __getitem__(self, key: Any) -> TensorProxy:
-        if isinstance(key, TensorProxy) or (isinstance(key, tuple) and any(
-                isinstance(k, TensorProxy) for k in key)):
-            raise UnsupportedOperationError(
-                "indexing with a traced array (boolean mask or integer array) is a gather with a "
-                "data-dependent shape and is not supported inside @fuse; use np.where")
+        from . import numpy_gather  # integer-array indexing; a boolean mask raises there
+
+        if numpy_gather.is_advanced(key):
+            return numpy_gather.advanced_getitem(self, key)
         out_shape, m, _ = shapes.index_map(self.shape, key)
         return self._view(m, out_shape)
 

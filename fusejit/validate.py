@@ -137,6 +137,11 @@ def _bound(node: Node, srcs: list[Bound], values: Sequence[Any]) -> Bound:
         err = eval_node(node.replace(dtype=_F64), [np.broadcast_to(s.err, s.ref.shape)
                                                    for s in srcs])
         return Bound(ref, err)
+    if op is Op.GATHER:  # the values move, the index is exact
+        ref = eval_node(_wide(node), [srcs[0].ref, srcs[1].ref])
+        moved = np.broadcast_to(srcs[0].err, srcs[0].ref.shape)
+        err = eval_node(node.replace(dtype=_F64), [moved, srcs[1].ref])
+        return Bound(ref, err)
     if op in _REDUCTIONS:
         return _reduce(node, srcs[0])
     return _pointwise(node, srcs)

@@ -24,10 +24,27 @@ def _x(v: float | None) -> str:
 
 
 def _shape(rec: dict[str, Any]) -> str:
+    """The case's size with its unit: elements (a power of two as 2^k), or the shape."""
     shape = rec["shape"]
     if len(shape) == 1 and shape[0] & (shape[0] - 1) == 0:
-        return f"2^{int(math.log2(shape[0]))}"
-    return "x".join(map(str, shape))
+        return f"2^{int(math.log2(shape[0]))} el"
+    return "x".join(map(str, shape)) + " el"
+
+
+def _bytes(n: float) -> str:
+    """A byte count with its unit (decimal: kB, MB, GB, as bandwidths in GB/s are)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _pct_copy(gbs: float | None, copy: float | None) -> str:
+    """% of the copy bandwidth; above 100 % the data stayed in a cache (marked '*')."""
+    if not gbs or not copy:
+        return "-"
+    pct = 100 * gbs / copy
+    return f"{pct:.0f}%" + ("*" if pct > 100 else "")
 
 
 def table(doc: dict[str, Any]) -> str:
@@ -81,7 +98,9 @@ def table(doc: dict[str, Any]) -> str:
     lines.append("")
     lines.append("ms = median of synchronized calls; '!' = disagrees with NumPy; "
                  "vs X = X time / fused time; GB/s = minimal bytes (inputs read once, outputs "
-                 "written once) / fused time; % copy = of the copy bandwidth above")
+                 "written once) / fused time; % copy = of the copy bandwidth above, '*' = "
+                 "above 100 %: cache-resident (the data fits in a cache, faster than a copy "
+                 "through memory)")
     if notes:
         lines.append("not run: " + "; ".join(notes))
     lines += [f"  {f}" for f in failures]
@@ -95,7 +114,7 @@ _THROUGHPUT = ("throughput: ms per call with calls enqueued back to back and one
 def _cases(doc: dict[str, Any], cols: list[str], key: str) -> list[str]:
     """One row per case: each implementation's ``key`` time, ratios and fused bandwidth."""
     copy = doc.get("system", {}).get("copy", {}).get("gbs")
-    head = ["case", "size", "MB"] + [f"{c} ms" for c in cols] + [
+    head = ["case", "size", "moved"] + [f"{c} ms" for c in cols] + [
         "vs unfused", "vs numpy", "fused GB/s", "% copy"]
     rows = [head]
     for rec in doc["results"]:
@@ -103,12 +122,11 @@ def _cases(doc: dict[str, Any], cols: list[str], key: str) -> list[str]:
         times = {n: c[key] for n, c in cells.items() if c["status"] == "ok"}
         fused = times.get("fused")
         gbs = rec["bytes"] / fused / 1e6 if fused else None
-        rows.append([rec["name"].split("/")[0], _shape(rec), f"{rec['bytes'] / 1e6:.3g}"]
+        rows.append([rec["name"].split("/")[0], _shape(rec), _bytes(rec["bytes"])]
                     + [_ms(cells.get(c), key) for c in cols]
                     + [_x(times[o] / fused if fused and o in times else None)
                        for o in ("unfused", "numpy")]
-                    + [f"{gbs:.1f}" if gbs else "-",
-                       f"{100 * gbs / copy:.0f}%" if gbs and copy else "-"])
+                    + [f"{gbs:.1f}" if gbs else "-", _pct_copy(gbs, copy)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = []
     for j, row in enumerate(rows):
@@ -183,24 +201,24 @@ def plot(doc: dict[str, Any], path: str) -> str | None:
             if pts:
                 ax2.plot(*zip(*pts), style, color=color, ms=4,
                          label=f"chain {n} {impl}")
+    # every workload marker is named by the legend (one colour per workload), not by text
+    # next to it, which overlapped where workloads move similar byte counts
+    palette = plt.get_cmap("tab10")
     for k, r in enumerate(others):
+        color = palette(k % 10)
         for impl, marker in (("fused", "*"), ("unfused", "P"), ("numpy", "s")):
             t = ms(r, impl)
             if t:
-                ax2.plot(r["bytes"], r["bytes"] / t / 1e6, marker, ms=9 if impl == "fused" else 6,
-                         color={"fused": "tab:red", "unfused": "tab:blue",
-                                "numpy": "tab:grey"}[impl])
-        t = ms(r, "fused")
-        if t:
-            ax2.annotate(r["family"], (r["bytes"], r["bytes"] / t / 1e6), fontsize=7,
-                         xytext=(4, 4 - 9 * (k % 3)), textcoords="offset points")
+                ax2.plot(r["bytes"], r["bytes"] / t / 1e6, marker, color=color,
+                         ms=9 if impl == "fused" else 6,
+                         label=f"{r['family']} {impl}" if impl == "fused" else None)
     if others:
-        for impl, marker, color in (("fused", "*", "tab:red"), ("unfused", "P", "tab:blue"),
-                                    ("numpy", "s", "tab:grey")):
-            ax2.plot([], [], marker, color=color, label=f"workloads, {impl}")
+        for impl, marker in (("fused", "*"), ("unfused", "P"), ("numpy", "s")):
+            ax2.plot([], [], marker, color="black", label=f"marker: {impl}")
+    ax2.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _bytes(v)))
     ax2.set_xscale("log")
     ax2.set_yscale("log")
-    ax2.set_xlabel("minimal bytes moved per call")
+    ax2.set_xlabel("minimal bytes moved per call (inputs read once, outputs written once)")
     ax2.set_ylabel("achieved GB/s")
     ax2.set_title("achieved bandwidth vs copy roofline", fontsize=10)
     ax2.grid(True, which="both", alpha=0.3)

@@ -47,7 +47,7 @@ def _always_nan(node: Node, values: list[np.generic | None]) -> bool:
 
 
 def _fold(node: Node) -> Node | None:
-    if node.op in LEAVES or node.op is Op.SETITEM:
+    if node.op in LEAVES or node.op in (Op.SETITEM, Op.GATHER):
         return None
     if node.op in (Op.VIEW, Op.RESHAPE):
         # a literal seen through views is one broadcast literal (VIEW of CONST is canonical)

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import re
+import sys
+import tempfile
+import threading
 import warnings
+from collections.abc import Iterator
 
 import pyopencl as cl
 
@@ -41,11 +48,42 @@ def build_program(ctx: cl.Context, source: str, options: list[str], name: str) -
 
 def _build(ctx: cl.Context, source: str, options: list[str], name: str) -> cl.Program:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", cl.CompilerWarning)
-            return cl.Program(ctx, source).build(options=options)
+        with warnings.catch_warnings(record=True) as caught, _stderr_to_log(name):
+            warnings.simplefilter("always", cl.CompilerWarning)
+            program = cl.Program(ctx, source).build(options=options)
+        for w in caught:
+            log.debug("OpenCL build log of %s: %s", name, w.message)
+        return program
     except cl.RuntimeError as exc:
         raise KernelBuildError(name, source, str(exc)) from None
+
+
+log = logging.getLogger("fusejit")
+_STDERR = threading.Lock()  # file descriptor 2 is the process's: one redirect at a time
+
+
+@contextlib.contextmanager
+def _stderr_to_log(name: str) -> Iterator[None]:
+    """PoCL's compiler prints its diagnostics ("1 warning generated.") straight to file
+    descriptor 2, past Python; during a build they go to a file and then to the ``fusejit``
+    logger (at debug level) instead of the user's terminal."""
+    try:
+        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
+    except (OSError, ValueError):  # no real stderr (an embedded interpreter): nothing to hide
+        yield
+        return
+    with _STDERR, tempfile.TemporaryFile() as sink:
+        saved = os.dup(fd)
+        try:
+            os.dup2(sink.fileno(), fd)
+            yield
+        finally:
+            os.dup2(saved, fd)
+            os.close(saved)
+        sink.seek(0)
+        text = sink.read().decode(errors="replace").strip()
+    if text:
+        log.debug("OpenCL compiler output building %s:\n%s", name, text)
 
 
 def _kernel_names(program: cl.Program) -> set[str]:

@@ -54,6 +54,13 @@ class Target(abc.ABC):
     def round_to_storage(self, dtype: np.dtype, x: str, src: np.dtype | None = None) -> str:
         """Round a computed value to ``dtype``'s precision (float16 computes in float32)."""
 
+    def clamp_index(self, x: str, dtype: np.dtype, hi: int, index_type: str) -> str:
+        """An integer ``x`` of ``dtype`` clamped into ``[0, hi]``, in ``index_type`` (compared
+        in ``dtype`` first, so a wide value cannot wrap into range)."""
+        t = self.compute_type(dtype)
+        low = "" if dtype.kind == "u" else f"({x}) < ({t})0 ? 0 : "
+        return f"({index_type})({low}({x}) > ({t}){hi} ? ({t}){hi} : ({x}))"
+
     # -- memory -----------------------------------------------------------------------------------
     @abc.abstractmethod
     def load(self, ptr: str, index: str, dtype: np.dtype) -> str: ...

@@ -1,0 +1,133 @@
+"""Gathers with static output shapes (issue 17 §4): ``x[idx]``, ``np.take``,
+``np.take_along_axis``, with host-known and traced indices. NumPy's values, dtypes and shapes;
+one kernel with the surrounding work; IndexError before launching for a host-known index out of
+bounds; a traced one follows np.take's mode and never reads out of bounds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fusejit import UnsupportedOperationError, fuse
+from fusejit.testing import assert_matches
+
+X = np.arange(20, dtype=np.float32).reshape(4, 5) * 0.5 - 3
+X3 = np.arange(60, dtype=np.int32).reshape(3, 4, 5)
+IDX = np.array([1, 3, 0, -2])
+
+CASES = {
+    "traced_rows": (lambda x, i: x[i] * 2, (X, IDX)),
+    "traced_cols": (lambda x, i: x[:, i[:3]] + 1, (X, IDX)),
+    "traced_pairs": (lambda x, i: x[i % 4, (i + 2) % 5], (X, IDX)),
+    "traced_2d_index": (lambda x, i: x[i.reshape(2, 2)], (X, IDX)),
+    "traced_scalar_index": (lambda x, i: x[i[0]], (X, IDX)),
+    "newaxis_and_ellipsis": (lambda x, i: x[1:, None, i[:2], ...], (X, IDX)),
+    "non_adjacent": (lambda x, i: x[i[:3] % 3, :, i[1:]], (X3, IDX)),
+    "int_and_array_non_adjacent": (lambda x, i: x[1, :, i], (X3, IDX)),
+    "int_and_array_adjacent": (lambda x, i: x[:, i[0], i[1:3]], (X3, IDX)),
+    "static_list": (lambda x: x[[0, 2, 2, -1]], (X,)),
+    "static_pairs": (lambda x: x[[0, 2], [1, -3]], (X,)),
+    "static_array_cols": (lambda x: x[:, np.array([[4, 0], [1, 1]])], (X,)),
+    "take_flat": (lambda x, i: np.take(x, i + 7), (X, IDX)),
+    "take_axis": (lambda x, i: np.take(x, i, axis=1), (X, IDX)),
+    "take_wrap": (lambda x, i: np.take(x, i * 7 - 3, mode="wrap"), (X, IDX)),
+    "take_clip": (lambda x, i: np.take(x, i * 3, axis=1, mode="clip"), (X, IDX)),
+    "take_static_wrap": (lambda x: np.take(x, [-30, 7, 44], axis=1, mode="wrap"), (X,)),
+    "take_static_clip": (lambda x: x.take([-3, 2, 9], axis=0, mode="clip"), (X,)),
+    "take_scalar": (lambda x, i: np.take(x, i[1], axis=1), (X, IDX)),
+    "take_along_axis": (lambda x, i: np.take_along_axis(x, i[:, None] % 5, axis=1), (X, IDX)),
+    "take_along_axis_0": (lambda x, i: np.take_along_axis(x, (i[:2, None] + np.arange(5)) % 4, axis=0),
+                          (X, IDX)),
+    "take_along_axis_static": (lambda x: np.take_along_axis(x, np.array([[0], [4], [2], [1]]),
+                                                            1), (X,)),
+    "take_along_axis_none": (lambda x, i: np.take_along_axis(x, i + 5, axis=None), (X, IDX)),
+    "argmax_gather": (lambda x, i: np.take_along_axis(x, x.argmax(1)[:, None], 1), (X, IDX)),
+    "gather_of_reduction": (lambda x, i: x.sum(1)[i] - x[i, 0], (X, IDX)),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_matches_numpy(name):
+    fn, args = CASES[name]
+    assert_matches(fuse(fn)(*args), fn(*args), what=name)
+
+
+def test_validate_mode_checks_gathers():
+    fn = CASES["take_along_axis"][0]
+    assert_matches(fuse(fn, validate=True)(X, IDX), fn(X, IDX))
+
+
+def cross_entropy(logits, labels):
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return -np.take_along_axis(logp, labels[:, None], axis=1)[:, 0]
+
+
+def test_cross_entropy_with_integer_labels_is_one_kernel(rng):
+    logits = rng.standard_normal((64, 10)).astype(np.float32)
+    labels = rng.integers(0, 10, 64)
+    f = fuse(cross_entropy)
+    assert_matches(f(logits, labels), cross_entropy(logits, labels), ulp=16, atol=1e-6)
+    assert len(f.lower(logits, labels).kernels) == 1
+
+
+def test_gather_fuses_with_elementwise_work():
+    def fn(x, i):
+        return np.exp(x[i])[:, :4] + np.take(x, i, axis=1).T
+
+    f = fuse(fn)
+    low = f.lower(X, IDX)
+    assert len(low.kernels) == 1 and not low.plan.temps
+    assert_matches(f(X, IDX), fn(X, IDX), ulp=8)
+
+
+def test_traced_index_out_of_bounds_reads_the_clamped_element():
+    """The device cannot raise: mode='raise' (and x[i]) clamps, never reads out of bounds."""
+    far = np.array([0, 4, 10**9, -10**9, -1])
+    got = fuse(lambda x, i: x[i])(X[:, 0], far)
+    want = X[:, 0][np.clip(np.where(far < 0, far + 4, far), 0, 3)]
+    assert_matches(got, want)
+    got = fuse(lambda x, i: np.take(x, i))(X, far.astype(np.uint8))
+    assert_matches(got, X.reshape(-1)[np.clip(far.astype(np.uint8), 0, 19)])
+
+
+def test_in_place_write_of_a_gather_is_staged():
+    def f(x, i):
+        x[...] = x[i]
+
+    want, got = np.arange(6.0), np.arange(6.0)
+    i = np.array([5, 4, 3, 2, 1, 0])
+    f(want, i)
+    fuse(f)(got, i)
+    assert_matches(got, want)
+
+
+@pytest.mark.parametrize("fn, error", [
+    (lambda x, i: x[[0, 4]], IndexError),
+    (lambda x, i: x[:, [-6]], IndexError),
+    (lambda x, i: np.take(x, [20]), IndexError),
+    (lambda x, i: np.take(x, [1], axis=2), np.exceptions.AxisError),
+    (lambda x, i: np.take(x, [1], mode="bogus"), ValueError),
+    (lambda x, i: np.take_along_axis(x, np.array([[5]]), 1), IndexError),
+    (lambda x, i: np.take_along_axis(x, i, 1), ValueError),
+    (lambda x, i: np.take_along_axis(x, i[:, None], None), ValueError),
+    (lambda x, i: x[i.astype(np.float32)], IndexError),
+    (lambda x, i: x[np.array([0.5])], IndexError),
+    (lambda x, i: x[i, i, i], IndexError),
+])
+def test_bad_input_raises_numpys_error(fn, error, launches):
+    with pytest.raises(error):
+        fn(X, IDX)
+    with pytest.raises(error):
+        fuse(fn)(X, IDX)
+    assert not launches
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, i: x[x > 0],
+    lambda x, i: x[:, np.array([True, False, True, False, True])],
+    lambda x, i: x[[True, False, True, True]],
+])
+def test_boolean_masks_are_refused(fn):
+    with pytest.raises(UnsupportedOperationError, match="data-dependent shape.*np.where"):
+        fuse(fn)(X, IDX)
