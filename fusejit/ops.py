@@ -116,6 +116,9 @@ class Op(enum.Enum):
     ALL = enum.auto()
     # write values into a region of an array: srcs (base, values), arg = the region's index map
     SETITEM = enum.auto()
+    # matrix product over the last two axes: srcs (a[..., M, K], b[..., K, N]) with equal batch
+    # dims (broadcast by views), result [..., M, N]; integers wrap, float16 accumulates in float32
+    MATMUL = enum.auto()
 
 
 @dataclass(frozen=True)
@@ -238,13 +241,15 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.ARGMAX, None, 1, ref=np.argmax), _row(Op.ARGMIN, None, 1, ref=np.argmin),
     _row(Op.ANY, np.logical_or, 1, ref=np.any), _row(Op.ALL, np.logical_and, 1, ref=np.all),
     _row(Op.SETITEM, None, 2),
+    _row(Op.MATMUL, np.matmul, 2, ref=np.matmul),
 ])
 assert set(OPS) == set(Op), set(Op) - set(OPS)
 
 LEAVES = frozenset({Op.INPUT, Op.SCALAR, Op.CONST, Op.IOTA})
 MOVEMENT = frozenset({Op.VIEW, Op.RESHAPE})
 REDUCE = frozenset({Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.ANY, Op.ALL})
-ELEMENTWISE = frozenset(set(Op) - LEAVES - MOVEMENT - REDUCE - {Op.SETITEM})
+CONTRACT = frozenset({Op.MATMUL})  # computed by a GEMM kernel (fusejit/passes/gemm.py)
+ELEMENTWISE = frozenset(set(Op) - LEAVES - MOVEMENT - REDUCE - CONTRACT - {Op.SETITEM})
 UFUNC_OPS = frozenset(op for op in ELEMENTWISE if OPS[op].ufunc is not None)
 COMMUTATIVE = frozenset(op for op, info in OPS.items() if "commutative" in info.flags)
 TRANSCENDENTAL = frozenset(op for op, info in OPS.items() if "transcendental" in info.flags)
