@@ -111,6 +111,9 @@ def heuristic(m: int, n: int, k: int, batch: int, limits: DeviceLimits, acc: np.
     a work-group or two; the direct kernel for small products and on CPUs."""
     item = max(4, acc.itemsize)
     vw = 4 if item == 4 else 2
+    if not limits.is_gpu and m * n <= 4096:
+        return GemmConfig(8, 8, 1, 8, 8, 1, 1, local=False,
+                          why="CPU device, small product: the direct kernel, one output each")
     if not limits.is_gpu:
         # PoCL: one work-item per 4x8 block, the k loop over registers (PoCL vectorises across
         # work-items; local memory and barriers only add work-item loop fission)

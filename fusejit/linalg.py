@@ -44,22 +44,27 @@ def _numpy_error(fn: Any, *args: Any, fallback: str, **kwargs: Any) -> Exception
     return ValueError(fallback)  # pragma: no cover - our checks mirror NumPy's
 
 
-def _matmul_dtypes(a: TensorProxy, b: TensorProxy, dtype: Any, name: str
-                   ) -> tuple[np.dtype, np.dtype]:
-    """(the loop's operand dtype, its result dtype) as np.matmul resolves them."""
+def _matmul_dtypes(a: TensorProxy, b: TensorProxy, dtype: Any, name: str,
+                   casting: str = "same_kind") -> tuple[np.dtype, np.dtype]:
+    """(the loop's operand dtype, its result dtype) as np.matmul resolves them; ``dtype=``
+    selects the loop of that dtype (the operands are cast to it under ``casting``)."""
     want = None if dtype is None else np.dtype(dtype)
     try:
-        ta, tb, out = np.matmul.resolve_dtypes((a.dtype, b.dtype, want))
+        types = (a.dtype, b.dtype, None) if want is None else (want, want, want)
+        if want is not None and not all(np.can_cast(x, want, casting)
+                                        for x in (a.dtype, b.dtype)):
+            raise TypeError
+        ta, tb, out = np.matmul.resolve_dtypes(types)
     except TypeError:  # e.g. no loop for the requested dtype: NumPy's own message
-        raise _numpy_error(np.matmul, _stand_in(a), _stand_in(b), dtype=want,
+        raise _numpy_error(np.matmul, _stand_in(a), _stand_in(b), dtype=want, casting=casting,
                            fallback=f"{name}: no loop for {a.dtype}, {b.dtype}") from None
     dt.check_supported(out, f"np.{name} result")
     assert ta == tb
     return ta, out
 
 
-def matmul_nodes(a: TensorProxy, b: TensorProxy, dtype: Any = None, name: str = "matmul"
-                 ) -> TensorProxy:
+def matmul_nodes(a: TensorProxy, b: TensorProxy, dtype: Any = None, name: str = "matmul",
+                 casting: str = "same_kind") -> TensorProxy:
     """``np.matmul(a, b)``: NumPy's gufunc (n?,k),(k,m?)->(n?,m?) with broadcast batch dims."""
     if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
         raise _numpy_error(np.matmul, _stand_in(a), _stand_in(b),
@@ -69,7 +74,7 @@ def matmul_nodes(a: TensorProxy, b: TensorProxy, dtype: Any = None, name: str = 
     except BroadcastError:
         raise _numpy_error(np.matmul, _stand_in(a), _stand_in(b),
                            fallback="operands could not be broadcast together") from None
-    loop, out = _matmul_dtypes(a, b, dtype, name)
+    loop, out = _matmul_dtypes(a, b, dtype, name, casting)
     an, bn = cast(a.node, loop), cast(b.node, loop)
     if a.ndim == 1:
         an = reshape(an, (1,) + a.shape)
@@ -108,7 +113,8 @@ def _write(result: TensorProxy, out: Any, name: str, casting: str = "same_kind")
 
 def _matmul_ufunc(a: Any, b: Any, out: Any = None, dtype: Any = None,
                   casting: str = "same_kind") -> Any:
-    return _write(matmul_nodes(lift(a), lift(b), dtype), out, "matmul", casting)
+    return _write(matmul_nodes(lift(a), lift(b), dtype, casting=casting), out, "matmul",
+                  casting)
 
 
 GUFUNCS[np.matmul] = _matmul_ufunc
