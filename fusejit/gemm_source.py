@@ -180,50 +180,56 @@ class _Gen:
 
     # -- tiled kernel -----------------------------------------------------------------------------
     def tiled(self) -> None:
+        """Steps of KWG over K, the partial one first (its loads alone are guarded: K's tail
+        reads as zero), the last one peeled (no prefetch), so the loop's loads need neither
+        clamps nor guards."""
         cfg, it, K = self.cfg, self.it, self.K
         la, lb = self.a_layout, self.b_layout = (self.contiguous(self.a, True),
                                                  self.contiguous(self.b, False))
         a_size, b_size = cfg.kwg * cfg.mwg, cfg.kwg * cfg.nwg
         self.pre += [f"__local {self.actype} Al[{2 * a_size}] __attribute__((aligned(16)));",
                      f"__local {self.actype} Bl[{2 * b_size}] __attribute__((aligned(16)));"]
-        k_edge = K % cfg.kwg != 0
+        rem = K % cfg.kwg
+        k_first = rem - cfg.kwg if rem else 0
+        steps = math.ceil(K / cfg.kwg)
         top = self.top
         # the first step's tiles, into buffer 0
-        stores = self.load(top, True, la, "0", "_0", "0", k_edge, clamp_k=False)
-        stores += self.load(top, False, lb, "0", "_0", "0", k_edge, clamp_k=False)
+        stores = self.load(top, True, la, str(k_first), "_0", "0", first=True)
+        stores += self.load(top, False, lb, str(k_first), "_0", "0", first=True)
         for tmpl, refs in stores:
             top.emit(None, tmpl, *refs)
         top.emit(None, self.t.barrier_local)
         names = frozenset(f"{p}{kind}{s}" for p in ("a_n", "b_n") for kind in ("k", "kq")
                           for s in range(256))
-        loop = top.nested(f"for ({it} kt = 0; kt < {K}; kt += {cfg.kwg}) {{",
-                          loop_vars=names | {"kt"})
-        loop.emit(None, f"const {it} cur = (kt / {cfg.kwg}) & 1;")
-        loop.emit(None, f"const {it} nxt = kt + {cfg.kwg};")
-        # the next step's loads go first: their latency hides behind this step's FMAs
-        stores = self.load(loop, True, la, "nxt", "_n", "(cur ^ 1)", k_edge, clamp_k=True)
-        stores += self.load(loop, False, lb, "nxt", "_n", "(cur ^ 1)", k_edge, clamp_k=True)
-        self.compute(loop, "cur")
-        if stores:
-            guarded = loop.nested("if (nxt < %d) {" % K)
+        if steps > 1:
+            loop = top.nested(f"for ({it} kt = {k_first}; kt < {K - cfg.kwg}; "
+                              f"kt += {cfg.kwg}) {{", loop_vars=names | {"kt"})
+            loop.emit(None, f"const {it} cur = ((kt - ({k_first})) / {cfg.kwg}) & 1;")
+            loop.emit(None, f"const {it} nxt = kt + {cfg.kwg};")
+            # the next step's loads go first: their latency hides behind this step's FMAs
+            stores = self.load(loop, True, la, "nxt", "_n", "(cur ^ 1)", first=False)
+            stores += self.load(loop, False, lb, "nxt", "_n", "(cur ^ 1)", first=False)
+            self.compute(loop, "cur")
             for tmpl, refs in stores:
-                guarded.emit(None, tmpl, *refs)
-        loop.emit(None, self.t.barrier_local)
+                loop.emit(None, tmpl, *refs)
+            loop.emit(None, self.t.barrier_local)
+        self.compute(top, str((steps - 1) & 1))
 
     def load(self, block: Block, is_a: bool, layout: str, kstart: str, sfx: str, buf: str,
-             k_edge: bool, clamp_k: bool) -> list[tuple[str, tuple[Ref, ...]]]:
-        """Emit one step's loads of an operand tile; return the local stores to emit later."""
+             first: bool) -> list[tuple[str, tuple[Ref, ...]]]:
+        """Emit one step's loads of an operand tile; return the local stores to emit later.
+        Only the first step (``first``) can start before k = 0 (the partial step)."""
         cfg, it, K = self.cfg, self.it, self.K
         node = self.a if is_a else self.b
         OW, O, o0 = (cfg.mwg, self.M, "m0") if is_a else (cfg.nwg, self.N, "n0")
         local = "Al" if is_a else "Bl"
         p = ("a" if is_a else "b") + sfx
         T = cfg.threads
-        o_edge = O % OW != 0
+        k_guard = first and K % cfg.kwg != 0
         V = 1
-        if layout == "k" and not k_edge:
+        if layout == "k":  # a vector lies wholly before k = 0 or wholly after
             V = next(v for v in (4, 2, 1) if cfg.kwg % v == 0 and K % v == 0)
-        elif layout == "outer" and not o_edge:
+        else:  # a vector lies wholly inside O or wholly beyond it
             V = next(v for v in (4, 2, 1) if OW % v == 0 and O % v == 0)
         along = cfg.kwg // V if layout == "k" else OW // V
         total = OW * cfg.kwg // V
@@ -238,9 +244,9 @@ class _Gen:
                 inner = block.nested(f"if (tid + {s * T} < {total}) {{")
             e = f"(tid + {s * T})"
             c_, r_ = f"{q}c{s}", f"{q}r{s}"
-            first = (q, s) not in self.defined
+            new = (q, s) not in self.defined
             self.defined.add((q, s))
-            if first:
+            if new:
                 self.pre.append(f"const {it} {c_} = {e} % {along};")
                 self.pre.append(f"const {it} {r_} = {e} / {along};")
             if layout == "k":  # r_: row of the tile, c_: vector along k
@@ -254,27 +260,23 @@ class _Gen:
             # the outer index, clamped into range in edge tiles (those values are not stored)
             ov = f"{q}o{s}"
             if layout == "outer" and V > 1:
-                if first:
+                if new:
                     self.pre.append(f"const {it} {ov} = min(({it})(({outer_txt}) / {V}), "
                                     f"({it}){O // V - 1});")
                 outer = _var(ov, O // V - 1) * V + Expr.var(LANE, V)
             else:
-                if first:
+                if new:
                     self.pre.append(f"const {it} {ov} = min(({it})({outer_txt}), "
                                     f"({it}){O - 1});")
                 outer = _var(ov, O - 1)
             kv = f"{p}k{s}" if V == 1 or layout == "outer" else f"{p}kq{s}"
+            inner.emit(None, f"const {it} {kv}raw = {k_txt};")
+            k0 = f"max({kv}raw, ({it})0)" if k_guard else f"{kv}raw"
             if layout == "k" and V > 1:
-                hi = K // V - 1
-                text = f"({k_txt}) / {V}"
-                inner.emit(None, f"const {it} {kv} = " + (f"min({text}, ({it}){hi})" if clamp_k
-                                                          else text) + ";")
-                kexpr = _var(kv, hi) * V + Expr.var(LANE, V)
+                inner.emit(None, f"const {it} {kv} = {k0} / {V};")
+                kexpr = _var(kv, K // V - 1) * V + Expr.var(LANE, V)
             else:
-                inner.emit(None, f"const {it} {kv}raw = {k_txt};")
-                need = k_edge or clamp_k
-                inner.emit(None, f"const {it} {kv} = " + (f"min({kv}raw, ({it}){K - 1})"
-                                                          if need else f"{kv}raw") + ";")
+                inner.emit(None, f"const {it} {kv} = {k0};")
                 kexpr = _var(kv, K - 1)
             idx = self.a_index(outer, kexpr) if is_a else self.b_index(kexpr, outer)
             low.lanes = V
@@ -285,8 +287,8 @@ class _Gen:
             refs = value.refs if isinstance(value, Lanes) else (value,) * V
             for lane, ref in enumerate(refs):
                 ref = self.to_acc(inner, ref, node.dtype)
-                if k_edge:  # the K tail reads as zero
-                    ref = inner.emit(self.actype, f"({kv}raw < {K} ? {{0}} : "
+                if k_guard:  # the partial step's part before k = 0 reads as zero
+                    ref = inner.emit(self.actype, f"({kv}raw >= 0 ? {{0}} : "
                                      f"({self.actype})0)", ref)
                 stores.append((f"{local}[{local_of.format(l=lane)}] = {{0}};", (ref,)))
             if inner is not block:  # values defined in the guard: store there, now
