@@ -17,7 +17,9 @@ from . import validate
 from .errors import ContextMismatchError, UnsupportedDTypeError
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
-from .passes.partition import Plan, partition
+from . import gemm_tune
+from .passes.gemm import partition_gemm
+from .passes.partition import Plan
 from .runtime import autotune
 from .runtime.build import build_options, build_program
 from .runtime.devices import DeviceInfo, default_queue, device_info
@@ -376,7 +378,9 @@ class Fused:
         graph, records = run_pipeline(traced)
         info = device_info(queue.device)
         classes = alias_classes(key.aliases, traced)
-        plan = partition(graph, info.limits, classes)
+        plan = partition_gemm(graph, info.limits, classes)
+        plan = gemm_tune.configure(plan, info.key, info.limits, gemm_tune.tuner(
+            queue, info, self.autotune))
         aliased = frozenset(p for c in classes for p in c)
         module = SourceModule(graph, plan, OpenCLTarget(), info.limits, aliased).build()
         lowered = Lowered(traced, graph, records, plan, module, info, traced_nodes)

@@ -637,8 +637,6 @@ def _unsupported(what: str, instead: str) -> Callable[..., Any]:
 
 
 for _f, _why in {
-    np.dot: "matrix products are not fused yet; compute them outside the fused function",
-    np.matmul: "matrix products are not fused yet; compute them outside the fused function",
     np.sort: "sorting is not elementwise; sort outside the fused function",
     np.argsort: "sorting is not elementwise; sort outside the fused function",
     np.nonzero: "its result shape depends on the data; use np.where(cond, x, y)",

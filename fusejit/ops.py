@@ -126,6 +126,9 @@ class Op(enum.Enum):
     # x[j with j[axis] replaced by clip(index[j], 0, x.shape[axis] - 1)] (np.take_along_axis;
     # the clip keeps every read in bounds, NumPy's index modes are traced before it)
     GATHER = enum.auto()
+    # matrix product over the last two axes: srcs (a[..., M, K], b[..., K, N]) with equal batch
+    # dims (broadcast by views), result [..., M, N]; integers wrap, float16 accumulates in float32
+    MATMUL = enum.auto()
 
 
 @dataclass(frozen=True)
@@ -252,13 +255,16 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.SETITEM, None, 2),
     _row(Op.GATHER, None, 2, ref=lambda x, i, axis: np.take_along_axis(
         x, np.clip(i, 0, x.shape[axis] - 1), axis)),
+    _row(Op.MATMUL, np.matmul, 2, ref=np.matmul),
 ])
 assert set(OPS) == set(Op), set(Op) - set(OPS)
 
 LEAVES = frozenset({Op.INPUT, Op.SCALAR, Op.CONST, Op.IOTA})
 MOVEMENT = frozenset({Op.VIEW, Op.RESHAPE})
 REDUCE = frozenset({Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.ANY, Op.ALL})
-ELEMENTWISE = frozenset(set(Op) - LEAVES - MOVEMENT - REDUCE - {Op.SETITEM, Op.GATHER})
+CONTRACT = frozenset({Op.MATMUL})  # computed by a GEMM kernel (fusejit/passes/gemm.py)
+ELEMENTWISE = frozenset(set(Op) - LEAVES - MOVEMENT - REDUCE - CONTRACT
+                        - {Op.SETITEM, Op.GATHER})
 UFUNC_OPS = frozenset(op for op in ELEMENTWISE if OPS[op].ufunc is not None)
 COMMUTATIVE = frozenset(op for op, info in OPS.items() if "commutative" in info.flags)
 TRANSCENDENTAL = frozenset(op for op, info in OPS.items() if "transcendental" in info.flags)

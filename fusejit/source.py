@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from . import dtypes as dt
+from .gemm_source import gemm_kernel
 from .indexing import Index, broadcast_index, unravel
 from .ir import Graph, toposort
 from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
@@ -43,6 +44,7 @@ class SourceModule(ReductionKernels):
                         if st.dest.kind == "param"}
         self.wide = self._needs_wide()
         self.partials: list[Partial] = []
+        self.limits = limits
         is_gpu = self.is_gpu = bool(getattr(limits, "is_gpu", False))
         self.default_local = min(256, getattr(limits, "max_work_group", 256)) if is_gpu else None
 
@@ -71,6 +73,8 @@ class SourceModule(ReductionKernels):
         for i, group in enumerate(self.plan.groups):
             if group.kind == "elementwise":
                 made = [self._elementwise(f"fj_k{i}", group)]
+            elif group.kind == "gemm":
+                made = [gemm_kernel(self, f"fj_k{i}", group)]
             else:
                 made = self._reduce(f"fj_k{i}", group)
             for kernel, low in made:

@@ -180,6 +180,9 @@ def cast(node: Node, dtype: np.dtype) -> Node:
 
 # -- ufuncs ---------------------------------------------------------------------------------------
 
+# generalized ufuncs traced elsewhere (np.matmul: fusejit/linalg.py), by ufunc
+GUFUNCS: dict[np.ufunc, Callable[..., Any]] = {}
+
 _UNSUPPORTED_KWARGS = ("where", "order", "subok", "signature", "axes", "axis", "keepdims")
 
 
@@ -209,6 +212,9 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
         if key not in _UNSUPPORTED_KWARGS:
             raise TypeError(f"{ufunc.__name__}() got an unexpected keyword argument '{key}'")
     inputs = [to_operand(x) for x in inputs]
+    gufunc = GUFUNCS.get(ufunc)  # np.matmul & co.: fusejit/linalg.py
+    if gufunc is not None:
+        return gufunc(*inputs, out=out, dtype=dtype, casting=casting)
     if ufunc is np.divmod:
         results = (apply_ufunc(np.floor_divide, inputs, {"dtype": dtype}),
                    apply_ufunc(np.remainder, inputs, {"dtype": dtype}))
@@ -758,12 +764,3 @@ def _power(self: TensorProxy, exponent: Any, inplace: bool = False) -> Any:
 
 TensorProxy.__pow__ = lambda self, o: _power(self, o)  # type: ignore[attr-defined]
 TensorProxy.__ipow__ = lambda self, o: _power(self, o, inplace=True)  # type: ignore
-
-
-def __matmul__(self: TensorProxy, other: Any) -> Any:
-    raise UnsupportedOperationError("matmul (@) is not fused by fusejit yet; compute it outside "
-                                    "the fused function and pass the result in")
-
-
-TensorProxy.__matmul__ = __matmul__  # type: ignore[attr-defined]
-TensorProxy.__rmatmul__ = __matmul__  # type: ignore[attr-defined]

@@ -71,7 +71,7 @@ class ReduceStrategy:
 
 @dataclass(frozen=True)
 class Group:
-    kind: str  # "elementwise" | "reduce"
+    kind: str  # "elementwise" | "reduce" | "gemm"
     space: tuple[int, ...]  # elementwise: iteration shape; reduce: the reductions' input shape
     stores: tuple[Store, ...]  # elementwise stores; reduce: epilogue stores (kept shape)
     reason: str
@@ -80,6 +80,8 @@ class Group:
     row_stores: tuple[Store, ...] = ()  # reduce: stores over the input space (row fusion)
     strategy: ReduceStrategy | None = None
     reads: frozenset[Node] = field(default=frozenset())  # materialised nodes it loads
+    matmul: Node | None = None  # gemm: the MATMUL whose accumulator the stores read
+    gemm_config: object = None  # gemm: the kernel configuration codegen uses (gemm_tune)
 
     @property
     def outer_shape(self) -> tuple[int, ...]:

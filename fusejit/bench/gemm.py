@@ -1,0 +1,233 @@
+"""``python -m fusejit.bench.gemm``: the GEMM table of the GEMM issue, side by side in one run.
+
+fusejit against torch with TF32 off (``torch.backends.cuda.matmul.allow_tf32 = False``, the
+anchor on GPUs) or NumPy (OpenBLAS, on CPUs): each case's first call (trace, compile, tune),
+its steady time (calls back to back, one wait), TFLOP/s and the speed ratio. ``--epilogue``
+adds fused epilogues against the same GEMM followed by a separate fused elementwise kernel;
+``--sweep`` times every candidate configuration of the tuning space on 4096^3 with NVIDIA's
+register report. Results are checked against the anchor on every case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+import fusejit
+from fusejit import fuse, gemm_tune
+
+
+def gelu(xp: Any, h: Any) -> Any:
+    return 0.5 * h * (1 + xp.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+
+
+def dense_relu(xp: Any, x: Any, w: Any, b: Any) -> Any:
+    return xp.maximum(x @ w + b, 0)
+
+
+def dense_gelu(xp: Any, x: Any, w: Any, b: Any) -> Any:
+    return gelu(xp, x @ w + b)
+
+
+def mlp_block(xp: Any, x: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> Any:
+    return x + gelu(xp, x @ w1 + b1) @ w2 + b2
+
+
+def plain(xp: Any, a: Any, b: Any) -> Any:
+    return a @ b
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    fn: Callable[..., Any]
+    shapes: tuple[tuple[int, ...], ...]
+    flops: float
+    goal: str = ""
+
+
+def cases(scale: str) -> list[Case]:
+    if scale == "full":
+        n = 4096
+        t, d = 8192, 4096
+        return [
+            Case("4096^3 + bias + relu", dense_relu, ((n, n), (n, n), (n,)), 2 * n ** 3,
+                 "<= 3.1 ms"),
+            Case("MLP 8192 tok 4096->4096 gelu ->4096 + res", mlp_block,
+                 ((t, d), (d, d), (d,), (d, d), (d,)), 2 * 2 * t * d * d, "<= 1.1x torch"),
+            Case("1000^3", plain, ((1000, 1000), (1000, 1000)), 2 * 1000 ** 3, ">= 0.7x"),
+            Case("4095x4097x1023", plain, ((4095, 1023), (1023, 4097)),
+                 2 * 4095 * 4097 * 1023, ">= 0.7x"),
+            Case("batched 64x256^3", plain, ((64, 256, 256), (64, 256, 256)),
+                 2 * 64 * 256 ** 3, ">= 0.7x"),
+            Case("skinny 8192x64x8192 (MxNxK)", plain, ((8192, 8192), (8192, 64)),
+                 2 * 8192 * 64 * 8192, ">= 0.7x"),
+        ]
+    n = 1024 if scale == "small" else 128
+    return [Case(f"MLP layer {n}^3 + bias + gelu", dense_gelu, ((n, n), (n, n), (n,)),
+                 2 * n ** 3, ">= 0.5x NumPy"),
+            Case(f"{n}^3", plain, ((n, n), (n, n)), 2 * n ** 3)]
+
+
+def epilogue_cases(scale: str) -> list[tuple[str, tuple[int, int, int]]]:
+    if scale == "full":
+        return [("4096^3 bias+gelu", (4096, 4096, 4096)), ("8192x8192x256 bias+gelu",
+                                                           (8192, 8192, 256))]
+    n = 1024 if scale == "small" else 128
+    return [(f"{n}^3 bias+gelu", (n, n, n))]
+
+
+def _steady(call: Callable[[], Any], sync: Callable[[], None], budget: float = 0.6) -> float:
+    """Median seconds per call over rounds of back-to-back calls and one wait."""
+    call()
+    sync()
+    t0 = time.perf_counter()
+    call()
+    sync()
+    one = max(time.perf_counter() - t0, 1e-6)
+    per_round = max(1, min(50, int(0.05 / one)))
+    rounds = []
+    start = time.perf_counter()
+    while len(rounds) < 3 or (time.perf_counter() - start < budget and len(rounds) < 15):
+        t0 = time.perf_counter()
+        for _ in range(per_round):
+            call()
+        sync()
+        rounds.append((time.perf_counter() - t0) / per_round)
+    return float(np.median(rounds))
+
+
+def _anchor(queue: cl.CommandQueue) -> tuple[str, Any]:
+    if queue.device.type & cl.device_type.GPU:
+        try:
+            import torch
+            if torch.cuda.is_available():
+                torch.backends.cuda.matmul.allow_tf32 = False
+                torch.backends.cudnn.allow_tf32 = False
+                return "torch (TF32 off)", torch
+        except ImportError:
+            pass
+    return "numpy", None
+
+
+class _TorchNs:
+    def __init__(self, torch: Any) -> None:
+        self.tanh = torch.tanh
+        self.t = torch
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        return self.t.clamp(a, min=b)
+
+
+def run(scale: str, epilogue: bool, sweep: bool) -> dict[str, Any]:
+    queue = fusejit.default_queue()
+    name, torch = _anchor(queue)
+    rng = np.random.default_rng(0)
+    rows = []
+    for case in cases(scale):
+        host = [(rng.standard_normal(s) / math.sqrt(s[-1] if len(s) > 1 else 1)
+                 ).astype(np.float32) for s in case.shapes]
+        dev = [cla.to_device(queue, h) for h in host]
+        f = fuse(lambda *a, _fn=case.fn: _fn(np, *a))
+        t0 = time.perf_counter()
+        out = f(*dev)
+        queue.finish()
+        first = time.perf_counter() - t0
+        t_f = _steady(lambda: f(*dev), queue.finish)
+        kernels = f.lower(*dev).kernels
+        dump = os.environ.get("FUSEJIT_GEMM_DUMP")
+        if dump:
+            os.makedirs(dump, exist_ok=True)
+            with open(os.path.join(dump, f"case{len(rows)}.cl"), "w") as fh:
+                fh.write(f.lower(*dev).source)
+        if torch is not None:
+            tdev = [torch.from_numpy(h).cuda() for h in host]
+            ns = _TorchNs(torch)
+            with torch.inference_mode():
+                ref = case.fn(ns, *tdev)
+                t_a = _steady(lambda: case.fn(ns, *tdev), torch.cuda.synchronize)
+            ref = ref.cpu().numpy()
+        else:
+            ref = case.fn(np, *host)
+            t_a = _steady(lambda: case.fn(np, *host), lambda: None)
+        got = out.get()
+        err = float(np.max(np.abs(got - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
+        rows.append({"case": case.name, "fusejit_ms": t_f * 1e3, "anchor_ms": t_a * 1e3,
+                     "speed_vs_anchor": t_a / t_f, "fusejit_tflops": case.flops / t_f / 1e12,
+                     "first_call_s": first, "goal": case.goal, "kernels": len(kernels),
+                     "max_rel_err": err,
+                     "config": [k.reason.split("kernel: ")[-1] for k in kernels
+                                if "GEMM" in k.reason]})
+        print(json.dumps(rows[-1]), flush=True)
+    epi_rows = []
+    if epilogue:
+        for label, (m, n, k) in epilogue_cases(scale):
+            x = cla.to_device(queue, rng.standard_normal((m, k)).astype(np.float32))
+            w = cla.to_device(queue, (rng.standard_normal((k, n)) / math.sqrt(k)
+                                      ).astype(np.float32))
+            b = cla.to_device(queue, rng.standard_normal(n).astype(np.float32))
+            fused = fuse(lambda x, w, b: dense_gelu(np, x, w, b))
+            mm = fuse(lambda x, w: x @ w)
+            ep = fuse(lambda h, b: gelu(np, h + b))
+            t_fused = _steady(lambda: fused(x, w, b), queue.finish)
+            t_sep = _steady(lambda: ep(mm(x, w), b), queue.finish)
+            epi_rows.append({"case": label, "fused_ms": t_fused * 1e3,
+                             "gemm_then_epilogue_ms": t_sep * 1e3,
+                             "ratio": t_sep / t_fused})
+            print(json.dumps(epi_rows[-1]), flush=True)
+    sweep_rows = []
+    if sweep:
+        sweep_rows = _sweep(queue)
+    return {"anchor": name, "device": queue.device.name, "rows": rows, "epilogue": epi_rows,
+            "sweep": sweep_rows}
+
+
+def _sweep(queue: cl.CommandQueue, n: int = 4096) -> list[dict[str, Any]]:
+    from fusejit.runtime.devices import device_info
+
+    info = device_info(queue.device)
+    rng = np.random.default_rng(1)
+    a = cla.to_device(queue, rng.standard_normal((n, n)).astype(np.float32))
+    b = cla.to_device(queue, rng.standard_normal((n, n)).astype(np.float32))
+    out = []
+    for cfg in gemm_tune.space(info.limits, np.dtype(np.float32)):
+        f = fuse(lambda x, y: x @ y)
+        with gemm_tune.forced(cfg):
+            try:
+                f(a, b)
+            except Exception as exc:  # noqa: BLE001 - report and go on
+                out.append({"config": cfg.describe(), "error": str(exc)[:200]})
+                continue
+            t = _steady(lambda: f(a, b), queue.finish, budget=0.2)
+        out.append({"config": cfg.describe(), "ms": t * 1e3,
+                    "tflops": 2 * n ** 3 / t / 1e12})
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--scale", default=os.environ.get("FUSEJIT_BENCH_SCALE", "full"),
+                   choices=("tiny", "small", "full"))
+    p.add_argument("--epilogue", action="store_true")
+    p.add_argument("--sweep", action="store_true")
+    p.add_argument("--json", default=None, help="write the results here")
+    args = p.parse_args(argv)
+    result = run(args.scale, args.epilogue, args.sweep)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

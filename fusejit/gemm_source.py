@@ -1,0 +1,438 @@
+"""GEMM kernels: one per "gemm" group, with the operands' prologues in the tile loads and the
+epilogue in the store (after CLBlast's xgemm and the myGEMM tutorial; written anew here).
+
+The tiled kernel: a 1-d work-group of MDIMC x NDIMC work-items owns an MWG x NWG tile of the
+result and walks K in steps of KWG. Each step's tiles of ``a`` and ``b`` are loaded from global
+memory by all work-items (vector loads along whichever axis is contiguous), converted to the
+accumulator type and written to local memory, double-buffered: the loads of the next step are
+issued before the current one is computed, so one barrier per step suffices. Each work-item
+keeps an (MWG/MDIMC) x (NWG/NDIMC) register tile of accumulators and reads its operands from
+local memory in vectors of VW. Tiles are launched in grouped order (GROUP_M tile rows side by
+side) so neighbouring work-groups share operand tiles in L2. Edge tiles clamp their loads into
+range (the padding rows and columns compute values nobody stores) and zero the K tail, so odd
+sizes need no padding copies; stores are guarded only in edge tiles. Batched products run the
+batch on the second launch dimension.
+
+The direct kernel (small products, CPUs) skips local memory: each work-item loads its operands
+straight into registers in a loop over K.
+
+Operand values are whatever the group's prologue computes at an (m, k) or (k, n) index, and
+stores are the epilogue's values at (m, n): both come from the shared Lowering, with the
+accumulator bound as the MATMUL node's value, so any elementwise chain, view or cast fuses.
+A tensor-core variant would replace only ``_compute`` and the register tile layout.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import dtypes as dt
+from .gemm_tune import GemmConfig, heuristic
+from .indexing import Index, unravel
+from .ir import Node
+from .kernels import Kernel
+from .lowering import LANE, Block, Imm, Lanes, Lowering, Ref, _store
+from .ops import Op
+from .passes.plan import Group, reads_of
+from .render import Renderer
+from .symbolic import Expr, Var
+
+if TYPE_CHECKING:
+    from .source import SourceModule
+
+
+def accumulator(dtype: np.dtype) -> np.dtype:
+    """The type a product of ``dtype`` operands sums in: float32 for float16 (as NumPy's
+    matmul does), unsigned integers of at least 32 bits for integers and bools (wrapping
+    sums mod 2**n, exact once cast back to the result dtype)."""
+    if dtype == dt.FLOAT16:
+        return dt.FLOAT32
+    if dtype.kind == "f":
+        return dtype
+    return dt.UINT64 if dtype.itemsize == 8 else dt.UINT32
+
+
+def _var(name: str, hi: int) -> Expr:
+    return Expr(0) if hi <= 0 else Expr.of(Var(name, 0, hi))
+
+
+class _Gen:
+    """State of one GEMM kernel being generated."""
+
+    def __init__(self, sm: SourceModule, name: str, group: Group) -> None:
+        self.sm, self.name, self.group = sm, name, group
+        m = group.matmul
+        assert m is not None
+        self.m = m
+        self.a, self.b = m.srcs
+        *batch, self.M, self.K = self.a.shape
+        self.batch = tuple(batch)
+        self.N = self.b.shape[-1]
+        self.B = math.prod(self.batch)
+        self.low = sm._lowering(group)
+        self.t = sm.target
+        self.it = self.low.index_type
+        self.acc = accumulator(m.dtype)
+        self.low.note_dtype(self.acc)
+        self.actype = self.t.compute_type(self.acc)
+        limits = getattr(sm, "limits", None)
+        self.cfg: GemmConfig = group.gemm_config or heuristic(
+            self.M, self.N, self.K, self.B, limits if limits is not None else _gpu_limits(sm),
+            self.acc)
+        self.bidx = unravel(_var("bz", self.B - 1), self.batch) if self.batch else ()
+        self.top = Block(self.low)
+        self.pre: list[str] = []
+        self.defined: set[tuple[str, int]] = set()
+
+    # -- indices ----------------------------------------------------------------------------------
+    def a_index(self, row: Expr, k: Expr) -> Index:
+        return (*self.bidx, row, k)
+
+    def b_index(self, k: Expr, col: Expr) -> Index:
+        return (*self.bidx, k, col)
+
+    def contiguous(self, node: Node, is_a: bool) -> str:
+        """'k' when the operand's loads are contiguous along K, 'outer' when along M (for a) or
+        N (for b); judged from the strides of what its prologue reads."""
+        o, k = Expr.var("po_", 1 << 20), Expr.var("pk_", 1 << 20)
+        idx = self.a_index(o, k) if is_a else self.b_index(k, o)
+        votes = {"k": 0, "outer": 0}
+        for leaf, lidx in reads_of(node, idx, set(self.low.materialized)):
+            if leaf.op is not Op.INPUT and leaf not in self.low.materialized:
+                continue
+            _, addr, _, _ = self.low.address_expr(leaf, lidx)
+            coefs = {atom.name: c for atom, c in addr.terms if isinstance(atom, Var)}
+            if coefs.get("pk_") == 1:
+                votes["k"] += 1
+            elif coefs.get("po_") == 1:
+                votes["outer"] += 1
+        default = "k" if is_a else "outer"
+        other = "outer" if is_a else "k"
+        return other if votes[other] > votes[default] else default
+
+    # -- values -----------------------------------------------------------------------------------
+    def to_acc(self, block: Block, v: Ref, src: np.dtype) -> Ref:
+        if src.kind == "f":
+            return v
+        return block.emit(self.actype, f"(({self.actype}){{0}})", v)
+
+    def final(self, block: Block, acc: str) -> Ref:
+        """The MATMUL node's value from its accumulator."""
+        m, t = self.m, self.t
+        if m.dtype == dt.FLOAT16:
+            return block.emit("float", t.round_to_storage(dt.FLOAT16, "{0}"), Imm(acc))
+        if m.dtype.kind == "f":
+            return Imm(acc)
+        if m.dtype.kind == "b":
+            return block.emit("uchar", "((uchar)({0} != 0))", Imm(acc))
+        return block.emit(t.compute_type(m.dtype), t.render_cast(self.acc, m.dtype, "{0}"),
+                          Imm(acc))
+
+    def fma(self, a: str, b: str, acc: str) -> str:
+        if self.acc.kind == "f":
+            return f"{acc} = fma({a}, {b}, {acc});"
+        return f"{acc} += {a} * {b};"
+
+    # -- the kernel -------------------------------------------------------------------------------
+    def build(self) -> tuple[Kernel, Lowering]:
+        cfg, it = self.cfg, self.it
+        T = cfg.threads
+        nm, nn = math.ceil(self.M / cfg.mwg), math.ceil(self.N / cfg.nwg)
+        gm = max(1, min(cfg.group_m, nm))
+        self.pre += [f"const {it} tid = ({it})get_local_id(0);",
+                     f"const {it} tn = tid % {cfg.ndimc};",
+                     f"const {it} tm = tid / {cfg.ndimc};",
+                     f"const {it} pid = ({it})get_group_id(0);"]
+        if self.B > 1:
+            self.pre.append(f"const {it} bz = ({it})get_group_id(1);")
+        # grouped launch order: gm tile rows side by side walk the tile columns together
+        self.pre += [f"const {it} gfirst = pid / {gm * nn} * {gm};",
+                     f"const {it} gsize = min(({it}){nm} - gfirst, ({it}){gm});",
+                     f"const {it} pm = gfirst + (pid % {gm * nn}) % gsize;",
+                     f"const {it} pn = (pid % {gm * nn}) / gsize;",
+                     f"const {it} m0 = pm * {cfg.mwg};",
+                     f"const {it} n0 = pn * {cfg.nwg};"]
+        for i in range(cfg.mwi):
+            for j in range(cfg.nwi):
+                self.pre.append(f"{self.actype} acc{i}_{j} = ({self.actype})0;")
+        if cfg.local:
+            self.tiled()
+        else:
+            self.direct()
+        self.epilogue()
+        renderer = Renderer()
+        body = renderer.render(self.top, 1)
+        sig = self.low.args.signature(self.name)
+        t = self.t
+        lines = [sig.render(t, (T,)), "{", *(f"    {p}" for p in self.pre), *body, "}"]
+        gsize = (nm * nn * T, self.B) if self.B > 1 else (nm * nn * T,)
+        lsize = (T, 1) if self.B > 1 else (T,)
+        reason = f"{self.group.reason}; kernel: {cfg.describe()}" + (
+            f" ({cfg.why})" if cfg.why else "")
+        from dataclasses import replace
+        group = replace(self.group, reason=reason, gemm_config=cfg)
+        kernel = Kernel(self.name, "\n".join(lines), sig, gsize, lsize, group,
+                        work=self.B * self.M * self.N * self.K)
+        return kernel, self.low
+
+    # -- tiled kernel -----------------------------------------------------------------------------
+    def tiled(self) -> None:
+        """Steps of KWG over K, the partial one first (its loads alone are guarded: K's tail
+        reads as zero), the last one peeled (no prefetch), so the loop's loads need neither
+        clamps nor guards."""
+        cfg, it, K = self.cfg, self.it, self.K
+        la, lb = self.a_layout, self.b_layout = (self.contiguous(self.a, True),
+                                                 self.contiguous(self.b, False))
+        a_size, b_size = cfg.kwg * cfg.mwg, cfg.kwg * cfg.nwg
+        self.pre += [f"__local {self.actype} Al[{2 * a_size}] __attribute__((aligned(16)));",
+                     f"__local {self.actype} Bl[{2 * b_size}] __attribute__((aligned(16)));"]
+        rem = K % cfg.kwg
+        k_first = rem - cfg.kwg if rem else 0
+        steps = math.ceil(K / cfg.kwg)
+        top = self.top
+        # the first step's tiles, into buffer 0
+        stores = self.load(top, True, la, str(k_first), "_0", "0", first=True)
+        stores += self.load(top, False, lb, str(k_first), "_0", "0", first=True)
+        for tmpl, refs in stores:
+            top.emit(None, tmpl, *refs)
+        top.emit(None, self.t.barrier_local)
+        names = frozenset(f"{p}{kind}{s}" for p in ("a_n", "b_n") for kind in ("k", "kq")
+                          for s in range(256))
+        if steps > 1:
+            loop = top.nested(f"for ({it} kt = {k_first}; kt < {K - cfg.kwg}; "
+                              f"kt += {cfg.kwg}) {{", loop_vars=names | {"kt"})
+            loop.emit(None, f"const {it} cur = ((kt - ({k_first})) / {cfg.kwg}) & 1;")
+            loop.emit(None, f"const {it} nxt = kt + {cfg.kwg};")
+            # the next step's loads go first: their latency hides behind this step's FMAs
+            stores = self.load(loop, True, la, "nxt", "_n", "(cur ^ 1)", first=False)
+            stores += self.load(loop, False, lb, "nxt", "_n", "(cur ^ 1)", first=False)
+            self.compute(loop, "cur")
+            for tmpl, refs in stores:
+                loop.emit(None, tmpl, *refs)
+            loop.emit(None, self.t.barrier_local)
+        self.compute(top, str((steps - 1) & 1))
+
+    def load(self, block: Block, is_a: bool, layout: str, kstart: str, sfx: str, buf: str,
+             first: bool) -> list[tuple[str, tuple[Ref, ...]]]:
+        """Emit one step's loads of an operand tile; return the local stores to emit later.
+        Only the first step (``first``) can start before k = 0 (the partial step)."""
+        cfg, it, K = self.cfg, self.it, self.K
+        node = self.a if is_a else self.b
+        OW, O, o0 = (cfg.mwg, self.M, "m0") if is_a else (cfg.nwg, self.N, "n0")
+        local = "Al" if is_a else "Bl"
+        p = ("a" if is_a else "b") + sfx
+        T = cfg.threads
+        k_guard = first and K % cfg.kwg != 0
+        V = 1
+        if layout == "k":  # a vector lies wholly before k = 0 or wholly after
+            V = next(v for v in (4, 2, 1) if cfg.kwg % v == 0 and K % v == 0)
+        else:  # a vector lies wholly inside O or wholly beyond it
+            V = next(v for v in (4, 2, 1) if OW % v == 0 and O % v == 0)
+        along = cfg.kwg // V if layout == "k" else OW // V
+        total = OW * cfg.kwg // V
+        rounds = math.ceil(total / T)
+        low = self.low
+        stores: list[tuple[str, tuple[Ref, ...]]] = []
+        q = "a" if is_a else "b"  # names shared by every step's loads: defined once, outside
+        for s in range(rounds):
+            inner = block
+            partial = (s + 1) * T > total
+            if partial:
+                inner = block.nested(f"if (tid + {s * T} < {total}) {{")
+            e = f"(tid + {s * T})"
+            c_, r_ = f"{q}c{s}", f"{q}r{s}"
+            new = (q, s) not in self.defined
+            self.defined.add((q, s))
+            if new:
+                self.pre.append(f"const {it} {c_} = {e} % {along};")
+                self.pre.append(f"const {it} {r_} = {e} / {along};")
+            if layout == "k":  # r_: row of the tile, c_: vector along k
+                outer_txt = f"{o0} + {r_}"
+                k_txt = f"{kstart} + {c_} * {V}"
+                local_of = f"{buf} * {OW * cfg.kwg} + ({c_} * {V} + {{l}}) * {OW} + {r_}"
+            else:  # r_: k row, c_: vector along the outer axis
+                outer_txt = f"{o0} + {c_} * {V}"
+                k_txt = f"{kstart} + {r_}"
+                local_of = f"{buf} * {OW * cfg.kwg} + {r_} * {OW} + {c_} * {V} + {{l}}"
+            # the outer index, clamped into range in edge tiles (those values are not stored)
+            ov = f"{q}o{s}"
+            if layout == "outer" and V > 1:
+                if new:
+                    self.pre.append(f"const {it} {ov} = min(({it})(({outer_txt}) / {V}), "
+                                    f"({it}){O // V - 1});")
+                outer = _var(ov, O // V - 1) * V + Expr.var(LANE, V)
+            else:
+                if new:
+                    self.pre.append(f"const {it} {ov} = min(({it})({outer_txt}), "
+                                    f"({it}){O - 1});")
+                outer = _var(ov, O - 1)
+            kv = f"{p}k{s}" if V == 1 or layout == "outer" else f"{p}kq{s}"
+            inner.emit(None, f"const {it} {kv}raw = {k_txt};")
+            k0 = f"max({kv}raw, ({it})0)" if k_guard else f"{kv}raw"
+            if layout == "k" and V > 1:
+                inner.emit(None, f"const {it} {kv} = {k0} / {V};")
+                kexpr = _var(kv, K // V - 1) * V + Expr.var(LANE, V)
+            else:
+                inner.emit(None, f"const {it} {kv} = {k0};")
+                kexpr = _var(kv, K - 1)
+            idx = self.a_index(outer, kexpr) if is_a else self.b_index(kexpr, outer)
+            low.lanes = V
+            try:
+                value = inner.value(node, idx)
+            finally:
+                low.lanes = 1
+            refs = value.refs if isinstance(value, Lanes) else (value,) * V
+            for lane, ref in enumerate(refs):
+                ref = self.to_acc(inner, ref, node.dtype)
+                if k_guard:  # the partial step's part before k = 0 reads as zero
+                    ref = inner.emit(self.actype, f"({kv}raw >= 0 ? {{0}} : "
+                                     f"({self.actype})0)", ref)
+                stores.append((f"{local}[{local_of.format(l=lane)}] = {{0}};", (ref,)))
+            if inner is not block:  # values defined in the guard: store there, now
+                for tmpl, refs2 in stores[-V:]:
+                    inner.emit(None, tmpl, *refs2)
+                del stores[-V:]
+        return stores
+
+    def compute(self, block: Block, buf: str) -> None:
+        cfg = self.cfg
+        vw = cfg.vw
+        ct = self.actype
+        vt = f"{ct}{vw}" if vw > 1 else ct
+        a_step, b_step = cfg.kwg * cfg.mwg, cfg.kwg * cfg.nwg
+        inner = block.nested(f"for (int kk = 0; kk < {cfg.kwg}; kk++) {{")
+        block.items.insert(len(block.items) - 1, _raw(block, "#pragma unroll"))
+        inner.emit(None, f"__local const {ct} *la = Al + {buf} * {a_step} + kk * {cfg.mwg};")
+        inner.emit(None, f"__local const {ct} *lb = Bl + {buf} * {b_step} + kk * {cfg.nwg};")
+        for ib in range(cfg.mwi // vw):
+            off = f"tm * {vw} + {ib * cfg.mdimc * vw}"
+            inner.emit(None, f"const {vt} ra{ib} = " + (
+                f"*((__local const {vt} *)(la + {off}));" if vw > 1 else f"la[{off}];"))
+        for jb in range(cfg.nwi // vw):
+            off = f"tn * {vw} + {jb * cfg.ndimc * vw}"
+            inner.emit(None, f"const {vt} rb{jb} = " + (
+                f"*((__local const {vt} *)(lb + {off}));" if vw > 1 else f"lb[{off}];"))
+        for i in range(cfg.mwi):
+            a = f"ra{i // vw}" + (f".s{i % vw:x}" if vw > 1 else "")
+            for j in range(cfg.nwi):
+                b = f"rb{j // vw}" + (f".s{j % vw:x}" if vw > 1 else "")
+                inner.emit(None, self.fma(a, b, f"acc{i}_{j}"))
+
+    # -- direct kernel ----------------------------------------------------------------------------
+    def direct(self) -> None:
+        cfg, it = self.cfg, self.it
+        top = self.top
+        rows, cols = [], []
+        for i in range(cfg.mwi):
+            top.emit(None, f"const {it} dr{i} = min(m0 + tm + {i * cfg.mdimc}, ({it}){self.M - 1});")
+            rows.append(_var(f"dr{i}", self.M - 1))
+        for j in range(cfg.nwi):
+            top.emit(None, f"const {it} dc{j} = min(n0 + tn + {j * cfg.ndimc}, ({it}){self.N - 1});")
+            cols.append(_var(f"dc{j}", self.N - 1))
+        loop = top.nested(f"for ({it} k = 0; k < {self.K}; k++) {{", loop_vars=frozenset({"k"}))
+        k = _var("k", self.K - 1)
+        av = [self.to_acc(loop, loop.value(self.a, self.a_index(r, k)), self.a.dtype)
+              for r in rows]
+        bv = [self.to_acc(loop, loop.value(self.b, self.b_index(k, c)), self.b.dtype)
+              for c in cols]
+        for i, a in enumerate(av):
+            for j, b in enumerate(bv):
+                loop.emit(None, self.fma("{0}", "{1}", f"acc{i}_{j}"), a, b)
+
+    def row_of(self, i: int) -> str:
+        cfg = self.cfg
+        if not cfg.local:
+            return f"m0 + tm + {i * cfg.mdimc}"
+        return f"m0 + tm * {cfg.vw} + {(i // cfg.vw) * cfg.mdimc * cfg.vw + i % cfg.vw}"
+
+    def col_of(self, j: int) -> str:
+        cfg = self.cfg
+        if not cfg.local:
+            return f"n0 + tn + {j * cfg.ndimc}"
+        return f"n0 + tn * {cfg.vw} + {(j // cfg.vw) * cfg.ndimc * cfg.vw + j % cfg.vw}"
+
+    # -- epilogue ---------------------------------------------------------------------------------
+    def epilogue(self) -> None:
+        cfg, it = self.cfg, self.it
+        M, N = self.M, self.N
+        edge = M % cfg.mwg != 0 or N % cfg.nwg != 0
+        fast_ok = cfg.local
+        top = self.top
+        if fast_ok and edge:
+            fast = top.nested(f"if (m0 + {cfg.mwg} <= {M} && n0 + {cfg.nwg} <= {N}) {{",
+                              footer="} else {")
+            slow = top.nested("")
+        elif fast_ok:
+            fast, slow = top, None
+        else:
+            fast, slow = None, top
+        if fast is not None:
+            self.fast_epilogue(fast)
+        if slow is not None:
+            self.guarded_epilogue(slow)
+
+    def fast_epilogue(self, block: Block) -> None:
+        """Full tiles: no guards, vector stores of VW columns where the layout allows."""
+        cfg, it, low = self.cfg, self.it, self.low
+        vw = cfg.vw if self.N % cfg.vw == 0 else 1
+        for i in range(cfg.mwi):
+            block.emit(None, f"const {it} er{i} = {self.row_of(i)};")
+        for jb in range(cfg.nwi // vw):
+            block.emit(None, f"const {it} ec{jb} = ({self.col_of(jb * vw)}) / {vw};")
+        low.lanes = vw
+        try:
+            for i in range(cfg.mwi):
+                row = _var(f"er{i}", self.M - 1)
+                for jb in range(cfg.nwi // vw):
+                    col = _var(f"ec{jb}", self.N // vw - 1) * vw + (
+                        Expr.var(LANE, vw) if vw > 1 else Expr(0))
+                    idx = (*self.bidx, row, col)
+                    vals = tuple(self.final(block, f"acc{i}_{jb * vw + l}") for l in range(vw))
+                    low.bound[(self.m, idx)] = Lanes(vals) if vw > 1 else vals[0]
+                    for st in self.group.stores:
+                        _store(block, st, idx, low, block.value(st.node, idx))
+        finally:
+            low.lanes = 1
+
+    def guarded_epilogue(self, block: Block) -> None:
+        cfg, it, low = self.cfg, self.it, self.low
+        m_pad = math.ceil(self.M / cfg.mwg) * cfg.mwg
+        n_pad = math.ceil(self.N / cfg.nwg) * cfg.nwg
+        for i in range(cfg.mwi):
+            block.emit(None, f"const {it} gr{i} = {self.row_of(i)};")
+        for j in range(cfg.nwi):
+            block.emit(None, f"const {it} gc{j} = {self.col_of(j)};")
+        for i in range(cfg.mwi):
+            row = _var(f"gr{i}", m_pad - 1)
+            inside_row = block.nested(f"if (gr{i} < {self.M}) {{")
+            for j in range(cfg.nwi):
+                col = _var(f"gc{j}", n_pad - 1)
+                inner = inside_row.nested(f"if (gc{j} < {self.N}) {{")
+                idx = (*self.bidx, row, col)
+                low.bound[(self.m, idx)] = self.final(inner, f"acc{i}_{j}")
+                for st in self.group.stores:
+                    _store(inner, st, idx, low, inner.value(st.node, idx))
+
+
+def _raw(block: Block, text: str):
+    """A statement with no operands (printed as it is)."""
+    from .lowering import Instr
+
+    return Instr(None, text, (), block)
+
+
+def _gpu_limits(sm: object):
+    from .passes.plan import DeviceLimits
+
+    return DeviceLimits(is_gpu=bool(getattr(sm, "is_gpu", False)))
+
+
+def gemm_kernel(sm: SourceModule, name: str, group: Group) -> tuple[Kernel, Lowering]:
+    """The kernel of one gemm group (see the module docstring)."""
+    return _Gen(sm, name, group).build()
+
+
+__all__ = ["accumulator", "gemm_kernel"]

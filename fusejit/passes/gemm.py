@@ -1,0 +1,379 @@
+"""GEMM groups: each MATMUL is one kernel with a fused prologue and epilogue.
+
+``partition_gemm`` wraps ``partition`` (which knows elementwise and reduction kernels):
+
+1. **Epilogue.** A root (output, in-place write) that reads a product only at its own index,
+   over the product's whole space and through no reduction, is stored by that product's
+   kernel: bias, activations, residuals, casts, several outputs (before and after the
+   activation). With several products in it, the latest one owns it; the others are stored.
+2. **Prologue.** An operand is loaded through its elementwise cone (casts, scaling, dequantize,
+   views, transposes) inside the GEMM's tile loads. When the cone reaches another product or a
+   reduction, the operand's value is stored once: by the earlier product's epilogue when it
+   is pointwise in it (a chain of GEMMs: ``gelu(x @ w1 + b1) @ w2`` stores the activation
+   once), else by an ordinary kernel (``layernorm(x) @ w``).
+3. **The rest** (roots that are not epilogues, the stored operands) goes to ``partition`` in
+   *phases*: phase p holds the roots that read products of phase p - 1, so no kernel both
+   feeds a GEMM and reads it. Values stored by GEMM kernels are leaves there (stand-in
+   parameters), mapped back to the graph's nodes afterwards.
+
+In-place writes are then checked across all kernels: a write that a later kernel, or the
+GEMM's own tile loads, could still read goes through a temporary copied back at the end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ..indexing import Index, unravel
+from ..ir import Graph, Node, Param
+from ..ops import MOVEMENT, REDUCE, Op
+from ..shapes import row_major_strides
+from ..symbolic import Expr
+from .partition import Dest, DeviceLimits, Group, Plan, Store, partition
+from .plan import leaves_of, reads_of
+
+
+def partition_gemm(graph: Graph, limits: DeviceLimits | None = None,
+                   aliases: Sequence[frozenset[int]] = ()) -> Plan:
+    """``partition`` for graphs with matrix products (see the module docstring)."""
+    order = graph.toposort()
+    mms = [n for n in order if n.op is Op.MATMUL]
+    if not mms:
+        return partition(graph, limits, aliases)
+    return _GemmPartition(graph, order, mms, limits or DeviceLimits(), aliases).plan()
+
+
+def _index(shape: tuple[int, ...]) -> Index:
+    return unravel(Expr.var("o", max(1, math.prod(shape))), shape)
+
+
+def _strip(node: Node) -> Node:
+    while node.op in MOVEMENT:
+        node = node.srcs[0]
+    return node
+
+
+class _GemmPartition:
+    def __init__(self, graph: Graph, order: list[Node], mms: list[Node], limits: DeviceLimits,
+                 aliases: Sequence[frozenset[int]]) -> None:
+        self.graph, self.limits, self.aliases = graph, limits, aliases
+        self.pos = {n: i for i, n in enumerate(order)}
+        self.mms = mms
+        self.mm_set = set(mms)
+        self.red_set = {n for n in order if n.op in REDUCE}
+        self.notes: list[str] = []
+
+    def owner(self, node: Node) -> Node | None:
+        """The product whose epilogue can compute ``node`` (see rule 1), or None."""
+        stop = self.mm_set | self.red_set
+        leaves = leaves_of(node, stop)
+        deps = [x for x in leaves if x in self.mm_set]
+        if not deps or any(x in self.red_set for x in leaves):
+            return None
+        g = max(deps, key=self.pos.__getitem__)
+        if node.shape != g.shape:
+            return None
+        idx = _index(node.shape)
+        if all(tuple(i) == tuple(idx) for n, i in reads_of(node, idx, stop) if n is g):
+            return g
+        return None
+
+    def plan(self) -> Plan:
+        graph = self.graph
+        epilogue: dict[Node, list[Store]] = {m: [] for m in self.mms}
+        base_roots: list[tuple[str, int, Node]] = []  # (output | write, index, node)
+        for i, n in enumerate(graph.outputs):
+            self._assign(Store(n, Dest("output", i)), ("output", i, n), epilogue, base_roots)
+        for p, n in graph.writes:
+            if n.op is Op.SETITEM and n.srcs[0].op is Op.INPUT and n.srcs[0].arg == p:
+                st = Store(n.srcs[1], Dest("param", p), n.arg)
+            else:
+                st = Store(n, Dest("param", p))
+            self._assign(st, ("write", p, n), epilogue, base_roots)
+        # operands that need a stored value (rule 2)
+        stored_by: dict[Node, Node] = {}  # node -> the product whose kernel stores it
+        extra: list[Node] = []  # operand values an ordinary kernel stores
+        for m in self.mms:
+            for src in m.srcs:
+                reach = leaves_of(src, self.mm_set | self.red_set)
+                if not any(x in self.mm_set or x in self.red_set for x in reach):
+                    continue
+                p = _strip(src)
+                if p in self.mm_set:
+                    stored_by[p] = p
+                elif p not in stored_by and p not in extra:
+                    g = self.owner(p)
+                    if g is not None:
+                        stored_by[p] = g
+                    else:
+                        extra.append(p)
+        # products read by anything but their own epilogue are stored plainly
+        held = set(stored_by)
+        for m, stores in epilogue.items():
+            for st in stores:
+                for x in leaves_of(st.node, self.mm_set | held):
+                    if x in self.mm_set and x is not m:
+                        stored_by.setdefault(x, x)
+            for p, g in list(stored_by.items()):
+                if g is m and p is not m:
+                    for x in leaves_of(p, self.mm_set | held - {p}):
+                        if x in self.mm_set and x is not m:
+                            stored_by.setdefault(x, x)
+        for _, _, n in base_roots:
+            for x in leaves_of(n, self.mm_set | held):
+                if x in self.mm_set:
+                    stored_by.setdefault(x, x)
+        for n in extra:
+            for x in leaves_of(n, self.mm_set | (held - {n})):
+                if x in self.mm_set:
+                    stored_by.setdefault(x, x)
+        stored = set(stored_by)
+        phase = self._phases(epilogue, stored_by, stored, extra, base_roots)
+        return self._assemble(epilogue, stored_by, stored, extra, base_roots, phase)
+
+    def _assign(self, st: Store, root: tuple[str, int, Node], epilogue: dict[Node, list[Store]],
+                base_roots: list[tuple[str, int, Node]]) -> None:
+        g = self.owner(st.node)
+        if g is not None:
+            epilogue[g].append(st)
+            return
+        if any(x in self.mm_set for x in leaves_of(st.node, self.mm_set)):
+            what = "output" if st.dest.kind == "output" else "the write to argument"
+            self.notes.append(
+                f"{what} {st.dest.index} ({st.node.describe()}) reads a matrix product other "
+                "than elementwise at its own index (e.g. a reduction over its rows or "
+                "columns): the product is stored once and a separate kernel reads it, since a "
+                "GEMM work-group holds only a tile of each row")
+        base_roots.append(root)
+
+    def _phases(self, epilogue: dict, stored_by: dict[Node, Node], stored: set[Node],
+                extra: list[Node], base_roots: list) -> dict:
+        """Phase of each gemm (keyed by its MATMUL) and each base root (keyed by its node)."""
+        phase: dict[Node, int] = {}
+        base_phase: dict[Node, int] = {}
+
+        def base_of(n: Node) -> int:
+            if n not in base_phase:
+                deps = [stored_by[x] for x in leaves_of(n, stored) if x in stored]
+                base_phase[n] = 1 + max((phase[g] for g in deps), default=-1)
+            return base_phase[n]
+        for m in self.mms:
+            reads: list[int] = []
+            nodes = [src for src in m.srcs] + [st.node for st in epilogue[m]] + \
+                [p for p, g in stored_by.items() if g is m and p is not m]
+            stop = stored | set(extra) | {m}
+            for n in nodes:
+                own = n in stored and stored_by[n] is m and n is not m
+                for x in {y for s in (n.srcs if own else (n,)) for y in leaves_of(s, stop)}:
+                    if x in extra:
+                        reads.append(base_of(x))
+                    elif x in stored and stored_by[x] is not m:
+                        reads.append(phase[stored_by[x]])
+            phase[m] = max(reads, default=0)
+        for _, _, n in base_roots:
+            base_of(n)
+        for n in extra:
+            base_of(n)
+        return {"gemm": phase, "base": base_phase}
+
+    def _assemble(self, epilogue: dict, stored_by: dict[Node, Node], stored: set[Node],
+                  extra: list[Node], base_roots: list, phase: dict) -> Plan:
+        graph = self.graph
+        gemm_phase, base_phase = phase["gemm"], phase["base"]
+        temps: list[Node] = []
+        temp_of: dict[Node, int] = {}
+        for n in list(stored_by) + extra:
+            temp_of[n] = len(temps)
+            temps.append(n)
+        n_phases = 1 + max([*gemm_phase.values(), *base_phase.values()], default=0)
+        groups: list[Group] = []
+        notes = list(self.notes)
+        for ph in range(n_phases):
+            roots = [r for r in base_roots if base_phase[r[2]] == ph]
+            extras = [n for n in extra if base_phase[n] == ph]
+            if roots or extras:
+                # values stored by earlier phases are loaded; this phase's own are not
+                avail = stored | {n for n in extra if base_phase[n] < ph}
+                part, part_temps, part_notes = self._base(roots, extras, avail, temp_of,
+                                                          len(temps))
+                temps += part_temps
+                groups += part
+                notes += part_notes
+            for m in self.mms:
+                if gemm_phase[m] != ph:
+                    continue
+                stores = list(epilogue[m]) + [Store(p, Dest("temp", temp_of[p]))
+                                              for p, g in stored_by.items() if g is m]
+                groups.append(Group("gemm", m.shape, tuple(stores), _reason(m, stores, stored),
+                                    matmul=m))
+        groups, temps = _inplace(graph, groups, temps, self.aliases)
+        return Plan(tuple(groups), tuple(temps), (), tuple(notes))
+
+    def _base(self, roots: list, extras: list[Node], stored: set[Node], temp_of: dict,
+              first_temp: int) -> tuple[list[Group], list[Node], list[str]]:
+        """``partition`` over these roots, with stored values as stand-in parameters."""
+        graph = self.graph
+        params = list(graph.params)
+        fake: dict[Node, Node] = {}
+        for n in sorted(stored, key=temp_of.__getitem__):
+            params.append(Param("array", n.dtype, n.shape, f"t{temp_of[n]}", -1,
+                                row_major_strides(n.shape)))
+            fake[n] = Node.make(Op.INPUT, n.dtype, n.shape, (), len(params) - 1)
+        back: dict[Node, Node] = {v: k for k, v in fake.items()}
+        memo: dict[Node, Node] = {}
+
+        def sub(node: Node, top: bool = False) -> Node:
+            if node in fake and not top:
+                return fake[node]
+            if node in memo:
+                return memo[node]
+            stack = [node]
+            while stack:  # iterative: deep chains must not hit the recursion limit
+                n = stack[-1]
+                pending = [s for s in n.srcs if s not in memo and s not in fake]
+                if pending:
+                    stack.extend(pending)
+                    continue
+                stack.pop()
+                new_srcs = tuple(fake.get(s) or memo[s] for s in n.srcs)
+                new = n if new_srcs == n.srcs else n.replace(srcs=new_srcs)
+                memo[n] = new
+                if new is not n:
+                    back[new] = n
+            return memo[node]
+        outputs = [sub(n) for kind, _, n in roots if kind == "output"]
+        out_index = [i for kind, i, _ in roots if kind == "output"]
+        writes = [(p, sub(n)) for kind, p, n in roots if kind == "write"]
+        n_out = len(outputs)
+        outputs += [sub(n, top=True) for n in extras]
+        sub_graph = Graph(tuple(params), tuple(outputs), tuple(writes))
+        plan = partition(sub_graph, self.limits, self.aliases)
+
+        def orig(n: Node) -> Node:
+            return back.get(n, n)
+
+        def dest(d: Dest) -> Dest:
+            if d.kind == "output":
+                if d.index < n_out:
+                    return Dest("output", out_index[d.index])
+                return Dest("temp", temp_of[extras[d.index - n_out]])
+            if d.kind == "temp":
+                return Dest("temp", first_temp + d.index)
+            return d
+
+        def store(st: Store) -> Store:
+            return Store(orig(st.node), dest(st.dest), st.region)
+        groups = [replace(g, stores=tuple(map(store, g.stores)),
+                          row_stores=tuple(map(store, g.row_stores)),
+                          stages=tuple(tuple(map(orig, s)) for s in g.stages),
+                          reads=frozenset(map(orig, g.reads))) for g in plan.groups]
+        return groups, [orig(n) for n in plan.temps], list(plan.notes)
+
+
+def _ops(node: Node, stop: set[Node]) -> list[str]:
+    """Names of the computing ops in ``node``'s cone above ``stop`` (views as 'view')."""
+    names: list[str] = []
+    seen: set[Node] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n in seen or n in stop:
+            continue
+        seen.add(n)
+        if n.op in MOVEMENT:
+            label = "view"
+        elif n.op in (Op.INPUT, Op.CONST, Op.SCALAR, Op.IOTA):
+            label = None
+        else:
+            label = n.op.name.lower()
+        if label and label not in names:
+            names.append(label)
+        stack.extend(n.srcs)
+    return names
+
+
+def _reason(m: Node, stores: list[Store], stored: set[Node]) -> str:
+    a, b = m.srcs
+    *batch, rows, k = a.shape
+    cols = b.shape[-1]
+    shape = "x".join(map(str, (*batch, rows, cols, k)))
+    text = f"GEMM {'batched ' if batch else ''}{shape} (batch x M x N x K) in {m.dtype.name}"
+    for name, src in (("a", a), ("b", b)):
+        ops = _ops(src, stored - {m})
+        if ops:
+            text += f"; prologue of {name} fused into its tile loads: {', '.join(ops)}"
+    epi = []
+    for st in stores:
+        ops = _ops(st.node, stored | {m}) if st.node is not m else []
+        where = {"output": "output", "param": "argument", "temp": "temporary"}[st.dest.kind]
+        epi.append(f"{where} {st.dest.index}" + (f" ({', '.join(ops)})" if ops else ""))
+    return text + "; epilogue stores " + ", ".join(epi)
+
+
+def _reads(group: Group, temps: set[Node]) -> set[int]:
+    """Argument indices a group's kernel loads (not below stored values)."""
+    nodes = [st.node for st in group.stores + group.row_stores]
+    nodes += [r.srcs[0] for r in group.reductions]
+    if group.matmul is not None:
+        nodes += list(group.matmul.srcs)
+    out: set[int] = set()
+    for node in nodes:
+        out |= {n.arg for n in leaves_of(node, temps - {node}) if n.op is Op.INPUT}
+    return out
+
+
+def _inplace(graph: Graph, groups: list[Group], temps: list[Node],
+             aliases: Sequence[frozenset[int]]) -> tuple[list[Group], list[Node]]:
+    """Stage in-place writes that a later kernel or a GEMM's own tile loads could still read
+    through a temporary, copied into the argument by a final kernel (as inplace.py does
+    within one phase)."""
+    cls = {p: set(c) for c in aliases for p in c}
+    temp_set = set(temps)
+    reads = [_reads(g, temp_set) for g in groups]
+    out, copies = [], []
+    temps = list(temps)
+    for gi, g in enumerate(groups):
+        stores = list(g.stores)
+        for si, st in enumerate(stores):
+            if st.dest.kind != "param":
+                continue
+            family = cls.get(st.dest.index, {st.dest.index})
+            why = None
+            if g.kind == "gemm":
+                operand_reads = set()
+                for src in g.matmul.srcs:
+                    operand_reads |= {n.arg for n in leaves_of(src, temp_set) if
+                                      n.op is Op.INPUT}
+                if operand_reads & family:
+                    why = "the GEMM's tile loads read the argument it writes"
+                elif _other_index(graph, st, family, temp_set | {g.matmul}):
+                    why = "the epilogue reads the argument at other elements than it writes"
+            if why is None and any(reads[j] & family for j in range(gi + 1, len(groups))):
+                why = f"a later kernel reads argument {st.dest.index}"
+            if why is None:
+                continue
+            stores[si] = Store(st.node, Dest("temp", len(temps)))
+            temps.append(st.node)
+            copies.append(Group("elementwise", st.node.shape, (st,),
+                                f"in-place write to argument {st.dest.index} staged through a "
+                                f"temporary: {why}"))
+        out.append(replace(g, stores=tuple(stores)))
+    return out + copies, temps
+
+
+def _other_index(graph: Graph, st: Store, family: set[int], stop: set[Node]) -> bool:
+    idx = _index(st.node.shape)
+    written = st.root_index(idx)
+    layout = (graph.params[st.dest.index].strides, graph.params[st.dest.index].has_offset)
+    for n, i in reads_of(st.node, idx, stop):
+        if n.op is Op.INPUT and n.arg in family:
+            if (graph.params[n.arg].strides, graph.params[n.arg].has_offset) != layout:
+                return True
+            if tuple(i) != tuple(written):
+                return True
+    return False
+
+
+__all__ = ["partition_gemm"]
