@@ -11,6 +11,7 @@ from .api import CacheInfo, Fused, Lowered, fuse
 from .errors import (
     BroadcastError,
     ContextMismatchError,
+    DeviceUnavailableError,
     FusejitError,
     KernelBuildError,
     ReadOnlyError,
@@ -22,6 +23,7 @@ from .errors import (
     ValidationError,
 )
 from .quant import dequantize_linear, quantize_linear
+from .runtime.backend import get_default_device, set_default_device
 from .runtime.devices import default_queue
 
 __version__ = "0.1.0"
@@ -30,6 +32,7 @@ __all__ = [
     "BroadcastError",
     "CacheInfo",
     "ContextMismatchError",
+    "DeviceUnavailableError",
     "Fused",
     "FusejitError",
     "KernelBuildError",
@@ -44,5 +47,7 @@ __all__ = [
     "default_queue",
     "dequantize_linear",
     "fuse",
+    "get_default_device",
     "quantize_linear",
+    "set_default_device",
 ]
