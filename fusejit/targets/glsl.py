@@ -57,6 +57,13 @@ TOLERANCES: dict[Op, int] = {
     Op.TRUEDIV: 3, Op.SQRT: 3, Op.RECIPROCAL: 3,
 }
 
+# Where those bounds hold: Vulkan's sin/cos/tan bound is for |x| <= pi and lavapipe's builtins
+# reduce larger arguments only approximately, so the tolerance holds for |x| <= TRIG_DOMAIN; and
+# the transcendental builtins may flush subnormal inputs and results (no shaderDenormPreserve
+# requirement), so those are outside the promise too.
+TRIG_DOMAIN = 65536.0
+TRIG_OPS = frozenset({Op.SIN, Op.COS, Op.TAN})
+
 _T: dict[tuple[Op, str], str] = {
     # arithmetic (int/uint wrap in SPIR-V; bool + is or, bool * is and, as in NumPy)
     (Op.ADD, "f"): "({a} + {b})", (Op.ADD, "i"): "({a} + {b})", (Op.ADD, "u"): "({a} + {b})",
@@ -106,11 +113,11 @@ _T: dict[tuple[Op, str], str] = {
     (Op.HEAVISIDE, "f"): "(fj_isnan({a}) ? {a} : ({a} == 0.0 ? {b} : ({a} < 0.0 ? 0.0 : 1.0)))",
     (Op.GCD, "i"): "fj_gcd_i({a}, {b})", (Op.GCD, "u"): "fj_gcd_u({a}, {b})",
     (Op.LCM, "i"): "fj_lcm_i({a}, {b})", (Op.LCM, "u"): "fj_lcm_u({a}, {b})",
-    # logic and bits ({Z}: the operand type's zero)
-    (Op.LOGICAL_AND, "*"): "(({a} != {Z}) && ({b} != {Z}))",
-    (Op.LOGICAL_OR, "*"): "(({a} != {Z}) || ({b} != {Z}))",
-    (Op.LOGICAL_XOR, "*"): "(({a} != {Z}) != ({b} != {Z}))",
-    (Op.LOGICAL_NOT, "*"): "({a} == {Z})",
+    # logic and bits ({A}, {B}: the operands' truth, see _truth)
+    (Op.LOGICAL_AND, "*"): "({A} && {B})",
+    (Op.LOGICAL_OR, "*"): "({A} || {B})",
+    (Op.LOGICAL_XOR, "*"): "({A} != {B})",
+    (Op.LOGICAL_NOT, "*"): "(!{A})",
     (Op.BITWISE_AND, "*"): "({a} & {b})", (Op.BITWISE_OR, "*"): "({a} | {b})",
     (Op.BITWISE_XOR, "*"): "({a} ^ {b})",
     (Op.BITWISE_AND, "b"): "({a} && {b})", (Op.BITWISE_OR, "b"): "({a} || {b})",
@@ -152,6 +159,10 @@ for _op, _beyond, _nan in ((Op.MAXIMUM, ">", "a"), (Op.MINIMUM, "<", "a"),
 _COMPARE = {Op.EQ: "==", Op.NE: "!=", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">="}
 for _op, _sym in _COMPARE.items():
     _T[(_op, "*")] = "({a} " + _sym + " {b})"
+    # a NaN operand decides the comparison itself (SPIR-V's != is ordered on lavapipe, and a
+    # driver may assume no NaN at all): NaN == x is false, NaN != x true, NaN < x false
+    _T[(_op, "f")] = ("(!(fj_isnan({a}) || fj_isnan({b})) && ({a} " + _sym + " {b}))"
+                      if _op is not Op.NE else "(fj_isnan({a}) || fj_isnan({b}) || !({a} == {b}))")
     _T[(_op, "b")] = "(int({a}) " + _sym + " int({b}))"  # GLSL orders no bools
 
 # helper functions, emitted once per shader when a template names them; NaN tests by bits
@@ -175,13 +186,13 @@ float fj_divmod(float a, float b, out float modulus) {
     float mod = fj_fmod(a, b);
     if (b == 0.0 || fj_isnan(b) || fj_isnan(a)) { modulus = mod; return a / b; }
     float div = (a - mod) / b;
-    if (mod != 0.0) {
+    if (!(mod == 0.0)) {  /* NaN too: SPIR-V's != is ordered */
         if ((b < 0.0) != (mod < 0.0)) { mod += b; div -= 1.0; }
     } else {
         mod = b < 0.0 || (floatBitsToUint(b) >> 31) != 0u ? -0.0 : 0.0;
     }
     float floordiv;
-    if (div != 0.0) {
+    if (!(div == 0.0)) {
         floordiv = fj_isnan(div) ? div : floor(div);
         if (div - floordiv > 0.5) floordiv += 1.0;
     } else {
@@ -258,12 +269,16 @@ float fj_pow_f(float a, float b) {
         if (ab == 1.0) return 1.0;
         return (ab > 1.0) == (b > 0.0) ? uintBitsToFloat(0x7f800000u) : 0.0;
     }
+    if (floatBitsToUint(ab) == 0x7f800000u) {
+        float r = b > 0.0 ? ab : 0.0;
+        return (a < 0.0 && odd) ? -r : r;
+    }
     if (a == 0.0) {
         float r = b < 0.0 ? uintBitsToFloat(0x7f800000u) : 0.0;
         return odd ? uintBitsToFloat(floatBitsToUint(r) | (floatBitsToUint(a) & 0x80000000u)) : r;
     }
     if (a < 0.0 && !b_int) return uintBitsToFloat(0x7fc00000u);
-    float r = (floatBitsToUint(ab) == 0x7f800000u) ? (b > 0.0 ? ab : 0.0) : exp2(b * log2(ab));
+    float r = exp2(b * log2(ab));
     return (a < 0.0 && odd) ? -r : r;
 }
 """,
@@ -357,34 +372,58 @@ _SPECIAL: dict[str, list[tuple[str, str]]] = {
     "acos": [("abs(x) > 1.0", _NAN)],
     "atan": [("x == " + _INF, "1.5707963267949"), ("x == " + _NINF, "-1.5707963267949"),
              ("x == 0.0", "x")],
-    "sinh": [("abs(x) > 89.5", "x * " + _INF), ("x == 0.0", "x")],
+    "sinh": [("abs(x) > 89.5", "x * " + _INF), ("x == 0.0", "x"),
+             ("abs(x) < 0.01", "fj_series(x, 0.0, 0.166666667, 0.0, 0.00833333333)")],
     "cosh": [("abs(x) > 89.5", _INF)],
-    "tanh": [("x > 9.0", "1.0"), ("x < -9.0", "-1.0"), ("x == 0.0", "x")],
-    "asinh": [("abs(x) == " + _INF, "x"), ("x == 0.0", "x")],
-    "acosh": [("x < 1.0", _NAN), ("x == " + _INF, "x")],
+    "tanh": [("x > 9.0", "1.0"), ("x < -9.0", "-1.0"), ("x == 0.0", "x"),
+             ("abs(x) < 0.01", "fj_series(x, 0.0, -0.333333333, 0.0, 0.133333333)")],
+    # the builtins square x (log(x + sqrt(x*x +- 1))): beyond 2^60 that overflows, while
+    # asinh/acosh are log(2x) to float32 precision there
+    "asinh": [("abs(x) == " + _INF, "x"), ("x == 0.0", "x"),
+              ("abs(x) < 0.01", "fj_series(x, 0.0, -0.166666667, 0.0, 0.075)"),
+              ("x > 1.1529215e18", "log(x) + 0.693147180559945"),
+              ("x < -1.1529215e18", "-(log(-x) + 0.693147180559945)")],
+    "acosh": [("x < 1.0", _NAN), ("x == " + _INF, "x"),
+              ("x > 1.1529215e18", "log(x) + 0.693147180559945")],
     "atanh": [("abs(x) > 1.0", _NAN), ("x == 1.0", _INF), ("x == -1.0", _NINF),
-              ("x == 0.0", "x")],
+              ("x == 0.0", "x"), ("abs(x) < 0.01", "fj_series(x, 0.0, 0.333333333, 0.0, 0.2)")],
 }
 _DERIVED = """
+float fj_series(float x, float c2, float c3, float c4, float c5) {
+    /* x + c2 x^2 + ... + c5 x^5: the small-argument branch of the functions below, where the
+       builtins (exp(x) - 1, log(1 + x), (e^x - e^-x) / 2, ...) cancel */
+    return x + x * x * (c2 + x * (c3 + x * (c4 + x * c5)));
+}
 float fj_expm1(float x) {
+    if (abs(x) < 0.01) return fj_series(x, 0.5, 0.166666667, 0.0416666667, 0.00833333333);
     float u = exp(x);
     if (u == 1.0) return x;
     float um1 = u - 1.0;
     if (um1 == -1.0) return -1.0;
-    return um1 * x / log(u);
+    return um1 * (x / log(u));
 }
 float fj_log1p(float x) {
+    if (abs(x) < 0.01) return fj_series(x, -0.5, 0.333333333, -0.25, 0.2);
     float u = 1.0 + x;
     if (u == 1.0) return x;
-    return log(u) * x / (u - 1.0);
+    return log(u) * (x / (u - 1.0));
 }
 float fj_log10(float x) { return log2(x) * 0.301029995663981; }
 float fj_cbrt(float x) {
     float r = exp2(log2(abs(x)) / 3.0);
-    r = r - (r * r * r - abs(x)) / (3.0 * r * r);
+    r = r + (abs(x) / (r * r) - r) / 3.0;  /* one Newton step, without overflowing r^3 */
     return (floatBitsToUint(x) >> 31) != 0u ? -r : r;
 }
 """
+
+
+def _truth(dtype: np.dtype, x: str) -> str:
+    """``x != 0`` as a bool; floats by bit pattern, so NaN is true and -0.0 false."""
+    if dtype.kind == "b":
+        return x
+    if dtype.kind == "f":
+        return f"((floatBitsToUint({x}) & 0x7fffffffu) != 0u)"
+    return f"({x} != {'0u' if dtype.kind == 'u' else '0'})"
 
 
 def _special(fn: str) -> str:
@@ -495,6 +534,9 @@ class GLSLTarget(Target):
             raise UnsupportedDTypeError(f"no Vulkan (GLSL) template for {OPS[op].name} on "
                                         f"{src.name}")
         fields = {"Z": self._zero(src)}
+        if "{A}" in template:
+            fields["A"] = _truth(ins[0], operands[0])
+            fields["B"] = _truth(ins[-1], operands[-1])
         if "{DEG2RAD}" in template or "{RAD2DEG}" in template:
             with np.errstate(all="ignore"):
                 fields["DEG2RAD"] = _float_literal(float(np.deg2rad(np.float32(1))))
@@ -527,7 +569,7 @@ class GLSLTarget(Target):
         if s == d:
             return x
         if d == "bool":
-            return f"({x} != {self._zero(src)})"
+            return _truth(src, x)
         if s == "float32" and d == "int32":
             # saturating, NaN -> 0, as OpenCL's convert_int_sat_rtz (GLSL's int() is undefined
             # out of range)

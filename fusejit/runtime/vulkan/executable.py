@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ContextMismatchError, KernelBuildError
+from ...errors import ContextMismatchError, KernelBuildError, UnsupportedOperationError
 from ...kernels import BufferArg, Kernel, Module, ScalarArg
 from ..executable import Executable, OutSpec, _kernel_arg_scalar
 from .array import Array, empty, storage_dtype
@@ -53,6 +53,12 @@ class _Pipeline:
         except Exception as exc:  # noqa: BLE001 - wgpu raises GPUValidationError & co.
             raise KernelBuildError(name, self.source, str(exc)) from None
         self.buffers = [a for a in kernel.signature.args if isinstance(a, BufferArg)]
+        most = device.limits["max-storage-buffers-per-shader-stage"]
+        if len(self.buffers) > most:
+            raise UnsupportedOperationError(
+                f"{name}: kernel {kernel.name} binds {len(self.buffers)} arrays, more than the "
+                f"{most} storage buffers this Vulkan adapter allows a shader; return fewer "
+                "arrays from one fused reduction (or split the function)")
         self.scalars = [a for a in kernel.signature.args if isinstance(a, ScalarArg)]
         entries = []
         for i, a in enumerate(self.buffers):
