@@ -71,7 +71,7 @@ _T: dict[tuple[Op, str], str] = {
     (Op.SUB, "f"): "({a} - {b})", (Op.SUB, "i"): "({a} - {b})", (Op.SUB, "u"): "({a} - {b})",
     (Op.MUL, "f"): "({a} * {b})", (Op.MUL, "i"): "({a} * {b})", (Op.MUL, "u"): "({a} * {b})",
     (Op.MUL, "b"): "({a} && {b})",
-    (Op.TRUEDIV, "f"): "({a} / {b})",
+    (Op.TRUEDIV, "f"): "fj_div({a}, {b})",
     (Op.FLOORDIV, "f"): "fj_floordiv_f({a}, {b})", (Op.FLOORDIV, "i"): "fj_floordiv_i({a}, {b})",
     (Op.FLOORDIV, "u"): "({b} == 0u ? 0u : {a} / {b})",
     (Op.MOD, "f"): "fj_remainder_f({a}, {b})", (Op.MOD, "i"): "fj_remainder_i({a}, {b})",
@@ -89,7 +89,7 @@ _T: dict[tuple[Op, str], str] = {
     (Op.SIGN, "i"): "(int({a} > 0) - int({a} < 0))", (Op.SIGN, "u"): "uint({a} > 0u)",
     (Op.SQUARE, "f"): "({a} * {a})", (Op.SQUARE, "i"): "({a} * {a})",
     (Op.SQUARE, "u"): "({a} * {a})", (Op.SQUARE, "b"): "{a}",
-    (Op.RECIPROCAL, "f"): "(1.0 / {a})",
+    (Op.RECIPROCAL, "f"): "fj_div(1.0, {a})",
     (Op.RECIPROCAL, "i"): "(({a} == 1 || {a} == -1) ? {a} : 0)",
     (Op.RECIPROCAL, "u"): "({a} == 1u ? {a} : 0u)",
     (Op.DEG2RAD, "f"): "({a} * {DEG2RAD})", (Op.RAD2DEG, "f"): "({a} * {RAD2DEG})",
@@ -166,7 +166,14 @@ for _op, _sym in _COMPARE.items():
     _T[(_op, "b")] = "(int({a}) " + _sym + " int({b}))"  # GLSL orders no bools
 
 # helper functions, emitted once per shader when a template names them; NaN tests by bits
-_ISNAN = "bool fj_isnan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }\n"
+_ISNAN = """bool fj_isnan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
+float fj_divzero(float a, float b) {
+    /* a / b for b == +-0 by bit pattern: lavapipe folds x / 0.0 with a constant zero to 0 */
+    if (fj_isnan(a) || a == 0.0) return uintBitsToFloat(0x7fc00000u);
+    return uintBitsToFloat(0x7f800000u | ((floatBitsToUint(a) ^ floatBitsToUint(b)) & 0x80000000u));
+}
+float fj_div(float a, float b) { return b == 0.0 ? fj_divzero(a, b) : a / b; }
+"""
 _HELPERS: dict[str, str] = {
     "fj_fmod": """
 float fj_fmod(float a, float b) {
@@ -184,7 +191,8 @@ float fj_fmod(float a, float b) {
     "fj_floordiv_f": """
 float fj_divmod(float a, float b, out float modulus) {
     float mod = fj_fmod(a, b);
-    if (b == 0.0 || fj_isnan(b) || fj_isnan(a)) { modulus = mod; return a / b; }
+    if (b == 0.0) { modulus = mod; return fj_divzero(a, b); }
+    if (fj_isnan(b) || fj_isnan(a)) { modulus = mod; return a / b; }
     float div = (a - mod) / b;
     if (!(mod == 0.0)) {  /* NaN too: SPIR-V's != is ordered */
         if ((b < 0.0) != (mod < 0.0)) { mod += b; div -= 1.0; }
@@ -203,7 +211,7 @@ float fj_divmod(float a, float b, out float modulus) {
 }
 float fj_floordiv_f(float a, float b) {
     float mod;
-    if (b == 0.0) return a / b;
+    if (b == 0.0) return fj_divzero(a, b);
     return fj_divmod(a, b, mod);
 }
 float fj_remainder_f(float a, float b) {

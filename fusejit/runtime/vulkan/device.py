@@ -81,6 +81,7 @@ class VulkanDevice:
             has_fp64=False, correctly_rounded_div_sqrt=False, is_cpu=self.is_cpu)
         self._free: dict[int, list[Any]] = {}
         self._staging: dict[int, Any] = {}
+        self._sync: Any = None
         self._pool_lock = threading.Lock()
         self.usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
                       | wgpu.BufferUsage.COPY_DST)
@@ -146,8 +147,11 @@ class VulkanDevice:
         return data[offset - lo: offset - lo + nbytes]
 
     def finish(self) -> None:
-        """Wait until the device has run everything submitted."""
-        self.device.queue.on_submitted_work_done_sync()
+        """Wait until the device has run everything submitted: map a copy submitted after it
+        (wgpu-py 0.32's on_submitted_work_done_sync fails against its bundled wgpu-native)."""
+        if self._sync is None:
+            self._sync = self.device.create_buffer(size=16, usage=self.usage)
+        self.download(self._sync, 0, 4)
 
 
 def default_device() -> VulkanDevice:
