@@ -13,6 +13,7 @@ from .api import CacheInfo, Fused, Lowered, fuse
 from .errors import (
     BroadcastError,
     ContextMismatchError,
+    DeviceUnavailableError,
     FusejitError,
     KernelBuildError,
     RandomStateError,
@@ -25,6 +26,7 @@ from .errors import (
     ValidationError,
 )
 from .quant import dequantize_linear, quantize_linear
+from .runtime.backend import get_default_device, set_default_device
 from .runtime.devices import default_queue
 
 __version__ = "0.1.0"
@@ -33,6 +35,7 @@ __all__ = [
     "BroadcastError",
     "CacheInfo",
     "ContextMismatchError",
+    "DeviceUnavailableError",
     "Fused",
     "FusejitError",
     "KernelBuildError",
@@ -48,6 +51,8 @@ __all__ = [
     "default_queue",
     "dequantize_linear",
     "fuse",
+    "get_default_device",
     "quantize_linear",
     "random",
+    "set_default_device",
 ]

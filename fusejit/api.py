@@ -10,19 +10,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyopencl as cl
 
 from . import validate
-from .errors import ContextMismatchError, UnsupportedDTypeError
+from .errors import ContextMismatchError
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
 from . import gemm_tune
 from .passes.gemm import partition_gemm
 from .passes.partition import Plan
 from .runtime import autotune
-from .runtime.build import build_options, build_program
-from .runtime.devices import DeviceInfo, default_queue, device_info
+from .runtime.backend import backend_of, default_queue
+from .runtime.devices import DeviceInfo
 from .runtime.executable import NO_QUEUE, Executable, OutSpec
 from .signature import (
     CacheInfo,
@@ -39,7 +38,6 @@ from .signature import (
     guard_getters,
 )
 from .source import Kernel, Module, SourceModule
-from .targets.opencl import OpenCLTarget
 from .trace import TensorProxy, Tracer, current_tracer, lift
 
 _current_tracer = current_tracer
@@ -169,6 +167,7 @@ def _group_nodes(kernel: Kernel) -> int:
 class _Compiled:
     executable: Executable
     lowered: Lowered
+    backend: Any = None  # the runtime backend the executable runs on
 
 
 class Fused:
@@ -275,7 +274,12 @@ class Fused:
                 self._hits += 1
                 self._mono = self._guarded.get(fkey)
                 exe = compiled.executable
-                queue = args[exe.queue_arg].queue if exe.queue_arg >= 0 else default_queue()
+                if exe.queue_arg >= 0:
+                    queue = args[exe.queue_arg].queue
+                else:
+                    queue = default_queue()
+                    if backend_of(queue) is not compiled.backend:  # set_default_device
+                        return self._call((), *args)
                 leaves = exe.launch(args, queue)
                 return leaves[0] if exe.treedef == "*" else tree_unflatten(exe.treedef, leaves)
         return self._call((), *args, **kwargs)
@@ -312,22 +316,14 @@ class Fused:
                 return compiled
             lowered, outputs, treedef, constants = self._lowered.pop(key, None) or self._lower(
                 key, flat, kwnames, queue)
-            info = lowered.device
-            if lowered.module.uses_fp64 and not info.has_fp64:
-                raise UnsupportedDTypeError(
-                    f"this function computes in float64, which the device ({info.key}) does "
-                    "not support (no cl_khr_fp64); use float32 inputs or another device")
-            program = build_program(queue.context, lowered.module.source,
-                                    build_options(info), getattr(self._fn, "__name__", "fn"))
             host_mode = not any(isinstance(s, DeviceArraySpec) for s in key.specs)
-            temps = [(n.shape, n.dtype) for n in lowered.plan.temps]
-            index_dtype = np.dtype(np.int64 if lowered.module.wide else np.int32)
-            exe = Executable(lowered.graph, lowered.module, program, info, outputs, temps,
-                             host_mode, index_dtype, treedef, constants,
-                             autotune=autotune.enabled(self.autotune))
+            backend = backend_of(queue)  # builds, allocates, copies and launches
+            exe = backend.executable(lowered, outputs, treedef, constants, queue, host_mode,
+                                     autotune.enabled(self.autotune),
+                                     getattr(self._fn, "__name__", "fn"))
             exe.queue_arg = next((i for i, s in enumerate(key.specs)
                                   if isinstance(s, DeviceArraySpec)), -1)
-            compiled = _Compiled(exe, lowered)
+            compiled = _Compiled(exe, lowered, backend)
             self._cache[key] = compiled
             self._misses += 1
             return compiled
@@ -376,13 +372,14 @@ class Fused:
         # everything the function computed, returned or not (explain() reports the unused)
         traced_nodes = len(toposort(list(traced.roots) + tracer.values))
         graph, records = run_pipeline(traced)
-        info = device_info(queue.device)
+        backend = backend_of(queue)
+        info = backend.device_info(queue)
         classes = alias_classes(key.aliases, traced)
         plan = partition_gemm(graph, info.limits, classes)
         plan = gemm_tune.configure(plan, info.key, info.limits, gemm_tune.tuner(
             queue, info, self.autotune))
         aliased = frozenset(p for c in classes for p in c)
-        module = SourceModule(graph, plan, OpenCLTarget(), info.limits, aliased).build()
+        module = SourceModule(graph, plan, backend.target(info), info.limits, aliased).build()
         lowered = Lowered(traced, graph, records, plan, module, info, traced_nodes)
         return lowered, outputs, treedef, constants
 

@@ -54,6 +54,10 @@ class ContextMismatchError(FusejitError, ValueError):
     """Device arrays from different OpenCL contexts passed to one call."""
 
 
+class DeviceUnavailableError(FusejitError, RuntimeError):
+    """The chosen device cannot be used here (no Vulkan loader or adapter, no OpenCL device)."""
+
+
 class UnsupportedDTypeError(FusejitError, TypeError):
     """A dtype fusejit cannot compute with, or one the device lacks (float64 without fp64)."""
 

@@ -87,3 +87,4 @@ class Module:
     partials: tuple[Partial, ...] = ()
     uses_fp64: bool = False
     wide: bool = False  # index math is 64-bit (offsets are passed as long)
+    prelude: str = ""  # what each kernel needs ahead of it (targets with one kernel a module)

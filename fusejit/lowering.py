@@ -357,7 +357,7 @@ class Lowering:
         if op is Op.IOTA:
             axis, start, step = node.arg
             e = idx[axis] * step + start
-            return Imm(f"(({ctype}){self.render_index(e)})")
+            return Imm(t.cast(ctype, self.render_index(e)))
         if op in (Op.VIEW, Op.RESHAPE):
             return self.value(block, node.srcs[0], src_index(node, 0, idx))
         if op is Op.SETITEM:

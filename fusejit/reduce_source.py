@@ -72,13 +72,13 @@ class ReductionKernels:
         dx, dy = (1, 0) if st.along_rows else (0, 1)
         # Lanes past the last output (padding of the last work-group) recompute the last
         # output without storing it: values hoisted out of the loops are then loaded in bounds.
-        pre = [f"const {it} lx_ = ({it})get_local_id({dx});",
-               f"const {it} ly_ = ({it})get_local_id({dy});",
-               f"const {it} o_ = ({it})get_group_id({dx}) * {lx} + lx_;",
-               f"const int active = o_ < {M};",
+        pre = [f"const {it} lx_ = {t.cast(it, t.local_id_of(dx))};",
+               f"const {it} ly_ = {t.cast(it, t.local_id_of(dy))};",
+               f"const {it} o_ = {t.cast(it, t.group_id_of(dx))} * {lx} + lx_;",
+               f"const bool active = o_ < {M};",
                f"const {it} o = active ? o_ : {max(M - 1, 0)};"]
         if gy > 1:
-            pre.append(f"const {it} gy_ = ({it})get_group_id({dy});")
+            pre.append(f"const {it} gy_ = {t.cast(it, t.group_id_of(dy))};")
 
         def slot(y: str) -> str:  # a lane's place in the local buffers, in work-item order
             return y if lx == 1 else f"lx_ * {ly} + {y}" if st.along_rows else f"{y} * {lx} + lx_"
@@ -95,15 +95,16 @@ class ReductionKernels:
                 init = _identity(t, r, acc_dt) if V == 1 else \
                     t.broadcast(acc_dt, V, _identity(t, r, acc_dt))
                 acc = top.emit(ctype, init)
-                arg = top.emit("long", "-1") if r.op in (Op.ARGMAX, Op.ARGMIN) else None
+                arg = top.emit(t.compute_type(dt.INT64), "-1") \
+                    if r.op in (Op.ARGMAX, Op.ARGMIN) else None
                 levels = [top.emit(ctype, init)
                           for _ in range(_cascade_levels(r, acc_dt, per_lane))]
                 accs.append((r, acc, arg, acc_dt, levels))
             if cache:
-                loop = _cache_loop(top, it, cache, ly, R, M % lx == 0)
+                loop = _cache_loop(top, t, it, cache, ly, R, M % lx == 0)
             elif gy > 1:
                 loop = top.nested(
-                    f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < min(({it}){R}, "
+                    f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < min({t.cast(it, str(R))}, "
                     f"(gy_ + 1) * {chunk}); r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
             else:
                 loop = top.nested(f"for ({it} r = ly_, k = 0; active && r < {R}; "
@@ -133,11 +134,12 @@ class ReductionKernels:
                 ctype = t.compute_type(acc_dt)
                 if ly > 1:
                     buf = f"red{s_i}_{j}"
-                    local_decls.append(f"__local {ctype} {buf}[{lx * ly}];")
+                    local_decls.append(t.local_array(ctype, buf, lx * ly))
                     top.emit(None, f"{buf}[{slot('ly_')}] = {{0}};", acc)
                     if arg is not None:
                         ibuf = f"idx{s_i}_{j}"
-                        local_decls.append(f"__local long {ibuf}[{lx * ly}];")
+                        local_decls.append(t.local_array(t.compute_type(dt.INT64), ibuf,
+                                                         lx * ly))
                         top.emit(None, f"{ibuf}[{slot('ly_')}] = {{0}};", arg)
             if ly > 1:
                 top.emit(None, t.barrier_local)
@@ -147,7 +149,7 @@ class ReductionKernels:
                 for j, (r, acc, arg, acc_dt) in enumerate(accs):
                     ctype = t.compute_type(acc_dt)
                     final = top.emit(ctype, f"red{s_i}_{j}[{slot('0')}]")
-                    farg = top.emit("long", f"idx{s_i}_{j}[{slot('0')}]") \
+                    farg = top.emit(t.compute_type(dt.INT64), f"idx{s_i}_{j}[{slot('0')}]") \
                         if arg is not None else None
                     results[r] = (final, farg)
             else:
@@ -182,13 +184,13 @@ class ReductionKernels:
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
-        decls = [f"    {d}" for d in local_decls]
-        decls += [f"    {d.replace('CACHE', str(cache))}" for d in renderer.cache_decls]
+        decls = [f"    {d.replace('CACHE', str(cache))}" for d in renderer.cache_decls]
         gsize, lsize = (math.ceil(M / lx) * lx, ly * gy), (lx, ly)
         if st.along_rows:
             gsize, lsize = gsize[::-1], lsize[::-1]
-        lines = [sig.render(t, lsize), "{", *(f"    {p}" for p in pre), *decls, *body, "}"]
-        return (Kernel(name, "\n".join(lines), sig, gsize, lsize, group,
+        source = t.kernel(sig.render(t, lsize), local_decls,
+                          [*(f"    {p}" for p in pre), *decls, *body])
+        return (Kernel(name, source, sig, gsize, lsize, group,
                        "partial" if partial_out is not None else "main",
                        work=math.prod(group.space)), low)
 
@@ -207,7 +209,7 @@ class ReductionKernels:
         if group.row_stores:
             if st.cache:
                 M = math.prod(group.outer_shape)
-                loop = _cache_loop(top, it, st.cache, st.ly, R, M % st.lx == 0)
+                loop = _cache_loop(top, self.target, it, st.cache, st.ly, R, M % st.lx == 0)
             else:
                 loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {st.ly}) {{",
                                   loop_vars=frozenset({"r"}))
@@ -228,8 +230,8 @@ class ReductionKernels:
             ly *= 2
         top = Block(low)
         outer_idx = unravel(Expr.var("o", M), group.outer_shape)
-        pre = [f"const {it} ly_ = ({it})get_local_id(0);",
-               f"const {it} o = ({it})get_group_id(0);"]
+        pre = [f"const {it} ly_ = {t.cast(it, t.local_id_of(0))};",
+               f"const {it} o = {t.cast(it, t.group_id_of(0))};"]
         local_decls = []
         slot = base
         for j, r in enumerate(group.reductions):
@@ -242,11 +244,11 @@ class ReductionKernels:
                 iptr = low.args.buffer("partial", slot, dt.INT64)
                 slot += 1
             acc = top.emit(ctype, _identity(t, r, acc_dt))
-            arg = top.emit("long", "-1") if iptr else None
+            arg = top.emit(t.compute_type(dt.INT64), "-1") if iptr else None
             loop = top.nested(f"for ({it} g = ly_; g < {gy}; g += {ly}) {{")
             v = loop.emit(ctype, t.load(ptr, f"o * {gy} + g", acc_dt))
             if iptr:
-                vi = loop.emit("long", f"{iptr}[o * {gy} + g]")
+                vi = loop.emit(t.compute_type(dt.INT64), f"{iptr}[o * {gy} + g]")
                 cond = _arg_better(r, acc_dt, "{0}", "{1}", "{2}", "{3}")
                 loop.emit(None, "if (" + cond + ") {{ {2} = {0}; {3} = {1}; }}", v, vi, acc,
                           arg)
@@ -254,34 +256,35 @@ class ReductionKernels:
                 loop.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";",
                           acc, v)
             buf, ibuf = f"red{j}", f"idx{j}"
-            local_decls.append(f"__local {ctype} {buf}[{ly}];")
+            local_decls.append(t.local_array(ctype, buf, ly))
             top.emit(None, f"{buf}[ly_] = {{0}};", acc)
             if iptr:
-                local_decls.append(f"__local long {ibuf}[{ly}];")
+                local_decls.append(t.local_array(t.compute_type(dt.INT64), ibuf, ly))
                 top.emit(None, f"{ibuf}[ly_] = {{0}};", arg)
             top.emit(None, t.barrier_local)
             _tree(top, t, ly, lambda y: y, [(r, acc_dt, buf, ibuf if iptr else None)])
             final = top.emit(ctype, f"{buf}[0]")
-            farg = top.emit("long", f"{ibuf}[0]") if iptr else None
+            farg = top.emit(t.compute_type(dt.INT64), f"{ibuf}[0]") if iptr else None
             low.bound[(r, outer_idx)] = _finish(top, t, r, final, farg)
         self._epilogue(top, low, group, Expr.var("o", M), outer_idx, (), ReduceStrategy(1, ly),
                        it, 0)
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
-        lines = [sig.render(t, (ly,)), "{", *(f"    {p}" for p in pre),
-                 *(f"    {d}" for d in local_decls), f"    const int active = o < {M};", *body,
-                 "}"]
-        return (Kernel(name, "\n".join(lines), sig, (M * ly,), (ly,), group, "combine",
+        source = t.kernel(sig.render(t, (ly,)), local_decls,
+                          [*(f"    {p}" for p in pre), f"    const bool active = o < {M};",
+                           *body])
+        return (Kernel(name, source, sig, (M * ly,), (ly,), group, "combine",
                        work=M * gy), low)
 
 
-def _cache_loop(top: Block, it: str, cache: int, ly: int, R: int, all_active: bool) -> Block:
+def _cache_loop(top: Block, t: Target, it: str, cache: int, ly: int, R: int,
+                all_active: bool) -> Block:
     """``for k < cache: r = ly_ + k*ly`` over a row kept in registers: fully unrolled, with
     bounds checks only when the row does not split evenly over the lanes."""
-    loop = top.nested(f"#pragma unroll\n    for (int k = 0; k < {cache}; k++) {{",
+    loop = top.nested(f"{t.unroll_hint}for (int k = 0; k < {cache}; k++) {{",
                       loop_vars=frozenset({"r"}), cache_loop=True)
-    loop.emit(None, f"const {it} r = ly_ + ({it})k * {ly};")
+    loop.emit(None, f"const {it} r = ly_ + {t.cast(it, 'k')} * {ly};")
     checks = ([] if all_active else ["!active"]) + ([] if cache * ly == R else [f"r >= {R}"])
     if checks:
         loop.emit(None, f"if ({' || '.join(checks)}) break;")
@@ -363,7 +366,7 @@ def _cascade_step(loop: Block, t: Target, r: Node, acc: Instr, levels: list[Inst
     carry = block.emit(acc.ctype, "{0}", acc)  # the accumulator's type: scalar or vector
     block.emit(None, "{0} = " + zero + ";", acc)
     for j, level in enumerate(levels[:-1]):
-        full = block.nested(f"if (k & {CASCADE_BLOCK << j}) {{", footer="} else {")
+        full = block.nested(f"if ((k & {CASCADE_BLOCK << j}) != 0) {{", footer="} else {")
         full.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{1}", "{0}") + ";", carry, level)
         full.emit(None, "{0} = " + zero + ";", level)
         empty = block.nested("")
@@ -401,7 +404,7 @@ def _tree(top: Block, t: Target, ly: int, slot: Callable[[str], str],
         for r, acc_dt, buf, ibuf in entries:
             mine = slot("ly_")
             value = body.emit(t.compute_type(acc_dt), f"{buf}[{mine}]")
-            index = body.emit("long", f"{ibuf}[{mine}]") if ibuf else None
+            index = body.emit(t.compute_type(dt.INT64), f"{ibuf}[{mine}]") if ibuf else None
             for k in range(1, fan):
                 theirs = slot(f"(ly_ + {k * width})")
                 other = f"{buf}[{theirs}]"
@@ -430,7 +433,7 @@ def _arg_better(r: Node, acc: np.dtype, v: str, i: str, best: str, bi: str) -> s
 def _finish(top: Block, t: Target, r: Node, value: Ref, arg: Ref | None) -> Ref:
     """A reduction's value as its node's dtype (argmax: the index; float16: rounded)."""
     if arg is not None:
-        return top.emit("long", "({0} < 0 ? 0 : {0})", arg)
+        return top.emit(t.compute_type(dt.INT64), "({0} < 0 ? 0 : {0})", arg)
     if r.dtype == dt.FLOAT16:
-        return top.emit("float", t.round_to_storage(r.dtype, "{0}"), value)
+        return top.emit(t.compute_type(dt.FLOAT32), t.round_to_storage(r.dtype, "{0}"), value)
     return value

@@ -20,6 +20,7 @@ import pyopencl.array as cla
 from . import dtypes as dt
 from .errors import UnsupportedDTypeError, UnsupportedOperationError
 from .ir import Graph
+from .runtime.backend import DeviceArray
 
 # -- argument specs ---------------------------------------------------------------------------------
 
@@ -99,7 +100,7 @@ def _static_key(value: Any) -> Any:
 def arg_spec(value: Any, static: bool) -> Spec:
     if static:
         return StaticSpec(_static_key(value))
-    if isinstance(value, cla.Array):
+    if isinstance(value, (cla.Array, DeviceArray)):
         dtype = dt.check_supported(value.dtype, "argument")
         item = value.dtype.itemsize
         if any(s % item for s in value.strides):
@@ -203,6 +204,11 @@ def aliases_of(flat: list[Any], specs: Sequence[Spec]) -> tuple[tuple[int, int, 
             if isinstance(x, cla.Array) and isinstance(y, cla.Array):
                 if x.base_data is None or y.base_data is None or \
                         x.base_data.int_ptr != y.base_data.int_ptr:
+                    continue
+                same = (x.offset, x.shape, x.strides, x.dtype) == \
+                    (y.offset, y.shape, y.strides, y.dtype)
+            elif isinstance(x, DeviceArray) and isinstance(y, DeviceArray):
+                if x.base_data is not y.base_data:
                     continue
                 same = (x.offset, x.shape, x.strides, x.dtype) == \
                     (y.offset, y.shape, y.strides, y.dtype)

@@ -82,7 +82,8 @@ class SourceModule(ReductionKernels):
                 kernels.append(kernel)
         prelude = self.target.prelude(uses_fp64)
         source = prelude + "\n" + "\n\n".join(k.source for k in kernels) + "\n"
-        return Module(source, tuple(kernels), tuple(self.partials), uses_fp64, self.wide)
+        return Module(source, tuple(kernels), tuple(self.partials), uses_fp64, self.wide,
+                      prelude)
 
     # -- elementwise ------------------------------------------------------------------------------
     def _elementwise(self, name: str, group: Group, vec: int | None = None
@@ -99,7 +100,8 @@ class SourceModule(ReductionKernels):
             widest = max((4 if n.dtype == dt.FLOAT16 else n.dtype.itemsize) for n in nodes)
             if any(n.op in SHARED_BY_LANES for n in nodes):  # 8 lanes share one Philox block
                 widest = (16 if self.is_gpu else 32) // 8
-            vec = default_vector_width(space, guarded, widest, self.is_gpu)
+            vec = default_vector_width(space, guarded, widest, self.is_gpu) \
+                if self.target.vector_code else 1
         nv, tail = divmod(n, vec)
         top = Block(low)
 
@@ -123,11 +125,12 @@ class SourceModule(ReductionKernels):
         renderer = Renderer()
         lines = renderer.render(top, 1)
         sig = low.args.signature(name)
-        source = "\n".join([sig.render(self.target, None), "{",
-                            f"    const {it} gid = ({it}){self.target.global_id};",
-                            f"    const {it} gsz = ({it})get_global_size(0);", *lines, "}"])
+        t = self.target
         items = max(nv, tail)
         local = self.default_local
+        source = t.kernel(sig.render(t, (local,) if t.fixed_local_size else None), [],
+                          [f"    const {it} gid = {t.cast(it, t.global_id)};",
+                           f"    const {it} gsz = {t.cast(it, t.global_size)};", *lines])
         gsize = (_round_up(items, local) if local else items,)
         return (Kernel(name, source, sig, gsize, (local,) if local else None, group, work=n,
                        items=items, vec=vec), low)

@@ -1,6 +1,13 @@
-"""Shared fixtures: the default device (PoCL's CPU device in CI) and host<->device helpers."""
+"""Shared fixtures: the default device (PoCL's CPU device in CI) and host<->device helpers.
+
+``device`` runs a test on each backend (parametrize it, usually ``indirect``, with "opencl" and
+"vulkan"): NumPy inputs then run on that device. Without a Vulkan loader or adapter the Vulkan
+cases skip and say why; ``FUSEJIT_REQUIRE_VULKAN=1`` (CI) turns that skip into a failure.
+"""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pyopencl.array as cla
@@ -57,4 +64,39 @@ def launches(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(fusejit.runtime.executable, "_enqueue", counting)
+    try:  # Vulkan dispatches, when wgpu is there
+        from fusejit.runtime.vulkan import executable as vk
+    except ImportError:
+        return count
+    monkeypatch.setattr(vk, "_record", count.append)
     return count
+
+
+def vulkan_missing() -> str | None:
+    """Why Vulkan cannot run here, or None."""
+    try:
+        from fusejit.vulkan import vulkan_available
+    except ImportError as exc:
+        return f"wgpu is not installed ({exc})"
+    return vulkan_available()
+
+
+def use_device(name: str) -> None:
+    """Skip (or, with FUSEJIT_REQUIRE_VULKAN=1, fail) when ``name`` cannot run here."""
+    if name == "vulkan":
+        why = vulkan_missing()
+        if why is not None:
+            if os.environ.get("FUSEJIT_REQUIRE_VULKAN", "") not in ("", "0"):
+                pytest.fail(f"FUSEJIT_REQUIRE_VULKAN is set but {why}")
+            pytest.skip(why)
+
+
+@pytest.fixture(params=["opencl", "vulkan"])
+def device(request):
+    """The device NumPy inputs run on for this test ("opencl" or "vulkan")."""
+    name = request.param
+    use_device(name)
+    previous = fusejit.get_default_device()
+    fusejit.set_default_device(name)
+    yield name
+    fusejit.set_default_device(previous)

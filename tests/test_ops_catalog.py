@@ -12,6 +12,10 @@ Every case runs in two layouts, because fusejit emits two kinds of code: "scalar
 Tolerances: exact everywhere (integers, bools, comparisons, min/max, selects, casts, rounding,
 and the correctly rounded + - * / sqrt), except the transcendental ops, which get their
 documented bound ``op_ulp(op, dtype)`` from the op table.
+
+The scalar layout also runs on Vulkan (the ``device`` fixture), with the Vulkan target's
+documented tolerances (``fusejit.targets.glsl.TOLERANCES``). A case with a dtype the Vulkan
+target lacks must raise UnsupportedDTypeError there; every other case must match.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fusejit import fuse
+import fusejit
+from fusejit import UnsupportedDTypeError, fuse
 from fusejit.ops import ELEMENTWISE, OP_OF_UFUNC, Op
+from fusejit.targets import glsl
 from fusejit.testing import assert_matches, op_ulp, ulp_distance
 
 DTYPES = tuple(np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
@@ -42,6 +48,11 @@ MAX_ARGS = 120
 
 
 LAYOUTS = ("scalar", "vector")
+# (layout, device) runs: both layouts on OpenCL, the scalar one on Vulkan (its kernels are
+# scalar code in either layout)
+RUNS = [pytest.param(layout, dev, id=f"{layout}-{dev}") for layout, dev in
+        (("scalar", "opencl"), ("vector", "opencl"), ("scalar", "vulkan"))]
+VULKAN_DTYPES = frozenset(np.dtype(c) for c in ("?", "i4", "u4", "f4"))
 # fusejit vectorises contiguous elementwise kernels from this many elements on
 # (source.default_vector_width); run_batched checks that the vector layout gets vector code
 VECTOR_ELEMENTS = 4096
@@ -99,15 +110,53 @@ def assert_rejected_like_numpy(fn: Callable[..., Any], args: Sequence[np.ndarray
         fuse(fn).lower(*args)
 
 
+def check(device: str, got: Any, want: np.ndarray, args: Sequence[np.ndarray], what: str,
+          ufunc: np.ufunc | None = None, mask: np.ndarray | None = None) -> None:
+    """``got`` matches NumPy's ``want`` within the op's bound on this device; on Vulkan a case
+    may instead have raised UnsupportedDTypeError, but only when a dtype it involves (an
+    input, the result, NumPy's promotion or the ufunc's loop) is one the Vulkan target lacks.
+    On Vulkan the documented domain of the transcendental ops applies (glsl.TRIG_DOMAIN,
+    subnormal inputs and results)."""
+    involved = {*(a.dtype for a in args), want.dtype, np.result_type(*args)}
+    if ufunc is not None:
+        involved |= {d for d in ufunc.resolve_dtypes(
+            (*(a.dtype for a in args), *(None,) * ufunc.nout)) if d is not None}
+    if isinstance(got, UnsupportedDTypeError):
+        assert not involved <= VULKAN_DTYPES, f"{what}: {got}"
+        return
+    op = OP_OF_UFUNC[ufunc] if ufunc is not None else None
+    ulp = op_ulp(op, want.dtype) if op is not None else 0.0
+    if device == "vulkan" and op in glsl.TOLERANCES and want.dtype.kind == "f":
+        ulp = max(ulp, glsl.TOLERANCES[op])
+        keep = np.ones(want.shape, bool) if mask is None else np.broadcast_to(mask, want.shape)
+        tiny = np.finfo(np.float32).tiny
+        for v in (*args, want):
+            if v.dtype.kind == "f":
+                with np.errstate(invalid="ignore"):
+                    keep = keep & ~((v != 0) & (np.abs(v) < tiny))
+        if op in glsl.TRIG_OPS:
+            keep = keep & (np.abs(args[0]) <= glsl.TRIG_DOMAIN)
+        mask = keep
+    assert_matches(got, want, ulp=ulp, mask=mask, what=what)
+
+
 Case = tuple[Callable[..., Any], tuple[str, ...]]  # a function and the names of its inputs
 
 
 def run_batched(inputs: dict[str, np.ndarray], cases: dict[Hashable, Case], layout: str
-                ) -> dict[Hashable, np.ndarray]:
+                ) -> dict[Hashable, Any]:
     """Run every case on the device, as few kernels as MAX_ARGS allows: a chunk of cases is one
     fused function returning a list of results, compiled as one kernel, with vector code
-    exactly when the layout is "vector"."""
-    results: dict[Hashable, np.ndarray] = {}
+    exactly when the layout is "vector". On Vulkan a case whose dtypes the target lacks is
+    left out of the batches; its result is the UnsupportedDTypeError it raised."""
+    results: dict[Hashable, Any] = {}
+    if fusejit.get_default_device() == "vulkan":
+        for key, (fn, needs) in list(cases.items()):
+            try:
+                fuse(fn).lower(*(inputs[n] for n in needs))
+            except UnsupportedDTypeError as exc:
+                results[key] = exc
+                del cases[key]
     chunk: list[Hashable] = []
     names: list[str] = []
 
@@ -143,7 +192,7 @@ def run_batched(inputs: dict[str, np.ndarray], cases: dict[Hashable, Case], layo
 
 
 @functools.cache
-def unary_results(dtype: np.dtype, layout: str) -> dict[Hashable, np.ndarray]:
+def unary_results(dtype: np.dtype, layout: str, device: str) -> dict[Hashable, np.ndarray]:
     (x,) = in_layout(layout, edge_values(dtype))
     cases = {u: (u, ("x",)) for u in UNARY if not isinstance(numpy_result(u, x), Exception)}
     return run_batched({"x": x}, cases, layout)
@@ -159,16 +208,16 @@ def unary_mask(ufunc: np.ufunc, x: np.ndarray) -> np.ndarray | None:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids(DTYPES))
 @pytest.mark.parametrize("ufunc", UNARY, ids=_ids(UNARY))
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_unary(layout: str, ufunc: np.ufunc, dtype: np.dtype) -> None:
+@pytest.mark.parametrize(("layout", "device"), RUNS, indirect=["device"])
+def test_unary(layout: str, device: str, ufunc: np.ufunc, dtype: np.dtype) -> None:
     (x,) = in_layout(layout, edge_values(dtype))
     want = numpy_result(ufunc, x)
     if isinstance(want, Exception):
         assert_rejected_like_numpy(ufunc, [x], want)
         return
-    got = unary_results(dtype, layout)[ufunc]
-    assert_matches(got, want, ulp=op_ulp(OP_OF_UFUNC[ufunc], want.dtype),
-                   mask=unary_mask(ufunc, x), what=f"np.{ufunc.__name__}({dtype.name})")
+    got = unary_results(dtype, layout, device)[ufunc]
+    check(device, got, want, [x], f"np.{ufunc.__name__}({dtype.name})", ufunc,
+          unary_mask(ufunc, x))
 
 
 # -- binary ops -----------------------------------------------------------------------------------
@@ -205,7 +254,7 @@ def binary_reference(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray
 
 
 @functools.cache
-def binary_results(left: np.dtype, layout: str) -> dict[Hashable, np.ndarray]:
+def binary_results(left: np.dtype, layout: str, device: str) -> dict[Hashable, np.ndarray]:
     inputs, cases = {}, {}
     for right in DTYPES:
         a, b = grid(left, right, layout)
@@ -220,8 +269,8 @@ def binary_results(left: np.dtype, layout: str) -> dict[Hashable, np.ndarray]:
 
 @pytest.mark.parametrize("left", DTYPES, ids=_ids(DTYPES))
 @pytest.mark.parametrize("ufunc", BINARY, ids=_ids(BINARY))
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_binary(layout: str, ufunc: np.ufunc, left: np.dtype) -> None:
+@pytest.mark.parametrize(("layout", "device"), RUNS, indirect=["device"])
+def test_binary(layout: str, device: str, ufunc: np.ufunc, left: np.dtype) -> None:
     """``ufunc(left, right)`` for right = left, and for every other dtype if ufunc is MIXED."""
     failures = []
     for right in partners(ufunc, left, layout):
@@ -231,9 +280,8 @@ def test_binary(layout: str, ufunc: np.ufunc, left: np.dtype) -> None:
             assert_rejected_like_numpy(ufunc, [a, b], want)
             continue
         try:
-            assert_matches(binary_results(left, layout)[(ufunc, right)], want,
-                           ulp=op_ulp(OP_OF_UFUNC[ufunc], want.dtype), mask=mask,
-                           what=f"np.{ufunc.__name__}({left.name}, {right.name})")
+            check(device, binary_results(left, layout, device)[(ufunc, right)], want, [a, b],
+                  f"np.{ufunc.__name__}({left.name}, {right.name})", ufunc, mask)
         except AssertionError as exc:
             failures.append(str(exc))
     assert not failures, "\n".join(failures)
@@ -243,7 +291,7 @@ def test_binary(layout: str, ufunc: np.ufunc, left: np.dtype) -> None:
 
 
 @functools.cache
-def cast_results(layout: str) -> dict[Hashable, np.ndarray]:
+def cast_results(layout: str, device: str) -> dict[Hashable, np.ndarray]:
     inputs = {src.name: in_layout(layout, edge_values(src))[0] for src in DTYPES}
     cases = {(src, dst): (functools.partial(lambda x, d: x.astype(d), d=dst), (src.name,))
              for src in DTYPES for dst in DTYPES}
@@ -264,13 +312,13 @@ def cast_mask(x: np.ndarray, dst: np.dtype) -> np.ndarray | None:
 
 @pytest.mark.parametrize("dst", DTYPES, ids=_ids(DTYPES))
 @pytest.mark.parametrize("src", DTYPES, ids=_ids(DTYPES))
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_astype(layout: str, src: np.dtype, dst: np.dtype) -> None:
+@pytest.mark.parametrize(("layout", "device"), RUNS, indirect=["device"])
+def test_astype(layout: str, device: str, src: np.dtype, dst: np.dtype) -> None:
     (x,) = in_layout(layout, edge_values(src))
     with np.errstate(all="ignore"):
         want = x.astype(dst)
-    assert_matches(cast_results(layout)[(src, dst)], want, mask=cast_mask(x, dst),
-                   what=f"{src.name}.astype({dst.name})")
+    check(device, cast_results(layout, device)[(src, dst)], want, [x],
+          f"{src.name}.astype({dst.name})", mask=cast_mask(x, dst))
 
 
 # -- where and clip -------------------------------------------------------------------------------
@@ -296,7 +344,7 @@ def select_inputs(dtype: np.dtype, layout: str) -> tuple[np.ndarray, ...]:
 
 
 @functools.cache
-def select_results(layout: str) -> dict[Hashable, np.ndarray]:
+def select_results(layout: str, device: str) -> dict[Hashable, np.ndarray]:
     inputs, cases = {}, {}
     for dtype in DTYPES:
         names = tuple(f"{v}_{dtype.name}" for v in "cxyz")
@@ -309,15 +357,16 @@ def select_results(layout: str) -> dict[Hashable, np.ndarray]:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids(DTYPES))
 @pytest.mark.parametrize("name", list(SELECTS))
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_where_and_clip(layout: str, name: str, dtype: np.dtype) -> None:
+@pytest.mark.parametrize(("layout", "device"), RUNS, indirect=["device"])
+def test_where_and_clip(layout: str, device: str, name: str, dtype: np.dtype) -> None:
     fn = SELECTS[name]
     args = select_inputs(dtype, layout)
     want = numpy_result(fn, *args)
     if isinstance(want, Exception):
         assert_rejected_like_numpy(fn, args, want)
         return
-    assert_matches(select_results(layout)[(name, dtype)], want, what=f"{name}({dtype.name})")
+    check(device, select_results(layout, device)[(name, dtype)], want, args[1:],
+          f"{name}({dtype.name})")
 
 
 def test_catalog_covers_every_elementwise_op() -> None:

@@ -24,8 +24,8 @@ from .clshim import ClNamespace
 from .workloads import Workload
 
 # the order of columns in the table
-ALL = ("fused", "unfused", "numpy", "numexpr", "torch", "torch.compile", "cupy", "cupy.fuse",
-       "jax.jit")
+ALL = ("fused", "vulkan", "unfused", "numpy", "numexpr", "torch", "torch.compile", "cupy",
+       "cupy.fuse", "jax.jit")
 OPENCL = ("fused", "unfused")  # the implementations on the OpenCL device
 
 
@@ -100,6 +100,32 @@ class FusedBackend(Backend):
         f = fuse(_bind(wl.fn, np, wl.family))
         dev = [cla.to_device(self.queue, a) for a in host]
         return Prepared(functools.partial(f, *dev), _get, self._finish)
+
+
+class VulkanFusedBackend(Backend):
+    """The same fused function on the Vulkan device (GLSL through wgpu), fusejit.vulkan arrays
+    in and out."""
+
+    name = "vulkan"
+
+    def probe(self) -> str | None:
+        import fusejit
+        from fusejit.vulkan import default_device, vulkan_available
+
+        why = vulkan_available()
+        if why is not None:
+            return why
+        self.vk = default_device()
+        self.device, self.version = f"vulkan: {self.vk.name}", fusejit.__version__
+        return None
+
+    def prepare(self, wl: Workload, host: list[np.ndarray]) -> Prepared:
+        from fusejit import fuse
+        from fusejit.vulkan import to_device
+
+        f = fuse(_bind(wl.fn, np, wl.family))
+        dev = [to_device(a, self.vk) for a in host]
+        return Prepared(functools.partial(f, *dev), _get, lambda out: self.vk.finish())
 
 
 class UnfusedBackend(Backend):
@@ -303,7 +329,8 @@ def _bind(fn: Callable[..., Any], xp: Any, name: str) -> Callable[..., Any]:
 
 
 BACKENDS: dict[str, type[Backend]] = {
-    b.name: b for b in (FusedBackend, UnfusedBackend, NumpyBackend, NumexprBackend,
+    b.name: b for b in (FusedBackend, VulkanFusedBackend, UnfusedBackend, NumpyBackend,
+                        NumexprBackend,
                         TorchBackend, TorchCompileBackend, CupyBackend, CupyFuseBackend,
                         JaxBackend)
 }

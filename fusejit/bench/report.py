@@ -114,8 +114,9 @@ _THROUGHPUT = ("throughput: ms per call with calls enqueued back to back and one
 def _cases(doc: dict[str, Any], cols: list[str], key: str) -> list[str]:
     """One row per case: each implementation's ``key`` time, ratios and fused bandwidth."""
     copy = doc.get("system", {}).get("copy", {}).get("gbs")
+    vk = ["vulkan GB/s", "vulkan/fused"] if "vulkan" in cols else []
     head = ["case", "size", "moved"] + [f"{c} ms" for c in cols] + [
-        "vs unfused", "vs numpy", "fused GB/s", "% copy"]
+        "vs unfused", "vs numpy", "fused GB/s", "% copy"] + vk
     rows = [head]
     for rec in doc["results"]:
         cells = rec["impls"]
@@ -126,7 +127,8 @@ def _cases(doc: dict[str, Any], cols: list[str], key: str) -> list[str]:
                     + [_ms(cells.get(c), key) for c in cols]
                     + [_x(times[o] / fused if fused and o in times else None)
                        for o in ("unfused", "numpy")]
-                    + [f"{gbs:.1f}" if gbs else "-", _pct_copy(gbs, copy)])
+                    + [f"{gbs:.1f}" if gbs else "-", _pct_copy(gbs, copy)]
+                    + ([_vulkan_cell(rec, times)[k] for k in (0, 1)] if vk else []))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = []
     for j, row in enumerate(rows):
@@ -135,6 +137,13 @@ def _cases(doc: dict[str, Any], cols: list[str], key: str) -> list[str]:
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
     return lines
+
+
+def _vulkan_cell(rec: dict[str, Any], times: dict[str, float]) -> tuple[str, str]:
+    """The Vulkan target's bandwidth, and its time over the OpenCL target's (fused)."""
+    vk, fused = times.get("vulkan"), times.get("fused")
+    return (f"{rec['bytes'] / vk / 1e6:.1f}" if vk else "-",
+            f"{vk / fused:.2f}x" if vk and fused else "-")
 
 
 def plot(doc: dict[str, Any], path: str) -> str | None:

@@ -125,3 +125,30 @@ class Target(abc.ABC):
     group_id: str
     barrier_local: str
     local_qualifier: str
+
+    # -- idioms that C-like kernel languages share (OpenCL C spellings; GLSL overrides) ----------
+    global_size: str = "get_global_size(0)"
+    unroll_hint: str = "#pragma unroll\n    "  # before a loop the compiler should unroll
+    vector_code: bool = True  # vector types for lanes of neighbouring elements (else scalar)
+    fixed_local_size: bool = False  # the work-group shape is compiled in (never autotuned)
+
+    def cast(self, ctype: str, x: str) -> str:
+        """``x`` converted to the type named ``ctype`` (index math, iota values)."""
+        return f"(({ctype}){x})"
+
+    def local_id_of(self, dim: int) -> str:
+        """The work-item's index within its work-group along ``dim``."""
+        return f"get_local_id({dim})"
+
+    def group_id_of(self, dim: int) -> str:
+        """The work-group's index along ``dim``."""
+        return f"get_group_id({dim})"
+
+    def local_array(self, ctype: str, name: str, n: int) -> str:
+        """Declaration of an ``n``-element array shared by a work-group."""
+        return f"{self.local_qualifier} {ctype} {name}[{n}];"
+
+    def kernel(self, header: str, shared: Sequence[str], body: Sequence[str]) -> str:
+        """A whole kernel from its header, its shared-memory declarations and its body lines
+        (already indented)."""
+        return "\n".join([header, "{", *(f"    {d}" for d in shared), *body, "}"])

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from . import generator
 from .generator import Program, programs
 from .runner import run_case
 
@@ -43,3 +45,32 @@ def test_fuzz_against_numpy(queue, fuzz_examples: int) -> None:
         assert out.status != "fail", out.message
 
     check()
+
+
+VULKAN_EXAMPLES = int(os.environ.get("FUSEJIT_FUZZ_VULKAN_EXAMPLES", "30"))
+
+
+@pytest.mark.parametrize("device", ["vulkan"], indirect=True)
+def test_fuzz_slice_on_vulkan(device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slice of the same programs on the Vulkan device, drawn from the dtypes its target
+    computes (promotions may still reach int64/float64: those calls must raise
+    UnsupportedDTypeError, and count as unsupported)."""
+    from fusejit.runtime.backend import default_queue
+
+    monkeypatch.setattr(generator, "DTYPES", tuple(
+        np.dtype(t) for t in (np.bool_, np.int32, np.uint32, np.float32)))
+    queue = default_queue()
+    statuses = []
+
+    @seed(SEED)
+    @settings(max_examples=VULKAN_EXAMPLES, deadline=None, database=None, phases=PHASES,
+              derandomize=SEED == 0, suppress_health_check=list(HealthCheck),
+              print_blob=False)
+    @given(program=programs(), draw_seed=st.integers(0, 2**31))
+    def check(program: Program, draw_seed: int) -> None:
+        out = run_case(program, draw_seed, queue, draws=2, validate=False)
+        statuses.append(out.status)
+        assert out.status != "fail", out.message
+
+    check()
+    assert statuses.count("ok") >= len(statuses) // 3, statuses  # the slice tests something

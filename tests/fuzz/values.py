@@ -87,8 +87,18 @@ class Placed:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _to_device(queue: Any, host: np.ndarray) -> Any:
+    """A device copy on ``queue``: a pyopencl array, or a fusejit.vulkan one on a Vulkan
+    device (both take the same views)."""
+    if getattr(queue, "fusejit_backend", None) is not None:
+        from fusejit.vulkan import to_device
+
+        return to_device(host, queue)
+    return cla.to_device(queue, host)
+
+
 def place(value: Any, layout: str, queue: cl.CommandQueue) -> Placed:
-    """``value`` in ``layout``: a NumPy array, a strided NumPy view, or a pyopencl view."""
+    """``value`` in ``layout``: a NumPy array, a strided NumPy view, or a device view."""
     if layout == "scalar":
         return Placed(value)
     v = np.asarray(value)
@@ -100,19 +110,19 @@ def place(value: Any, layout: str, queue: cl.CommandQueue) -> Placed:
         return Placed(base[::2])
     if layout == "device":
         base = np.array(v, order="C")
-        dev = cla.to_device(queue, base)
+        dev = _to_device(queue, base)
         return Placed(dev, base.copy(), dev)
     if layout == "device-T":
         base = np.array(v.T, order="C")
-        dev = cla.to_device(queue, base)
+        dev = _to_device(queue, base)
         return Placed(dev.T, base.copy(), dev)
     if layout == "device-offset":
         base = np.concatenate([np.zeros((1,) + v.shape[1:], v.dtype), v])
-        dev = cla.to_device(queue, base)
+        dev = _to_device(queue, base)
         return Placed(dev[1:], base.copy(), dev)
     if layout == "device-strided":
         base = np.ones((2 * v.shape[0],) + v.shape[1:], v.dtype)
         base[::2] = v
-        dev = cla.to_device(queue, base)
+        dev = _to_device(queue, base)
         return Placed(dev[::2], base.copy(), dev)
     raise ValueError(layout)

@@ -1,0 +1,111 @@
+"""The backend interface: what fusejit needs of a compute API, and which backend runs a call.
+
+A backend supplies the Target that spells its kernels, the facts about a device the compiler
+needs (``DeviceInfo``), and builds an executable for a lowered call: it owns building programs,
+allocating and copying buffers, launching and the device's limits. ``api.py`` talks only to
+this interface; OpenCL (``runtime/opencl``) and Vulkan (``runtime/vulkan``) sit behind it, and
+another API (Metal, CUDA) is one more Target plus one more backend.
+
+The backend of a call follows its arguments: device arrays carry their device (a pyopencl
+queue, a Vulkan device), and calls with only NumPy arrays run on the default device, chosen by
+``set_default_device`` or the ``FUSEJIT_DEVICE`` environment variable (default: OpenCL).
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import DeviceUnavailableError
+from ..targets.base import Target
+from .devices import DeviceInfo
+
+DEVICES = ("opencl", "vulkan")
+
+
+class Backend(abc.ABC):
+    """One compute API."""
+
+    name: str
+
+    @abc.abstractmethod
+    def default_queue(self) -> Any:
+        """What a call with only NumPy arguments runs on (an OpenCL queue, a Vulkan device)."""
+
+    @abc.abstractmethod
+    def device_info(self, queue: Any) -> DeviceInfo:
+        """The device facts codegen and the cost model depend on (limits, features)."""
+
+    @abc.abstractmethod
+    def target(self, info: DeviceInfo) -> Target:
+        """A fresh Target for one module on this device."""
+
+    @abc.abstractmethod
+    def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
+                   constants: dict[int, Any], queue: Any, host_mode: bool, autotune: bool,
+                   name: str) -> Any:
+        """Build the lowered module's kernels and return what runs them (``run``,
+        ``launch``, ``guarded``, ``treedef``, ``queue_arg``)."""
+
+
+class DeviceArray:
+    """Base of fusejit's own device arrays (not pyopencl's): the attributes a call is
+    specialised on, spelled as pyopencl spells them (strides and offset in bytes of the
+    NumPy dtype, ``context`` and ``queue`` the device the array lives on)."""
+
+    dtype: Any
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    context: Any
+    queue: Any
+    base_data: Any
+
+
+_default = os.environ.get("FUSEJIT_DEVICE", "opencl").strip().lower() or "opencl"
+
+
+def set_default_device(name: str) -> None:
+    """Run calls whose array arguments are all NumPy arrays on ``"opencl"`` (the default) or
+    ``"vulkan"``. The environment variable ``FUSEJIT_DEVICE`` sets the same at import."""
+    global _default
+    key = str(name).strip().lower()
+    if key not in DEVICES:
+        raise ValueError(f"unknown device {name!r}; choose one of {', '.join(DEVICES)}")
+    _default = key
+
+
+def get_default_device() -> str:
+    """The name of the device NumPy-only calls run on ("opencl" or "vulkan")."""
+    return _default
+
+
+def default_queue() -> Any:
+    """The default device's queue (OpenCL) or device (Vulkan)."""
+    if _default == "vulkan":
+        from .vulkan.device import default_device
+
+        return default_device()
+    if _default != "opencl":
+        raise DeviceUnavailableError(f"FUSEJIT_DEVICE={_default!r} names no device; choose one "
+                                     f"of {', '.join(DEVICES)}")
+    from .devices import default_queue as opencl_queue
+
+    return opencl_queue()
+
+
+def backend_of(queue: Any) -> Backend:
+    """The backend a queue (or Vulkan device) belongs to."""
+    backend = getattr(queue, "fusejit_backend", None)
+    if backend is not None:
+        return backend
+    if not _opencl:
+        from .opencl import OPENCL
+
+        _opencl.append(OPENCL)
+    return _opencl[0]
+
+
+_opencl: list[Backend] = []

@@ -1,0 +1,51 @@
+"""The OpenCL backend: pyopencl programs, pooled pyopencl arrays, ``Executable`` launches.
+
+Its modules still live one level up (``runtime/build.py``, ``devices.py``, ``executable.py``,
+``autotune.py``) while they are edited concurrently; this is the interface they sit behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from ...errors import UnsupportedDTypeError
+from ...targets.base import Target
+from ...targets.opencl import OpenCLTarget
+from ..backend import Backend
+from ..build import build_options, build_program
+from ..devices import DeviceInfo, default_queue, device_info
+from ..executable import Executable
+
+
+class OpenCLBackend(Backend):
+    name = "opencl"
+
+    def default_queue(self) -> cl.CommandQueue:
+        return default_queue()
+
+    def device_info(self, queue: cl.CommandQueue) -> DeviceInfo:
+        return device_info(queue.device)
+
+    def target(self, info: DeviceInfo) -> Target:
+        return OpenCLTarget()
+
+    def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
+                   constants: dict[int, Any], queue: cl.CommandQueue, host_mode: bool,
+                   autotune: bool, name: str) -> Executable:
+        info = lowered.device
+        if lowered.module.uses_fp64 and not info.has_fp64:
+            raise UnsupportedDTypeError(
+                f"this function computes in float64, which the device ({info.key}) does "
+                "not support (no cl_khr_fp64); use float32 inputs or another device")
+        program = build_program(queue.context, lowered.module.source, build_options(info), name)
+        temps = [(n.shape, n.dtype) for n in lowered.plan.temps]
+        index_dtype = np.dtype(np.int64 if lowered.module.wide else np.int32)
+        return Executable(lowered.graph, lowered.module, program, info, outputs, temps,
+                          host_mode, index_dtype, treedef, constants, autotune=autotune)
+
+
+OPENCL = OpenCLBackend()

@@ -1,0 +1,42 @@
+"""The Vulkan backend: GLSL compute shaders (targets/glsl.py) run through wgpu."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...targets.base import Target
+from ..backend import Backend
+from ..devices import DeviceInfo
+
+
+class VulkanBackend(Backend):
+    name = "vulkan"
+
+    def default_queue(self) -> Any:
+        from .device import default_device
+
+        return default_device()
+
+    def device_info(self, queue: Any) -> DeviceInfo:
+        return queue.info
+
+    def target(self, info: DeviceInfo) -> Target:
+        from ...targets.glsl import GLSLTarget
+
+        return GLSLTarget()
+
+    def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
+                   constants: dict[int, Any], queue: Any, host_mode: bool, autotune: bool,
+                   name: str) -> Any:
+        from ...errors import UnsupportedOperationError
+        from .executable import VulkanExecutable
+
+        if any(g.kind == "gemm" for g in lowered.plan.groups):
+            raise UnsupportedOperationError(
+                "matrix products (GEMM kernels) run on OpenCL only for now; call this function "
+                "with pyopencl arrays or fusejit.set_default_device('opencl')")
+        return VulkanExecutable(lowered, outputs, treedef, constants, queue, host_mode, name)
+
+
+VULKAN = VulkanBackend()

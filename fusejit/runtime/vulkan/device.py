@@ -1,0 +1,187 @@
+"""The Vulkan device (through wgpu): adapter, limits, features, buffer pool, copies.
+
+``default_device()`` opens the adapter wgpu prefers (high performance) once per process and
+asks it for its real limits (largest storage binding and buffer, workgroup storage, storage
+buffers per stage) and for the optional features fusejit can use: wgpu's defaults are far
+smaller (128 MiB bindings, 8 storage buffers per shader stage).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ...errors import DeviceUnavailableError
+from ...passes.partition import DeviceLimits
+from ..devices import DeviceInfo
+
+_FEATURES = ("shader-f16", "shader-f64", "shader-int64", "subgroup", "subgroup-barrier")
+_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size",
+           "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
+           "max-compute-workgroup-size-x", "max-compute-workgroup-size-y",
+           "max-storage-buffers-per-shader-stage", "max-bindings-per-bind-group",
+           "max-uniform-buffer-binding-size")
+MAX_GROUPS = 65535  # per dispatch dimension (WebGPU's guaranteed minimum; wgpu enforces it)
+_lock = threading.Lock()
+_default: VulkanDevice | None = None
+_unavailable: str | None = None
+
+
+def _wgpu() -> Any:
+    try:
+        import wgpu
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise DeviceUnavailableError(
+            "the Vulkan device needs wgpu: pip install 'fusejit[vulkan]' "
+            f"(wgpu-py 0.32) ({exc})") from None
+    return wgpu
+
+
+class VulkanDevice:
+    """One wgpu device on a Vulkan adapter, with its pools and staging buffers."""
+
+    def __init__(self, adapter: Any) -> None:
+        from . import VULKAN
+
+        wgpu = _wgpu()
+        self.wgpu = wgpu
+        self.fusejit_backend = VULKAN
+        self.adapter = adapter
+        self.features = frozenset(f for f in _FEATURES if f in adapter.features)
+        self.limits = {k: adapter.limits[k] for k in _LIMITS if k in adapter.limits}
+        self.device = adapter.request_device_sync(required_features=sorted(self.features),
+                                                  required_limits=self.limits)
+        self.queue = self
+        self.context = self
+        info = adapter.info
+        self.name = f"{info.get('device', '?')} ({info.get('adapter_type', '?')})"
+        self.is_cpu = str(info.get("adapter_type", "")).lower().startswith("cpu")
+        lim = self.limits
+        self.info = DeviceInfo(
+            key=f"vulkan / {info.get('vendor', '')} / {info.get('device', '')} / "
+                f"{info.get('description', '')} / wgpu {wgpu.__version__}",
+            limits=DeviceLimits(
+                max_work_group=min(lim["max-compute-invocations-per-workgroup"],
+                                   lim["max-compute-workgroup-size-x"],
+                                   lim["max-compute-workgroup-size-y"], 1024),
+                local_mem=lim["max-compute-workgroup-storage-size"],
+                # Vulkan does not report compute units: the host's cores for a CPU adapter,
+                # an H200-sized guess (132 SMs) for GPUs; it only sizes split reductions
+                compute_units=(os.cpu_count() or 2) if self.is_cpu else 132,
+                # the Target of every Vulkan kernel uses work-groups with barriers
+                is_gpu=True,
+                # fit_arguments counts 8 bytes per kernel argument; one binding is the
+                # uniform block
+                max_arg_bytes=8 * (min(lim["max-storage-buffers-per-shader-stage"],
+                                       lim["max-bindings-per-bind-group"]) - 1)),
+            has_fp64=False, correctly_rounded_div_sqrt=False, is_cpu=self.is_cpu)
+        self._free: dict[int, list[Any]] = {}
+        self._staging: dict[int, Any] = {}
+        self._sync: Any = None
+        self._pool_lock = threading.Lock()
+        self.usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
+                      | wgpu.BufferUsage.COPY_DST)
+
+    def __repr__(self) -> str:
+        return f"<fusejit Vulkan device {self.name}>"
+
+    # -- buffers ----------------------------------------------------------------------------------
+    def allocate(self, nbytes: int) -> Any:
+        """A storage buffer of at least ``nbytes`` (reused from the pool when one is free)."""
+        size = max(16, (nbytes + 255) // 256 * 256)
+        if size > self.limits["max-storage-buffer-binding-size"]:
+            raise DeviceUnavailableError(
+                f"{nbytes} bytes exceed the Vulkan adapter's largest storage binding "
+                f"({self.limits['max-storage-buffer-binding-size']} bytes)")
+        with self._pool_lock:
+            free = self._free.get(size)
+            if free:
+                return free.pop()
+        return self.device.create_buffer(size=size, usage=self.usage)
+
+    def release(self, buf: Any) -> None:
+        """Give a buffer back to the pool (work already submitted that uses it stays ordered
+        before any later use: one queue runs everything)."""
+        with self._pool_lock:
+            self._free.setdefault(buf.size, []).append(buf)
+
+    def owned(self, owner: object, buf: Any) -> None:
+        """Return ``buf`` to the pool when ``owner`` is garbage."""
+        weakref.finalize(owner, self.release, buf)
+
+    def upload(self, buf: Any, data: np.ndarray, offset: int = 0) -> None:
+        raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        pad = (-raw.size) % 4
+        if pad:
+            raw = np.concatenate([raw, np.zeros(pad, np.uint8)])
+        if raw.size:
+            self.device.queue.write_buffer(buf, offset, raw)
+
+    def download(self, buf: Any, offset: int, nbytes: int) -> np.ndarray:
+        """Bytes ``offset .. offset+nbytes`` of ``buf``, through a mappable staging buffer."""
+        wgpu = self.wgpu
+        lo = offset // 4 * 4
+        n = (offset + nbytes - lo + 3) // 4 * 4
+        if n == 0:
+            return np.zeros(0, np.uint8)
+        size = max(256, 1 << (n - 1).bit_length())
+        with self._pool_lock:
+            staging = self._staging.pop(size, None)
+        if staging is None:
+            staging = self.device.create_buffer(
+                size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        enc = self.device.create_command_encoder()
+        enc.copy_buffer_to_buffer(buf, lo, staging, 0, n)
+        self.device.queue.submit([enc.finish()])
+        staging.map_sync(wgpu.MapMode.READ, 0, n)
+        try:
+            data = np.frombuffer(staging.read_mapped(0, n, copy=True), np.uint8)
+        finally:
+            staging.unmap()
+        with self._pool_lock:
+            self._staging[size] = staging
+        return data[offset - lo: offset - lo + nbytes]
+
+    def finish(self) -> None:
+        """Wait until the device has run everything submitted: map a copy submitted after it
+        (wgpu-py 0.32's on_submitted_work_done_sync fails against its bundled wgpu-native)."""
+        if self._sync is None:
+            self._sync = self.device.create_buffer(size=16, usage=self.usage)
+        self.download(self._sync, 0, 4)
+
+
+def default_device() -> VulkanDevice:
+    """The Vulkan device NumPy arguments run on when the default device is "vulkan"."""
+    global _default, _unavailable
+    with _lock:
+        if _default is None:
+            if _unavailable is not None:
+                raise DeviceUnavailableError(_unavailable)
+            wgpu = _wgpu()
+            try:
+                adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+            except Exception as exc:  # noqa: BLE001 - any loader/driver failure means "none"
+                adapter, why = None, f"{type(exc).__name__}: {exc}"
+            else:
+                why = "wgpu found no adapter"
+            if adapter is None or str(adapter.info.get("backend_type", "")).lower() != "vulkan":
+                if adapter is not None:
+                    why = f"wgpu's adapter runs on {adapter.info.get('backend_type')}, not Vulkan"
+                _unavailable = (f"no Vulkan device: {why}. Install a Vulkan driver (Debian: "
+                                "apt-get install mesa-vulkan-drivers libvulkan1) or use OpenCL")
+                raise DeviceUnavailableError(_unavailable)
+            _default = VulkanDevice(adapter)
+        return _default
+
+
+def vulkan_available() -> str | None:
+    """None when a Vulkan device can be opened, else why not."""
+    try:
+        default_device()
+    except DeviceUnavailableError as exc:
+        return str(exc)
+    return None

@@ -1,0 +1,229 @@
+"""A compiled call signature on Vulkan: one compute pipeline per kernel, bind groups cached by
+the buffers they bind, one command buffer per call.
+
+Launch geometry: a kernel's work-groups are numbered linearly and the dispatch folds them over
+(x, y) with x <= 65,535 (Vulkan's guaranteed per-dimension limit); each shader recovers its
+group number from ``gl_WorkGroupID`` and the uniform block's group counts (targets/glsl.py),
+and whole work-groups past the last one return at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import ContextMismatchError, KernelBuildError, UnsupportedOperationError
+from ...kernels import BufferArg, Kernel, Module, ScalarArg
+from ..executable import Executable, OutSpec, _kernel_arg_scalar
+from .array import Array, empty, storage_dtype
+from .device import MAX_GROUPS, VulkanDevice
+
+_BIND_CACHE = 64  # bind groups kept per kernel (keyed by the buffers they bind)
+
+
+def dispatch_shape(groups: int) -> tuple[int, int]:
+    """(x, y) work-groups covering ``groups`` with x within Vulkan's per-dimension limit."""
+    if groups <= MAX_GROUPS:
+        return groups, 1
+    y = math.ceil(groups / MAX_GROUPS)
+    return math.ceil(groups / y), y
+
+
+_launches: list[int] = []  # tests count dispatches here (see tests/conftest.py)
+
+
+def _record(n: int) -> None:
+    _launches.append(n)
+
+
+class _Pipeline:
+    """One kernel: its pipeline, bind-group layout, uniform buffer and bind groups."""
+
+    def __init__(self, device: VulkanDevice, prelude: str, kernel: Kernel, name: str) -> None:
+        wgpu = device.wgpu
+        dev = device.device
+        self.kernel = kernel
+        self.source = prelude + "\n" + kernel.source + "\n"
+        try:
+            # naga's GLSL frontend compiles a compute shader when the label names "comp"
+            module = dev.create_shader_module(code=self.source, label=f"{kernel.name}.comp")
+        except Exception as exc:  # noqa: BLE001 - wgpu raises GPUValidationError & co.
+            raise KernelBuildError(name, self.source, str(exc)) from None
+        self.buffers = [a for a in kernel.signature.args if isinstance(a, BufferArg)]
+        most = device.limits["max-storage-buffers-per-shader-stage"]
+        if len(self.buffers) > most:
+            raise UnsupportedOperationError(
+                f"{name}: kernel {kernel.name} binds {len(self.buffers)} arrays, more than the "
+                f"{most} storage buffers this Vulkan adapter allows a shader; return fewer "
+                "arrays from one fused reduction (or split the function)")
+        self.scalars = [a for a in kernel.signature.args if isinstance(a, ScalarArg)]
+        entries = []
+        for i, a in enumerate(self.buffers):
+            kind = wgpu.BufferBindingType.storage if (a.writable or not a.restrict) else \
+                wgpu.BufferBindingType.read_only_storage
+            entries.append({"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
+                            "buffer": {"type": kind}})
+        entries.append({"binding": len(self.buffers), "visibility": wgpu.ShaderStage.COMPUTE,
+                        "buffer": {"type": wgpu.BufferBindingType.uniform}})
+        self.layout = dev.create_bind_group_layout(entries=entries)
+        try:
+            self.pipeline = dev.create_compute_pipeline(
+                layout=dev.create_pipeline_layout(bind_group_layouts=[self.layout]),
+                compute={"module": module, "entry_point": "main"})
+        except Exception as exc:  # noqa: BLE001
+            raise KernelBuildError(name, self.source, str(exc)) from None
+        local = kernel.local_size or (1,)
+        per_dim = [g // max(lo, 1) for g, lo in zip(kernel.global_size, local)]
+        self.groups = math.prod(per_dim)
+        self.dispatch = dispatch_shape(self.groups)
+        head = np.array([per_dim[0], self.groups], np.uint32)
+        self.uniform_size = max(16, (8 + 4 * len(self.scalars) + 15) // 16 * 16)
+        self.head = head
+        self.uniform = dev.create_buffer(size=self.uniform_size,
+                                         usage=wgpu.BufferUsage.UNIFORM
+                                         | wgpu.BufferUsage.COPY_DST)
+        if not self.scalars:
+            device.upload(self.uniform, head)
+        self.bind_groups: dict[tuple, Any] = {}
+        self.device = device
+
+    def bind_group(self, bufs: tuple) -> Any:
+        group = self.bind_groups.get(bufs)
+        if group is None:
+            if len(self.bind_groups) >= _BIND_CACHE:
+                self.bind_groups.clear()
+            entries = [{"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
+                       for i, b in enumerate(bufs)]
+            entries.append({"binding": len(bufs), "resource": {
+                "buffer": self.uniform, "offset": 0, "size": self.uniform_size}})
+            group = self.device.device.create_bind_group(layout=self.layout, entries=entries)
+            self.bind_groups[bufs] = group
+        return group
+
+
+def _scalar_word(value: np.generic) -> np.ndarray:
+    """A kernel scalar as its 4-byte std140 word (bool as a 32-bit 0/1)."""
+    v = np.asarray(value)
+    if v.dtype.itemsize < 4:
+        v = v.astype(np.uint32)
+    return v.reshape(1).view(np.uint32)
+
+
+class VulkanExecutable:
+    """Everything needed to run one specialised call signature on a Vulkan device."""
+
+    def __init__(self, lowered: Any, outputs: Sequence[OutSpec], treedef: Any,
+                 constants: dict[int, np.ndarray], device: VulkanDevice, host_mode: bool,
+                 name: str) -> None:
+        module: Module = lowered.module
+        self.graph = graph = lowered.graph
+        self.module = module
+        self.device = device
+        self.outputs = tuple(outputs)
+        self.treedef = treedef
+        self.host_mode = host_mode
+        self.queue_arg = -1  # set by the caller: the first device-array argument
+        prelude = module.prelude
+        self.pipelines = [_Pipeline(device, prelude, k, name) for k in module.kernels
+                          if math.prod(k.global_size) > 0]
+        self.params = graph.params
+        self._arrays = [(p, prm.source) for p, prm in enumerate(graph.params)
+                        if prm.kind == "array"]
+        self._consts: dict[int, Any] = {}
+        for p, prm in enumerate(graph.params):
+            if prm.kind == "const":
+                value = np.asarray(constants[p], dtype=prm.dtype)
+                self._consts[p] = _upload_new(device, value)
+        self._out_specs = [(n.shape, n.dtype) for n in graph.outputs]
+        self._temp_specs = [(n.shape, n.dtype) for n in lowered.plan.temps]
+        self._part_specs = [((p.size,), p.dtype) for p in module.partials]
+        self._host_writes = [p for p, _ in graph.writes if graph.params[p].kind == "array"]
+        self.launch = self.run
+
+    def guarded(self, *args: Any) -> None:
+        """No generated inline cache on Vulkan: calls take the keyed path."""
+        return None
+
+    def run(self, flat: Sequence[Any], device: VulkanDevice) -> tuple[Any, ...]:
+        dev = self.device
+        if device is not dev:
+            raise ContextMismatchError("this call's arrays live on another Vulkan device")
+        bufs: dict[tuple[str, int], Any] = {}
+        offs: dict[int, int] = {}
+        scratch: list[Any] = []
+        uploaded: dict[int, tuple[Any, np.ndarray]] = {}
+        for p, src in self._arrays:
+            value = flat[src]
+            if isinstance(value, Array):
+                if value.device is not dev:
+                    raise ContextMismatchError(
+                        f"argument {src} lives on another Vulkan device than this call's")
+                bufs[("param", p)] = value.base_data
+                offs[p] = value.offset // value.dtype.itemsize
+                continue
+            if not isinstance(value, np.ndarray):
+                raise TypeError(f"argument {src}: pass NumPy or fusejit.vulkan arrays to a call "
+                                "that runs on Vulkan (pyopencl arrays run on OpenCL)")
+            same = next((q for q in uploaded if flat[self.params[q].source] is value), None)
+            if same is not None:
+                buf = uploaded[same][0]
+            else:
+                host = np.ascontiguousarray(value, dtype=self.params[p].dtype)
+                buf = dev.allocate(host.size * storage_dtype(host.dtype).itemsize)
+                dev.upload(buf, host.astype(storage_dtype(host.dtype), copy=False))
+                scratch.append(buf)
+            uploaded[p] = (buf, value)
+            bufs[("param", p)] = buf
+            offs[p] = 0
+        for p, buf in self._consts.items():
+            bufs[("param", p)] = buf
+        outs = [empty(shape, dtype, dev) for shape, dtype in self._out_specs]
+        for i, o in enumerate(outs):
+            bufs[("output", i)] = o.base_data
+        for role, specs in (("temp", self._temp_specs), ("partial", self._part_specs)):
+            for i, (shape, dtype) in enumerate(specs):
+                buf = dev.allocate(math.prod(shape) * storage_dtype(dtype).itemsize)
+                scratch.append(buf)
+                bufs[(role, i)] = buf
+        encoder = dev.device.create_command_encoder()
+        cpass = encoder.begin_compute_pass()
+        for pipe in self.pipelines:
+            if pipe.scalars:
+                words = [pipe.head]
+                for a in pipe.scalars:
+                    if a.role == "offset":
+                        words.append(np.array([offs[a.index]], np.int32).view(np.uint32))
+                    else:
+                        words.append(_scalar_word(_kernel_arg_scalar(
+                            flat[self.params[a.index].source], a.dtype)))
+                dev.upload(pipe.uniform, np.concatenate(words))
+            group = pipe.bind_group(tuple(bufs[(a.role, a.index)] for a in pipe.buffers))
+            cpass.set_pipeline(pipe.pipeline)
+            cpass.set_bind_group(0, group)
+            cpass.dispatch_workgroups(*pipe.dispatch, 1)
+            _record(1)
+        cpass.end()
+        dev.device.queue.submit([encoder.finish()])
+        for p in self._host_writes:  # NumPy arguments written in place get the result
+            if p in uploaded:
+                buf, target = uploaded[p]
+                prm = self.params[p]
+                sd = storage_dtype(prm.dtype)
+                n = math.prod(prm.shape)
+                raw = dev.download(buf, 0, n * sd.itemsize).view(sd)
+                np.copyto(target, raw.reshape(prm.shape).astype(prm.dtype), casting="unsafe")
+        for buf in scratch:
+            dev.release(buf)
+        # the returned leaves as on OpenCL (it reads only .outputs and .host_mode)
+        return Executable._results(self, flat, outs)  # type: ignore[arg-type]
+
+
+def _upload_new(device: VulkanDevice, host: np.ndarray) -> Any:
+    sd = storage_dtype(host.dtype)
+    buf = device.device.create_buffer(size=max(16, (host.size * sd.itemsize + 3) // 4 * 4),
+                                      usage=device.usage)
+    device.upload(buf, host.astype(sd))
+    return buf

@@ -1,0 +1,15 @@
+"""Vulkan device arrays: ``fusejit.vulkan.to_device(x)`` puts a NumPy array on the Vulkan
+device (through wgpu); fused functions called with such arrays run there as GLSL compute
+shaders and return ``fusejit.vulkan.Array`` results (``.get()`` copies one back).
+
+    >>> import fusejit, fusejit.vulkan as fv
+    >>> x = fv.to_device(np.arange(8, dtype=np.float32))
+    >>> f(x).get()
+"""
+
+from __future__ import annotations
+
+from .runtime.vulkan.array import Array, empty, to_device
+from .runtime.vulkan.device import VulkanDevice, default_device, vulkan_available
+
+__all__ = ["Array", "VulkanDevice", "default_device", "empty", "to_device", "vulkan_available"]
