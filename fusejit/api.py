@@ -18,8 +18,9 @@ from .errors import ContextMismatchError, UnsupportedDTypeError
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
 from .passes.partition import Plan, partition
+from .recompiles import DEFAULT_CACHE_SIZE, DEFAULT_LIMIT, CallStats, SignatureLRU, env_int
 from .runtime import autotune
-from .runtime.build import build_options, build_program
+from .runtime.build import build_cached, build_options
 from .runtime.devices import DeviceInfo, default_queue, device_info
 from .runtime.executable import NO_QUEUE, Executable, OutSpec
 from .signature import (
@@ -167,6 +168,7 @@ def _group_nodes(kernel: Kernel) -> int:
 class _Compiled:
     executable: Executable
     lowered: Lowered
+    used: bool = False  # set by fast-path hits: the signature LRU's second chance
 
 
 class Fused:
@@ -174,7 +176,8 @@ class Fused:
 
     def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
                  static_argnames: Sequence[str] = (), autotune: bool | None = None,
-                 validate: bool | None = None) -> None:
+                 validate: bool | None = None, recompile_limit: int | None = None,
+                 cache_size: int | None = None) -> None:
         functools.update_wrapper(self, fn)
         self._fn = fn
         sig = inspect.signature(fn)
@@ -191,7 +194,12 @@ class Fused:
         self._validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
         self._guards = guard_getters(fn)
-        self._cache: dict[CallKey, _Compiled] = {}
+        self._cache = SignatureLRU(
+            env_int("FUSEJIT_CACHE_SIZE", DEFAULT_CACHE_SIZE) if cache_size is None
+            else cache_size, self._evicted)
+        self._stats = CallStats(getattr(fn, "__qualname__", "function"),
+                                env_int("FUSEJIT_RECOMPILE_LIMIT", DEFAULT_LIMIT)
+                                if recompile_limit is None else recompile_limit)
         # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
         self._fast: dict[tuple, _Compiled] = {}
         self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
@@ -271,6 +279,7 @@ class Fused:
             compiled = self._fast.get(fkey) if fkey is not None else None
             if compiled is not None and _current_tracer() is None:
                 self._hits += 1
+                compiled.used = True
                 self._mono = self._guarded.get(fkey)
                 exe = compiled.executable
                 queue = args[exe.queue_arg].queue if exe.queue_arg >= 0 else default_queue()
@@ -282,7 +291,7 @@ class Fused:
         if current_tracer() is not None:  # called from another fused function: inline
             return self._fn(*(b.value for b in bound), *args, **kwargs)
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
-        compiled = self._cache.get(key)
+        compiled = self._cache.lookup(key)
         if compiled is None:
             compiled = self._compile(key, flat, kwnames, queue)
         else:
@@ -308,6 +317,7 @@ class Fused:
             if compiled is not None:
                 self._hits += 1
                 return compiled
+            self._stats.note_miss(lambda: iter(list(self._cache)), key)
             lowered, outputs, treedef, constants = self._lowered.pop(key, None) or self._lower(
                 key, flat, kwnames, queue)
             info = lowered.device
@@ -315,8 +325,10 @@ class Fused:
                 raise UnsupportedDTypeError(
                     f"this function computes in float64, which the device ({info.key}) does "
                     "not support (no cl_khr_fp64); use float32 inputs or another device")
-            program = build_program(queue.context, lowered.module.source,
-                                    build_options(info), getattr(self._fn, "__name__", "fn"))
+            program, from_disk = build_cached(queue.context, lowered.module.source,
+                                              build_options(info),
+                                              getattr(self._fn, "__name__", "fn"))
+            self._stats.note_build(from_disk)
             host_mode = not any(isinstance(s, DeviceArraySpec) for s in key.specs)
             temps = [(n.shape, n.dtype) for n in lowered.plan.temps]
             index_dtype = np.dtype(np.int64 if lowered.module.wide else np.int32)
@@ -326,7 +338,7 @@ class Fused:
             exe.queue_arg = next((i for i, s in enumerate(key.specs)
                                   if isinstance(s, DeviceArraySpec)), -1)
             compiled = _Compiled(exe, lowered)
-            self._cache[key] = compiled
+            self._cache.insert(key, compiled)
             self._misses += 1
             return compiled
 
@@ -334,6 +346,7 @@ class Fused:
     def _lower(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
                queue: cl.CommandQueue) -> tuple[Lowered, list[OutSpec], Any, dict]:
         self.trace_count += 1
+        self._stats.traces += 1
         n_pos = len(flat) - len(kwnames)
         same_as = {j: i for i, j, same in key.aliases if same}
         with Tracer() as tracer:
@@ -403,7 +416,19 @@ class Fused:
 
     # -- cache ------------------------------------------------------------------------------------
     def cache_info(self) -> CacheInfo:
-        return CacheInfo(self._hits, self._misses, None, len(self._cache))
+        """Hits and misses of call signatures; ``traces`` (runs of the Python function),
+        ``compiles`` (programs the OpenCL compiler built) and ``disk_hits`` (programs loaded
+        from the disk cache instead)."""
+        st = self._stats
+        return CacheInfo(self._hits, self._misses, self._cache.maxsize or None,
+                         len(self._cache), st.traces, st.compiles, st.disk_hits)
+
+    def _evicted(self, compiled: _Compiled) -> None:
+        """The signature LRU dropped ``compiled``: drop the fast paths' keys to it too."""
+        for fkey in [k for k, c in self._fast.items() if c is compiled]:
+            del self._fast[fkey]
+            if self._guarded.pop(fkey, None) is self._mono:
+                self._mono = None
 
     def cache_clear(self) -> None:
         with self._lock:
@@ -413,17 +438,24 @@ class Fused:
             self._mono = None
             self._lowered.clear()
             self._hits = self._misses = 0
+            self._stats = CallStats(self._stats.name, self._stats.limit)
 
 
 def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
          static_argnames: Sequence[str] | str = (), autotune: bool | None = None,
-         validate: bool | None = None) -> Any:
+         validate: bool | None = None, recompile_limit: int | None = None,
+         cache_size: int | None = None) -> Any:
     """Compile a numpy-style function into fused OpenCL kernels.
 
     Use as ``@fuse`` or ``@fuse(static_argnums=..., static_argnames=...)``. The function is
     traced once per call signature (dtypes, shapes, layouts, static values, device); later
-    calls with the same signature only launch the cached kernels.
+    calls with the same signature only launch the cached kernels. Built programs also go to
+    a disk cache (``FUSEJIT_CACHE_DIR``; ``=0`` turns it off), so a new process skips the
+    OpenCL compiler. ``recompile_limit`` (default 8) distinct signatures give a
+    RecompileWarning naming the arguments that change; ``cache_size`` (default 512) bounds
+    the signatures kept in memory (least recently used are dropped).
     """
     def wrap(f: Callable[..., Any]) -> Fused:
-        return Fused(f, static_argnums, static_argnames, autotune, validate)
+        return Fused(f, static_argnums, static_argnames, autotune, validate, recompile_limit,
+                     cache_size)
     return wrap(fn) if fn is not None else wrap
