@@ -177,7 +177,7 @@ class Fused:
     def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
                  static_argnames: Sequence[str] = (), autotune: bool | None = None,
                  validate: bool | None = None, recompile_limit: int | None = None,
-                 cache_size: int | None = None) -> None:
+                 cache_size: int | None = None, dynamic: bool | None = None) -> None:
         functools.update_wrapper(self, fn)
         self._fn = fn
         sig = inspect.signature(fn)
@@ -199,7 +199,7 @@ class Fused:
             else cache_size, self._evicted)
         self._stats = CallStats(getattr(fn, "__qualname__", "function"),
                                 env_int("FUSEJIT_RECOMPILE_LIMIT", DEFAULT_LIMIT)
-                                if recompile_limit is None else recompile_limit)
+                                if recompile_limit is None else recompile_limit, dynamic)
         # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
         self._fast: dict[tuple, _Compiled] = {}
         self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
@@ -317,7 +317,7 @@ class Fused:
             if compiled is not None:
                 self._hits += 1
                 return compiled
-            self._stats.note_miss(lambda: iter(list(self._cache)), key)
+            self._stats.note_miss(lambda: reversed(list(self._cache)), key)
             lowered, outputs, treedef, constants = self._lowered.pop(key, None) or self._lower(
                 key, flat, kwnames, queue)
             info = lowered.device
@@ -325,10 +325,9 @@ class Fused:
                 raise UnsupportedDTypeError(
                     f"this function computes in float64, which the device ({info.key}) does "
                     "not support (no cl_khr_fp64); use float32 inputs or another device")
-            program, from_disk = build_cached(queue.context, lowered.module.source,
-                                              build_options(info),
-                                              getattr(self._fn, "__name__", "fn"))
-            self._stats.note_build(from_disk)
+            program, how = build_cached(queue.context, lowered.module.source,
+                                        build_options(info), getattr(self._fn, "__name__", "fn"))
+            self._stats.note_build(how)
             host_mode = not any(isinstance(s, DeviceArraySpec) for s in key.specs)
             temps = [(n.shape, n.dtype) for n in lowered.plan.temps]
             index_dtype = np.dtype(np.int64 if lowered.module.wide else np.int32)
@@ -391,7 +390,8 @@ class Fused:
         classes = alias_classes(key.aliases, traced)
         plan = partition(graph, info.limits, classes)
         aliased = frozenset(p for c in classes for p in c)
-        module = SourceModule(graph, plan, OpenCLTarget(), info.limits, aliased).build()
+        module = SourceModule(graph, plan, OpenCLTarget(), info.limits, aliased,
+                              dynamic=self._stats.dynamic_on).build()
         lowered = Lowered(traced, graph, records, plan, module, info, traced_nodes)
         return lowered, outputs, treedef, constants
 
@@ -438,13 +438,13 @@ class Fused:
             self._mono = None
             self._lowered.clear()
             self._hits = self._misses = 0
-            self._stats = CallStats(self._stats.name, self._stats.limit)
+            self._stats = CallStats(self._stats.name, self._stats.limit, self._stats.dynamic)
 
 
 def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
          static_argnames: Sequence[str] | str = (), autotune: bool | None = None,
          validate: bool | None = None, recompile_limit: int | None = None,
-         cache_size: int | None = None) -> Any:
+         cache_size: int | None = None, dynamic: bool | None = None) -> Any:
     """Compile a numpy-style function into fused OpenCL kernels.
 
     Use as ``@fuse`` or ``@fuse(static_argnums=..., static_argnames=...)``. The function is
@@ -453,9 +453,12 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
     a disk cache (``FUSEJIT_CACHE_DIR``; ``=0`` turns it off), so a new process skips the
     OpenCL compiler. ``recompile_limit`` (default 8) distinct signatures give a
     RecompileWarning naming the arguments that change; ``cache_size`` (default 512) bounds
-    the signatures kept in memory (least recently used are dropped).
+    the signatures kept in memory (least recently used are dropped). ``dynamic``: None
+    (default) generates kernels that take their extents at launch from the second distinct
+    extent of a dimension on, so later extents reuse the program; True from the first call;
+    False never (every shape specialised).
     """
     def wrap(f: Callable[..., Any]) -> Fused:
         return Fused(f, static_argnums, static_argnames, autotune, validate, recompile_limit,
-                     cache_size)
+                     cache_size, dynamic)
     return wrap(fn) if fn is not None else wrap

@@ -107,17 +107,54 @@ def key_changes(old: Any, new: Any) -> list[tuple[str, str, str]]:
     return out
 
 
-def explain(name: str, previous: Iterator[Any], new: Any) -> str:
-    """The log line for a miss of ``new``, against the closest of the previous keys."""
-    best: list[tuple[str, str, str]] | None = None
+def closest(previous: Iterator[Any], new: Any) -> tuple[Any, list[tuple[str, str, str]]]:
+    """The previous key with the fewest changes to ``new``, and those changes."""
+    best, best_changes = None, None
     for old in previous:
         changes = key_changes(old, new)
-        if best is None or len(changes) < len(best):
-            best = changes
-    if best is None:
+        if best_changes is None or len(changes) < len(best_changes):
+            best, best_changes = old, changes
+    return best, best_changes or []
+
+
+def changed_dims(old: Any, new: Any) -> list[tuple[str, int]] | None:
+    """(argument label, dim) of every array extent that differs between two keys, when
+    extents of same-rank arrays (none of them 0 or 1) are all that differ; else None."""
+    if old is None or old.kwnames != new.kwnames or len(old.specs) != len(new.specs) or \
+            (old.context, old.aliases, old.guards) != (new.context, new.aliases, new.guards):
+        return None
+    n_pos = len(new.specs) - len(new.kwnames)
+    dims = []
+    for i, (a, b) in enumerate(zip(old.specs, new.specs)):
+        if a == b:
+            continue
+        shape_a, shape_b = getattr(a, "shape", None), getattr(b, "shape", None)
+        if type(a) is not type(b) or shape_a is None or len(shape_a) != len(shape_b) or \
+                a._replace(shape=shape_b, **_strides_of(b)) != b:
+            return None
+        for d, (x, y) in enumerate(zip(shape_a, shape_b)):
+            if x != y:
+                if min(x, y) <= 1:
+                    return None  # size 0 and 1 stay specialised
+                dims.append((_arg_label(i, n_pos, new.kwnames), d))
+    return dims or None
+
+
+def _strides_of(spec: Any) -> dict[str, Any]:
+    # contiguous strides follow the shape; other layout changes are not extents
+    return {"strides": spec.strides} if hasattr(spec, "strides") else {}
+
+
+def explain(name: str, previous: Iterator[Any], new: Any) -> str:
+    """The log line for a miss of ``new``, against the closest of the previous keys."""
+    old, changes = closest(previous, new)
+    if old is None:
         return f"{name}: compiling (first call)"
-    return f"{name}: recompiling: " + "; ".join(
-        f"{label} {what} {diff}".rstrip() for label, what, diff in best)
+    return f"{name}: recompiling: " + _changes_text(changes)
+
+
+def _changes_text(changes: list[tuple[str, str, str]]) -> str:
+    return "; ".join(f"{label} {what} {diff}".rstrip() for label, what, diff in changes)
 
 
 # -- per-function state -----------------------------------------------------------------------------
@@ -125,42 +162,79 @@ def explain(name: str, previous: Iterator[Any], new: Any) -> str:
 
 @dataclass
 class CallStats:
-    """Counters behind ``cache_info()`` and the recompile warning."""
+    """Counters behind ``cache_info()``, the recompile log and warning, and the automatic
+    dynamic-extent rule (torch's: the second distinct extent of a dim makes it dynamic)."""
 
     name: str
     limit: int
+    dynamic: bool | None = None  # the @fuse(dynamic=...) setting
     traces: int = 0
     compiles: int = 0  # programs the OpenCL compiler built from source
     disk_hits: int = 0  # programs loaded from the disk cache instead
+    reused: int = 0  # signatures served by a program already built (runtime extents)
     signatures: int = 0
+    dynamic_on: bool = False  # kernels take their extents at launch
     warned: bool = False
+    retracing: bool = False  # the current miss only changed extents of a dynamic function
     changing: dict[str, set] = field(default_factory=dict)
+    _moves: set = field(default_factory=set)
 
-    def note_build(self, from_disk: bool) -> None:
-        if from_disk:
-            self.disk_hits += 1
-        else:
-            self.compiles += 1
+    def __post_init__(self) -> None:
+        self.dynamic_on = self.dynamic is True
+
+    @property
+    def programs(self) -> int:
+        return self.compiles + self.disk_hits
 
     def note_miss(self, previous: Callable[[], Iterator[Any]], key: Any) -> None:
-        """Log why ``key`` missed; warn once at the limit."""
+        """Record a signature miss, decide the dynamic rule, log why."""
         self.signatures += 1
-        if log.isEnabledFor(logging.INFO):
-            log.info("%s", explain(self.name, previous(), key))
         n_pos = len(key.specs) - len(key.kwnames)
         for i, spec in enumerate(key.specs):
             self.changing.setdefault(_arg_label(i, n_pos, key.kwnames), set()).add(spec)
-        if self.limit and self.signatures >= self.limit and not self.warned:
+        old, changes = closest(previous(), key)
+        self._moves |= {what for _, what, _ in changes}
+        dims = changed_dims(old, key)
+        became = ""
+        self.retracing = bool(dims) and self.dynamic_on
+        if dims and self.dynamic is None and not self.dynamic_on:
+            self.dynamic_on = True
+            labels = {label for label, _ in dims}
+            became = "; " + ", ".join(f"dim {d}" if len(labels) == 1 else f"{label} dim {d}"
+                                      for label, d in dims) + " now dynamic"
+        if log.isEnabledFor(logging.INFO):
+            if old is None:
+                log.info("%s: compiling (first call)", self.name)
+            elif self.dynamic_on and not became and dims:
+                log.info("%s: retracing for %s (dynamic extents: the program is reused when "
+                         "the source comes out the same)", self.name, _changes_text(changes))
+            else:
+                log.info("%s: recompiling: %s%s", self.name, _changes_text(changes), became)
+
+    def note_build(self, how: str) -> None:
+        """``how``: compiled | disk | memory (a program built earlier, reused). Warns once
+        when the function has needed ``limit`` programs."""
+        if how == "memory":
+            self.reused += 1
+            return
+        if how == "disk":
+            self.disk_hits += 1
+        else:
+            self.compiles += 1
+            if self.retracing:
+                log.info("%s: compiling a new program: the kernel source changed (a new size "
+                         "or alignment class)", self.name)
+        if self.limit and self.programs >= self.limit and not self.warned:
             self.warned = True
             moving = [label for label, seen in self.changing.items() if len(seen) > 1]
-            fields = sorted({f for old in previous() for _, f, _ in key_changes(old, key)})
+            fields = sorted(self._moves)
             warnings.warn(
-                f"{self.name} has been compiled for {self.signatures} distinct call signatures"
+                f"{self.name} has been compiled for {self.programs} distinct call signatures"
                 f" (the arguments that keep changing: {', '.join(moving) or 'none'}"
                 f"{'; ' + ', '.join(fields) if fields else ''}). Pass values that change "
                 "every call as arguments of fixed shape, mark changing Python values static "
                 "only when they take few values, or raise @fuse(recompile_limit=...) / "
-                "FUSEJIT_RECOMPILE_LIMIT", RecompileWarning, stacklevel=4)
+                "FUSEJIT_RECOMPILE_LIMIT", RecompileWarning, stacklevel=5)
 
 
 class SignatureLRU(OrderedDict):

@@ -72,11 +72,12 @@ class ReductionKernels:
         dx, dy = (1, 0) if st.along_rows else (0, 1)
         # Lanes past the last output (padding of the last work-group) recompute the last
         # output without storing it: values hoisted out of the loops are then loaded in bounds.
+        n_o = low.args.extent("o", M) if self.dynamic else None  # outputs, at launch
         pre = [f"const {it} lx_ = ({it})get_local_id({dx});",
                f"const {it} ly_ = ({it})get_local_id({dy});",
                f"const {it} o_ = ({it})get_group_id({dx}) * {lx} + lx_;",
-               f"const int active = o_ < {M};",
-               f"const {it} o = active ? o_ : {max(M - 1, 0)};"]
+               f"const int active = o_ < {n_o or M};",
+               f"const {it} o = active ? o_ : {f'{n_o} - 1' if n_o else max(M - 1, 0)};"]
         if gy > 1:
             pre.append(f"const {it} gy_ = ({it})get_group_id({dy});")
 
@@ -266,11 +267,12 @@ class ReductionKernels:
             low.bound[(r, outer_idx)] = _finish(top, t, r, final, farg)
         self._epilogue(top, low, group, Expr.var("o", M), outer_idx, (), ReduceStrategy(1, ly),
                        it, 0)
+        bound = low.args.extent("o", M) if self.dynamic else M
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
         lines = [sig.render(t, (ly,)), "{", *(f"    {p}" for p in pre),
-                 *(f"    {d}" for d in local_decls), f"    const int active = o < {M};", *body,
+                 *(f"    {d}" for d in local_decls), f"    const int active = o < {bound};", *body,
                  "}"]
         return (Kernel(name, "\n".join(lines), sig, (M * ly,), (ly,), group, "combine",
                        work=M * gy), low)

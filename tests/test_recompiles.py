@@ -31,7 +31,8 @@ def test_log_says_what_changed(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "fusejit.recompiles"]
     assert lines == [
         "test_log_says_what_changed.<locals>.f: compiling (first call)",
-        "test_log_says_what_changed.<locals>.f: recompiling: arg 0 shape (10, 4) -> (12, 4)",
+        "test_log_says_what_changed.<locals>.f: recompiling: arg 0 shape (10, 4) -> (12, 4); "
+        "dim 0 now dynamic",
         "test_log_says_what_changed.<locals>.f: recompiling: arg 0 dtype float32 -> float64",
         "test_log_says_what_changed.<locals>.f: recompiling: arg 1 type float -> int",
     ]
@@ -61,7 +62,7 @@ def test_fusejit_log_env_prints_to_stderr():
 
 
 def test_warning_names_the_changing_argument():
-    f = fusejit.fuse(lambda x, y: x + y, recompile_limit=3)
+    f = fusejit.fuse(lambda x, y: x + y, recompile_limit=3, dynamic=False)
     y = np.ones(4, np.float32)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -6,7 +6,9 @@ import contextlib
 import hashlib
 import os
 import re
+import threading
 import warnings
+from collections import OrderedDict
 
 import pyopencl as cl
 
@@ -75,8 +77,31 @@ def program_key(device: cl.Device, source: str, options: list[str]) -> cache.Pro
         __version__)
 
 
+_MEMO_SIZE = 256  # programs kept per process (signatures with runtime extents share them)
+_memo: OrderedDict[tuple, cl.Program] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
 def build_cached(ctx: cl.Context, source: str, options: list[str], name: str
-                 ) -> tuple[cl.Program, bool]:
+                 ) -> tuple[cl.Program, str]:
+    """(program, how): a program built earlier in this process ("memory"), one loaded from
+    the disk cache ("disk"), or one compiled ("compiled")."""
+    memo_key = (ctx, hashlib.sha256(source.encode()).digest(), tuple(options))
+    with _memo_lock:
+        program = _memo.get(memo_key)
+        if program is not None:
+            _memo.move_to_end(memo_key)
+            return program, "memory"
+    program, from_disk = _build_through_disk(ctx, source, options, name)
+    with _memo_lock:
+        _memo[memo_key] = program
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
+    return program, "disk" if from_disk else "compiled"
+
+
+def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: str
+                        ) -> tuple[cl.Program, bool]:
     """``build_program`` through fusejit's disk cache: (program, whether it came from disk).
 
     A hit builds from the stored device binary (no compiler run); a miss compiles the source,
@@ -94,7 +119,9 @@ def build_cached(ctx: cl.Context, source: str, options: list[str], name: str
         entry = store.get(key)
         if entry is not None:
             try:
-                program = cl.Program(ctx, [device], [entry.binary]).build(options=options)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", cl.CompilerWarning)
+                    program = cl.Program(ctx, [device], [entry.binary]).build(options=options)
                 if not expected or expected <= _kernel_names(program):
                     return program, True
                 store.reject(key, "the binary lacks a kernel")

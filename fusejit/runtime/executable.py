@@ -43,7 +43,7 @@ def memory_pool(queue: cl.CommandQueue) -> cltools.MemoryPool:
     return pool
 
 
-_PARAM, _OFFSET, _OUT, _TEMP, _PART, _SCALAR = range(6)
+_PARAM, _OFFSET, _OUT, _TEMP, _PART, _SCALAR, _EXTENT = range(7)
 _enqueue = cl.enqueue_nd_range_kernel
 
 
@@ -166,7 +166,8 @@ class Executable:
         self.autotune = autotune
         self._calls = 0
         self.constants = constants  # captured arrays, uploaded once per context
-        self.kernels = [(getattr(program, k.name), k) for k in module.kernels
+        # cl.Kernel, not getattr: one program can serve several signatures (runtime extents)
+        self.kernels = [(cl.Kernel(program, k.name), k) for k in module.kernels
                         if math.prod(k.global_size) > 0]
         self._launch_lock = threading.Lock()  # set_arg + enqueue on a shared cl.Kernel
         self._const_buffers: dict[cl.Context, list[Any]] = {}
@@ -182,12 +183,16 @@ class Executable:
         self._consts = [p for p, prm in enumerate(params) if prm.kind == "const"]
         scalars: dict[tuple[int, str], int] = {}
         self._scalars: list[tuple[int, np.dtype]] = []
+        self._extents: list[np.generic] = []  # loop bounds of kernels for runtime extents
         self._plans = []
         for knl, record in self.kernels:
             plan = []
             for arg in record.signature.args:
                 if isinstance(arg, ScalarArg) and arg.role == "offset":
                     plan.append((_OFFSET, arg.index))
+                elif isinstance(arg, ScalarArg) and arg.role == "extent":
+                    plan.append((_EXTENT, len(self._extents)))
+                    self._extents.append(arg.dtype.type(arg.value))
                 elif isinstance(arg, ScalarArg):
                     key = (arg.index, arg.dtype.str)
                     if key not in scalars:
@@ -291,6 +296,9 @@ class Executable:
                 body.append(f"    {prefix}{i} = pool.allocate({spec[4]})" if spec[2] else
                             f"    {prefix}{i} = None")
                 arg_expr[(kind, i)] = f"{prefix}{i}"
+        for j, value in enumerate(self._extents):
+            env[f"e{j}"] = value
+            arg_expr[(_EXTENT, j)] = f"e{j}"
         for j, (src, dtype) in enumerate(self._scalars):
             env[f"dtype{j}"] = dtype
             body.append(f"    s{j} = conv(flat[{src}], dtype{j})")
@@ -397,7 +405,8 @@ class Executable:
         parts = [_buffer(pool, spec) for spec in self._part_specs]
         scalars = [_kernel_arg_scalar(flat[src], dtype) for src, dtype in self._scalars] \
             if self._scalars else ()
-        tables = (bufs, offs, [a.base_data for a in outs], temps, parts, scalars)
+        tables = (bufs, offs, [a.base_data for a in outs], temps, parts, scalars,
+                  self._extents)
         with self._launch_lock:
             if self._to_tune and self._calls:
                 self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
