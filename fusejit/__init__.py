@@ -7,6 +7,7 @@
 """
 
 from . import numpy_api  # noqa: F401 - the traced NumPy surface, loaded now, not in a first call
+from .aot import BundleError, ShapeDtype, export, load
 from .api import CacheInfo, Fused, Lowered, fuse
 from .errors import (
     BroadcastError,
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BroadcastError",
+    "BundleError",
     "CacheInfo",
     "ContextMismatchError",
     "Fused",
@@ -40,9 +42,12 @@ __all__ = [
     "UnsupportedAttributeError",
     "UnsupportedDTypeError",
     "UnsupportedOperationError",
+    "ShapeDtype",
     "ValidationError",
     "default_queue",
     "dequantize_linear",
+    "export",
     "fuse",
+    "load",
     "quantize_linear",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -14,6 +15,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import validate
+from .aot import Compiled, ShapeDtype
 from .errors import ContextMismatchError, UnsupportedDTypeError
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
@@ -112,6 +114,15 @@ class Lowered:
     module: Module
     device: DeviceInfo
     traced_nodes: int  # values the function computed, including ones no output uses
+    _compile: Callable[[], Any] | None = dataclasses.field(default=None, compare=False,
+                                                             repr=False)
+
+    def compile(self) -> Compiled:
+        """Build what was lowered (``f.lower(ShapeDtype(...)).compile()``): later calls with
+        this signature only launch. Returns a callable."""
+        if self._compile is None:
+            raise ValueError("this Lowered was not made by a fused function's lower()")
+        return self._compile()
 
     @property
     def source(self) -> str:
@@ -248,6 +259,8 @@ class Fused:
             if isinstance(value, StaticSelf):
                 spec = StaticSpec(Identity(value.value))
                 flat[i] = value.value
+            elif isinstance(value, ShapeDtype):  # an abstract argument (f.lower, export)
+                spec = value.spec()
             else:
                 spec = arg_spec(value, static)
             if isinstance(spec, DeviceArraySpec):
@@ -396,15 +409,28 @@ class Fused:
         return lowered, outputs, treedef, constants
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        """Trace and generate code for these arguments without launching anything."""
+        """Trace and generate code for these arguments without launching anything. Arguments
+        may be abstract (``fusejit.ShapeDtype``; a None dimension makes it dynamic);
+        ``.compile()`` on the result builds it."""
+        if any(isinstance(a, ShapeDtype) and a.dynamic for a in (*args, *kwargs.values())):
+            if self._stats.dynamic is False:
+                raise ValueError("a ShapeDtype with a None (dynamic) dimension needs "
+                                 "@fuse(dynamic=None or True); this function has dynamic=False")
+            self._stats.dynamic_on = True
         flat, kwnames, key, queue = self._flatten(args, kwargs)
+        build = functools.partial(self._compile_lowered, key, flat, kwnames, queue)
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is not None:
-                return compiled.lowered
+                return dataclasses.replace(compiled.lowered, _compile=build)
             if key not in self._lowered:
                 self._lowered[key] = self._lower(key, flat, kwnames, queue)
-            return self._lowered[key][0]
+            return dataclasses.replace(self._lowered[key][0], _compile=build)
+
+    def _compile_lowered(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
+                         queue: cl.CommandQueue) -> Compiled:
+        self._compile(key, flat, kwnames, queue)
+        return Compiled(self)
 
     def explain(self, *args: Any, **kwargs: Any) -> Any:
         """A readable report of what fusejit makes of a call with these arguments (graph, passes,

@@ -119,9 +119,7 @@ def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: 
         entry = store.get(key)
         if entry is not None:
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", cl.CompilerWarning)
-                    program = cl.Program(ctx, [device], [entry.binary]).build(options=options)
+                program = from_binary(ctx, device, entry.binary, options)
                 if not expected or expected <= _kernel_names(program):
                     return program, True
                 store.reject(key, "the binary lacks a kernel")
@@ -141,6 +139,14 @@ def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: 
     if binary:
         store.put(key, cache.Entry(bytes(binary), tuple(sorted(expected))))
     return program, False
+
+
+def from_binary(ctx: cl.Context, device: cl.Device, binary: bytes, options: list[str]
+                ) -> cl.Program:
+    """A program from a device binary (raises cl.Error when the driver refuses it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        return cl.Program(ctx, [device], [binary]).build(options=options)
 
 
 def _build_uncached(ctx: cl.Context, source: str, options: list[str], name: str) -> cl.Program:

@@ -166,6 +166,7 @@ class Executable:
         self.autotune = autotune
         self._calls = 0
         self.constants = constants  # captured arrays, uploaded once per context
+        self.program = program  # (AOT export reads its binary)
         # cl.Kernel, not getattr: one program can serve several signatures (runtime extents)
         self.kernels = [(cl.Kernel(program, k.name), k) for k in module.kernels
                         if math.prod(k.global_size) > 0]
