@@ -9,6 +9,7 @@
 from . import numpy_api  # noqa: F401 - the traced NumPy surface, loaded now, not in a first call
 from . import random  # noqa: F401 - fusejit.random: keyed Philox random numbers
 from . import linalg  # noqa: F401 - matrix products (@, matmul, dot, einsum, ...)
+from .aot import BundleError, ShapeDtype, export, load
 from .api import CacheInfo, Fused, Lowered, fuse
 from .errors import (
     BroadcastError,
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BroadcastError",
+    "BundleError",
     "CacheInfo",
     "ContextMismatchError",
     "DeviceUnavailableError",
@@ -47,11 +49,14 @@ __all__ = [
     "UnsupportedAttributeError",
     "UnsupportedDTypeError",
     "UnsupportedOperationError",
+    "ShapeDtype",
     "ValidationError",
     "default_queue",
     "dequantize_linear",
+    "export",
     "fuse",
     "get_default_device",
+    "load",
     "quantize_linear",
     "random",
     "set_default_device",

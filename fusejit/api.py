@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -13,12 +14,14 @@ from typing import Any
 import pyopencl as cl
 
 from . import validate
+from .aot import Compiled, ShapeDtype
 from .errors import ContextMismatchError
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
 from . import gemm_tune
 from .passes.gemm import partition_gemm
 from .passes.partition import Plan
+from .recompiles import DEFAULT_CACHE_SIZE, DEFAULT_LIMIT, CallStats, SignatureLRU, env_int
 from .runtime import autotune
 from .runtime.backend import backend_of, default_queue
 from .runtime.devices import DeviceInfo
@@ -111,6 +114,15 @@ class Lowered:
     module: Module
     device: DeviceInfo
     traced_nodes: int  # values the function computed, including ones no output uses
+    _compile: Callable[[], Any] | None = dataclasses.field(default=None, compare=False,
+                                                             repr=False)
+
+    def compile(self) -> Compiled:
+        """Build what was lowered (``f.lower(ShapeDtype(...)).compile()``): later calls with
+        this signature only launch. Returns a callable."""
+        if self._compile is None:
+            raise ValueError("this Lowered was not made by a fused function's lower()")
+        return self._compile()
 
     @property
     def source(self) -> str:
@@ -168,6 +180,7 @@ class _Compiled:
     executable: Executable
     lowered: Lowered
     backend: Any = None  # the runtime backend the executable runs on
+    used: bool = False  # set by fast-path hits: the signature LRU's second chance
 
 
 class Fused:
@@ -175,7 +188,8 @@ class Fused:
 
     def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
                  static_argnames: Sequence[str] = (), autotune: bool | None = None,
-                 validate: bool | None = None) -> None:
+                 validate: bool | None = None, recompile_limit: int | None = None,
+                 cache_size: int | None = None, dynamic: bool | None = None) -> None:
         functools.update_wrapper(self, fn)
         self._fn = fn
         sig = inspect.signature(fn)
@@ -192,7 +206,12 @@ class Fused:
         self._validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
         self._guards = guard_getters(fn)
-        self._cache: dict[CallKey, _Compiled] = {}
+        self._cache = SignatureLRU(
+            env_int("FUSEJIT_CACHE_SIZE", DEFAULT_CACHE_SIZE) if cache_size is None
+            else cache_size, self._evicted)
+        self._stats = CallStats(getattr(fn, "__qualname__", "function"),
+                                env_int("FUSEJIT_RECOMPILE_LIMIT", DEFAULT_LIMIT)
+                                if recompile_limit is None else recompile_limit, dynamic)
         # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
         self._fast: dict[tuple, _Compiled] = {}
         self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
@@ -241,6 +260,8 @@ class Fused:
             if isinstance(value, StaticSelf):
                 spec = StaticSpec(Identity(value.value))
                 flat[i] = value.value
+            elif isinstance(value, ShapeDtype):  # an abstract argument (f.lower, export)
+                spec = value.spec()
             else:
                 spec = arg_spec(value, static)
             if isinstance(spec, DeviceArraySpec):
@@ -272,6 +293,7 @@ class Fused:
             compiled = self._fast.get(fkey) if fkey is not None else None
             if compiled is not None and _current_tracer() is None:
                 self._hits += 1
+                compiled.used = True
                 self._mono = self._guarded.get(fkey)
                 exe = compiled.executable
                 if exe.queue_arg >= 0:
@@ -288,7 +310,7 @@ class Fused:
         if current_tracer() is not None:  # called from another fused function: inline
             return self._fn(*(b.value for b in bound), *args, **kwargs)
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
-        compiled = self._cache.get(key)
+        compiled = self._cache.lookup(key)
         if compiled is None:
             compiled = self._compile(key, flat, kwnames, queue)
         else:
@@ -314,6 +336,7 @@ class Fused:
             if compiled is not None:
                 self._hits += 1
                 return compiled
+            self._stats.note_miss(lambda: reversed(list(self._cache)), key)
             lowered, outputs, treedef, constants = self._lowered.pop(key, None) or self._lower(
                 key, flat, kwnames, queue)
             host_mode = not any(isinstance(s, DeviceArraySpec) for s in key.specs)
@@ -323,8 +346,9 @@ class Fused:
                                      getattr(self._fn, "__name__", "fn"))
             exe.queue_arg = next((i for i, s in enumerate(key.specs)
                                   if isinstance(s, DeviceArraySpec)), -1)
+            self._stats.note_build(getattr(exe, "built_how", "compiled"))
             compiled = _Compiled(exe, lowered, backend)
-            self._cache[key] = compiled
+            self._cache.insert(key, compiled)
             self._misses += 1
             return compiled
 
@@ -332,6 +356,7 @@ class Fused:
     def _lower(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
                queue: cl.CommandQueue) -> tuple[Lowered, list[OutSpec], Any, dict]:
         self.trace_count += 1
+        self._stats.traces += 1
         n_pos = len(flat) - len(kwnames)
         same_as = {j: i for i, j, same in key.aliases if same}
         with Tracer() as tracer:
@@ -379,20 +404,34 @@ class Fused:
         plan = gemm_tune.configure(plan, info.key, info.limits, gemm_tune.tuner(
             queue, info, self.autotune))
         aliased = frozenset(p for c in classes for p in c)
-        module = SourceModule(graph, plan, backend.target(info), info.limits, aliased).build()
+        module = SourceModule(graph, plan, backend.target(info), info.limits, aliased,
+                              dynamic=self._stats.dynamic_on).build()
         lowered = Lowered(traced, graph, records, plan, module, info, traced_nodes)
         return lowered, outputs, treedef, constants
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        """Trace and generate code for these arguments without launching anything."""
+        """Trace and generate code for these arguments without launching anything. Arguments
+        may be abstract (``fusejit.ShapeDtype``; a None dimension makes it dynamic);
+        ``.compile()`` on the result builds it."""
+        if any(isinstance(a, ShapeDtype) and a.dynamic for a in (*args, *kwargs.values())):
+            if self._stats.dynamic is False:
+                raise ValueError("a ShapeDtype with a None (dynamic) dimension needs "
+                                 "@fuse(dynamic=None or True); this function has dynamic=False")
+            self._stats.dynamic_on = True
         flat, kwnames, key, queue = self._flatten(args, kwargs)
+        build = functools.partial(self._compile_lowered, key, flat, kwnames, queue)
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is not None:
-                return compiled.lowered
+                return dataclasses.replace(compiled.lowered, _compile=build)
             if key not in self._lowered:
                 self._lowered[key] = self._lower(key, flat, kwnames, queue)
-            return self._lowered[key][0]
+            return dataclasses.replace(self._lowered[key][0], _compile=build)
+
+    def _compile_lowered(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
+                         queue: cl.CommandQueue) -> Compiled:
+        self._compile(key, flat, kwnames, queue)
+        return Compiled(self)
 
     def explain(self, *args: Any, **kwargs: Any) -> Any:
         """A readable report of what fusejit makes of a call with these arguments (graph, passes,
@@ -404,8 +443,19 @@ class Fused:
 
     # -- cache ------------------------------------------------------------------------------------
     def cache_info(self) -> CacheInfo:
-        """Hits, misses and the number of compiled signatures, like ``functools.lru_cache``."""
-        return CacheInfo(self._hits, self._misses, None, len(self._cache))
+        """Hits and misses of call signatures; ``traces`` (runs of the Python function),
+        ``compiles`` (programs the OpenCL compiler built) and ``disk_hits`` (programs loaded
+        from the disk cache instead)."""
+        st = self._stats
+        return CacheInfo(self._hits, self._misses, self._cache.maxsize or None,
+                         len(self._cache), st.traces, st.compiles, st.disk_hits)
+
+    def _evicted(self, compiled: _Compiled) -> None:
+        """The signature LRU dropped ``compiled``: drop the fast paths' keys to it too."""
+        for fkey in [k for k, c in self._fast.items() if c is compiled]:
+            del self._fast[fkey]
+            if self._guarded.pop(fkey, None) is self._mono:
+                self._mono = None
 
     def cache_clear(self) -> None:
         """Forget every compiled signature (the next call traces and builds again)."""
@@ -416,11 +466,13 @@ class Fused:
             self._mono = None
             self._lowered.clear()
             self._hits = self._misses = 0
+            self._stats = CallStats(self._stats.name, self._stats.limit, self._stats.dynamic)
 
 
 def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
          static_argnames: Sequence[str] | str = (), autotune: bool | None = None,
-         validate: bool | None = None) -> Any:
+         validate: bool | None = None, recompile_limit: int | None = None,
+         cache_size: int | None = None, dynamic: bool | None = None) -> Any:
     """Compile a numpy-style function into fused OpenCL kernels.
 
     Use as ``@fuse`` or ``@fuse(static_argnums=..., static_argnames=..., autotune=...,
@@ -473,6 +525,16 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
             call (bad ``out=``, mismatched shapes, an index out of bounds known while
             tracing), before anything is launched.
 
+
+    Caching and recompiles:
+        Built programs also go to a disk cache (``FUSEJIT_CACHE_DIR``; ``=0`` turns it off),
+        so a new process skips the OpenCL compiler. ``recompile_limit`` (default 8) distinct
+        signatures give a RecompileWarning naming the arguments that change; ``cache_size``
+        (default 512) bounds the signatures kept in memory (least recently used are dropped).
+        ``dynamic``: None (default) generates kernels that take their extents at launch from
+        the second distinct extent of a dimension on, so later extents reuse the program; True
+        from the first call; False never (every shape specialised).
+
     Example:
         >>> import numpy as np
         >>> from fusejit import fuse
@@ -487,5 +549,6 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
         1
     """
     def wrap(f: Callable[..., Any]) -> Fused:
-        return Fused(f, static_argnums, static_argnames, autotune, validate)
+        return Fused(f, static_argnums, static_argnames, autotune, validate, recompile_limit,
+                     cache_size, dynamic)
     return wrap(fn) if fn is not None else wrap

@@ -31,13 +31,15 @@ class BufferArg:
 
 @dataclass(frozen=True)
 class ScalarArg:
-    """A by-value argument. role: scalar (a parameter's value converted to ``dtype``) or
-    offset (an array parameter's element offset)."""
+    """A by-value argument. role: scalar (a parameter's value converted to ``dtype``),
+    offset (an array parameter's element offset) or extent (a loop bound of a kernel
+    generated for runtime extents: ``value``, so the source does not change with it)."""
 
     name: str
     dtype: np.dtype
     role: str
     index: int
+    value: int = 0
 
     def declaration(self, target: Target) -> str:
         return target.scalar_param(self.name, self.dtype)

@@ -161,6 +161,14 @@ class ArgTable:
         self.args.setdefault(key, {"kind": "scalar", "name": name, "dtype": dtype})
         return name
 
+    def extent(self, label: str, value: int) -> str:
+        """A loop bound passed at launch (kernels for runtime extents): its argument name."""
+        entry = self.args.setdefault(("extent", 0, label), {
+            "kind": "scalar", "name": f"n_{label}", "dtype": self.index_dtype,
+            "value": int(value)})
+        assert entry["value"] == value, (label, entry["value"], value)
+        return f"n_{label}"
+
     def signature(self, name: str) -> KernelSignature:
         out: list[Arg] = []
         for key, e in self.args.items():
@@ -172,7 +180,7 @@ class ArgTable:
                     restrict = True
                 out.append(BufferArg(e["name"], e["dtype"], role, index, e["write"], restrict))
             else:
-                out.append(ScalarArg(e["name"], e["dtype"], role, index))
+                out.append(ScalarArg(e["name"], e["dtype"], role, index, e.get("value", 0)))
         return KernelSignature(name, tuple(out))
 
 

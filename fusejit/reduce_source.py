@@ -72,11 +72,12 @@ class ReductionKernels:
         dx, dy = (1, 0) if st.along_rows else (0, 1)
         # Lanes past the last output (padding of the last work-group) recompute the last
         # output without storing it: values hoisted out of the loops are then loaded in bounds.
+        n_o = low.args.extent("o", M) if self.dynamic else None  # outputs, at launch
         pre = [f"const {it} lx_ = {t.cast(it, t.local_id_of(dx))};",
                f"const {it} ly_ = {t.cast(it, t.local_id_of(dy))};",
                f"const {it} o_ = {t.cast(it, t.group_id_of(dx))} * {lx} + lx_;",
-               f"const bool active = o_ < {M};",
-               f"const {it} o = active ? o_ : {max(M - 1, 0)};"]
+               f"const bool active = o_ < {n_o or M};",
+               f"const {it} o = active ? o_ : {f'{n_o} - 1' if n_o else max(M - 1, 0)};"]
         if gy > 1:
             pre.append(f"const {it} gy_ = {t.cast(it, t.group_id_of(dy))};")
 
@@ -268,11 +269,12 @@ class ReductionKernels:
             low.bound[(r, outer_idx)] = _finish(top, t, r, final, farg)
         self._epilogue(top, low, group, Expr.var("o", M), outer_idx, (), ReduceStrategy(1, ly),
                        it, 0)
+        bound = low.args.extent("o", M) if self.dynamic else M
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
         source = t.kernel(sig.render(t, (ly,)), local_decls,
-                          [*(f"    {p}" for p in pre), f"    const bool active = o < {M};",
+                          [*(f"    {p}" for p in pre), f"    const bool active = o < {bound};",
                            *body])
         return (Kernel(name, source, sig, (M * ly,), (ly,), group, "combine",
                        work=M * gy), low)

@@ -144,6 +144,9 @@ class CacheInfo(NamedTuple):
     misses: int
     maxsize: int | None
     currsize: int
+    traces: int = 0  # runs of the Python function
+    compiles: int = 0  # programs the OpenCL compiler built from source
+    disk_hits: int = 0  # programs loaded from the disk cache instead
 
 
 BIG_OFFSET = 2**30  # bytes; arrays starting further into their buffer take the full path

@@ -26,7 +26,7 @@ from .ops import SHARED_BY_LANES
 from .passes.partition import Group, Plan
 from .reduce_source import ReductionKernels
 from .render import Renderer
-from .symbolic import Expr
+from .symbolic import Expr, Var
 from .targets.base import Target
 
 
@@ -34,8 +34,11 @@ class SourceModule(ReductionKernels):
     """Generates the module for a plan: deterministic, byte-identical for the same input."""
 
     def __init__(self, graph: Graph, plan: Plan, target: Target, limits: object = None,
-                 aliased: frozenset[int] = frozenset()) -> None:
+                 aliased: frozenset[int] = frozenset(), dynamic: bool = False) -> None:
         self.graph = graph
+        # loop bounds that follow the extents are kernel arguments (ScalarArg role "extent"),
+        # so one program serves every extent whose source comes out the same
+        self.dynamic = dynamic
         self.plan = plan
         self.target = target
         self.aliased = set(aliased)
@@ -112,16 +115,23 @@ class SourceModule(ReductionKernels):
                 inner = block.nested(f"if ({guard}) {{") if guard else block
                 _store(inner, st, node_idx, low, inner.value(st.node, node_idx))
 
+        dyn = self.dynamic
         if nv:
             low.lanes = vec
-            loop = top.nested(f"for ({it} w = gid; w < {nv}; w += gsz) {{",
+            bound = low.args.extent("v", nv) if dyn else nv
+            loop = top.nested(f"for ({it} w = gid; w < {bound}; w += gsz) {{",
                               loop_vars=frozenset({"w"}))
             lane = Expr.var(LANE, vec) if vec > 1 else Expr(0)
             body(loop, unravel(Expr.var("w", nv) * vec + lane, space))
         if tail:
             low.lanes = 1
-            body(top.nested(f"if (gid < {tail}) {{"),
-                 unravel(Expr.var("gid", tail) + nv * vec, space))
+            if dyn:  # gid < tail <= vec - 1, and the tail starts at n_tb = nv * vec
+                start = Expr.of(Var(low.args.extent("tb", nv * vec), 0, n - 1))
+                tail_idx = Expr.var("gid", vec - 1) + start
+                bound = low.args.extent("tail", tail)
+            else:
+                tail_idx, bound = Expr.var("gid", tail) + nv * vec, tail
+            body(top.nested(f"if (gid < {bound}) {{"), unravel(tail_idx, space))
         renderer = Renderer()
         lines = renderer.render(top, 1)
         sig = low.args.signature(name)

@@ -439,7 +439,7 @@ def _no_fp64(mp: pytest.MonkeyPatch) -> None:
         raise AssertionError("a kernel was built for a device without fp64")
 
     mp.setattr(fj_api, "device_info", without_fp64)
-    mp.setattr(fj_api, "build_program", no_build)
+    mp.setattr(fj_api, "build_cached", no_build)
 
 
 # -- the runner -------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pyopencl as cl
 
+from . import cache
+
 MIN_ITEMS = 1 << 18  # vectors; below this a launch is dominated by overhead, not the config
 _lock = threading.Lock()
 _memory: dict[str, tuple[int, int | None]] = {}
@@ -39,35 +41,60 @@ def enabled(flag: bool | None) -> bool:
     return os.environ.get("FUSEJIT_AUTOTUNE", "1") not in ("0", "", "false")
 
 
-def _cache_file() -> Path:
-    base = os.environ.get("FUSEJIT_CACHE_DIR")
-    if base:
-        return Path(base) / "autotune.json"
-    import platformdirs
+def _cache_file() -> Path | None:
+    root = cache.cache_dir()
+    return None if root is None else root / "autotune.json"
 
-    return Path(platformdirs.user_cache_dir("fusejit")) / "autotune.json"
+
+def _valid(value: object) -> bool:
+    """A stored (vectors per work-item, work-group size) pair of the shape ``candidates``
+    makes; whether it suits the device is checked again where it is used."""
+    if not (isinstance(value, list) and len(value) == 2):
+        return False
+    per_item, local = value
+    ok_int = (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1 << 16)
+    return ok_int(per_item) and (local is None or ok_int(local))
 
 
 def _load() -> None:
+    """Read the tuning file once per process; anything malformed is ignored (one warning)
+    and replaced at the next save."""
     global _loaded
     if _loaded:
         return
     _loaded = True
+    path = _cache_file()
+    if path is None:
+        return
     try:
-        data = json.loads(_cache_file().read_text())
-        for key, (items_per_wi, local) in data.items():
-            _memory[key] = (int(items_per_wi), None if local is None else int(local))
-    except (OSError, ValueError, TypeError):
-        pass  # no cache yet, or an unreadable one: tune again
+        raw = cache.read_regular(path, limit=1 << 24)
+        if raw is None:
+            return
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    except (OSError, ValueError) as exc:
+        cache.warn_once(f"autotune:{path}", f"fusejit: ignoring the unreadable autotune file "
+                                            f"{path} ({exc}); it is rewritten after tuning")
+        return
+    bad = 0
+    for k, value in data.items():
+        if _valid(value):
+            _memory[k] = (value[0], value[1])
+        else:
+            bad += 1
+    if bad:
+        cache.warn_once(f"autotune:{path}", f"fusejit: ignoring {bad} malformed entries of "
+                                            f"the autotune file {path}")
 
 
 def _save() -> None:
     path = _cache_file()
+    if path is None:
+        return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(_memory, indent=0, sort_keys=True))
-        tmp.replace(path)
+        data = json.dumps({k: list(v) for k, v in _memory.items()}, indent=0, sort_keys=True)
+        cache.atomic_write(path, data.encode())
     except OSError:
         pass  # a read-only home: keep the in-memory results
 
@@ -101,8 +128,8 @@ def tune(queue: cl.CommandQueue, kernel: cl.Kernel, tkey: str, items: int, max_w
     with _lock:
         _load()
         known = _memory.get(tkey)
-    if known is not None:
-        return config_for(items, *known)
+    if known is not None and known in candidates(items, max_wg, is_gpu):
+        return config_for(items, *known)  # (an entry another device or version wrote is not)
     best: tuple[float, tuple[int, int | None]] | None = None
     for cand in candidates(items, max_wg, is_gpu):
         cfg = config_for(items, *cand)
@@ -116,7 +143,8 @@ def tune(queue: cl.CommandQueue, kernel: cl.Kernel, tkey: str, items: int, max_w
         t = min(times)
         if best is None or t < best[0]:
             best = (t, cand)
-    assert best is not None
+    if best is None:  # no candidate fits (tiny work-group limit): the untuned launch
+        return config_for(items, 1, None)
     with _lock:
         _memory[tkey] = best[1]
         _save()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
@@ -10,11 +11,13 @@ import sys
 import tempfile
 import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterator
 
 import pyopencl as cl
 
 from ..errors import KernelBuildError
+from . import cache
 from .devices import DeviceInfo
 
 _KERNEL = re.compile(r"__kernel void (\w+)\(")
@@ -35,7 +38,10 @@ def build_program(ctx: cl.Context, source: str, options: list[str], name: str) -
     that for a few programs (logging only "still have references to IRs"), and launching would
     otherwise fail later with an unexplained AttributeError.
     """
-    program = _build(ctx, source, options, name)
+    return _checked(_build(ctx, source, options, name), source, name)
+
+
+def _checked(program: cl.Program, source: str, name: str) -> cl.Program:
     expected = set(_KERNEL.findall(source))
     if not expected:  # (all outputs empty) NVIDIA's driver segfaults listing no kernels
         return program
@@ -88,3 +94,106 @@ def _stderr_to_log(name: str) -> Iterator[None]:
 
 def _kernel_names(program: cl.Program) -> set[str]:
     return {n for n in program.get_info(cl.program_info.KERNEL_NAMES).split(";") if n}
+
+
+# -- the disk cache ---------------------------------------------------------------------------------
+
+
+def program_key(device: cl.Device, source: str, options: list[str]) -> cache.ProgramKey:
+    """The disk-cache key of a build; PYOPENCL_BUILD_OPTIONS joins the options (pyopencl adds
+    them to every build)."""
+    from .. import __version__
+
+    forced = tuple(os.environ.get("PYOPENCL_BUILD_OPTIONS", "").split())
+    return cache.ProgramKey(
+        hashlib.sha256(source.encode()).hexdigest(), tuple(options) + forced,
+        f"{device.platform.name.strip()} {device.platform.version.strip()}",
+        device.name.strip(), f"{device.driver_version.strip()} / {device.version.strip()}",
+        __version__)
+
+
+_MEMO_SIZE = 256  # programs kept per process (signatures with runtime extents share them)
+_memo: OrderedDict[tuple, cl.Program] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def build_cached(ctx: cl.Context, source: str, options: list[str], name: str
+                 ) -> tuple[cl.Program, str]:
+    """(program, how): a program built earlier in this process ("memory"), one loaded from
+    the disk cache ("disk"), or one compiled ("compiled")."""
+    memo_key = (ctx, hashlib.sha256(source.encode()).digest(), tuple(options))
+    with _memo_lock:
+        program = _memo.get(memo_key)
+        if program is not None:
+            _memo.move_to_end(memo_key)
+            return program, "memory"
+    program, from_disk = _build_through_disk(ctx, source, options, name)
+    with _memo_lock:
+        _memo[memo_key] = program
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
+    return program, "disk" if from_disk else "compiled"
+
+
+def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: str
+                        ) -> tuple[cl.Program, bool]:
+    """``build_program`` through fusejit's disk cache: (program, whether it came from disk).
+
+    A hit builds from the stored device binary (no compiler run); a miss compiles the source,
+    bypassing PyOpenCL's pickle cache, and stores the binary. A stored binary the driver
+    rejects, or one that lacks a kernel, is a bad entry: a warning, a rebuild, a rewrite.
+    """
+    store = cache.program_cache() if len(ctx.devices) == 1 else None
+    if store is None:
+        return build_program(ctx, source, options, name), False
+    device = ctx.devices[0]
+    key = program_key(device, source, options)
+    expected = set(_KERNEL.findall(source))
+    guard = cache.pocl_guard() if _is_pocl(device) else None
+    with guard.building() if guard is not None else contextlib.nullcontext():
+        entry = store.get(key)
+        if entry is not None:
+            try:
+                program = from_binary(ctx, device, entry.binary, options)
+                if not expected or expected <= _kernel_names(program):
+                    return program, True
+                store.reject(key, "the binary lacks a kernel")
+            except cl.Error as exc:
+                store.reject(key, f"the driver rejected the binary: {exc}".splitlines()[0])
+        try:
+            program = _checked(_build_uncached(ctx, source, options, name), source, name)
+        except KernelBuildError:
+            if guard is None:
+                raise
+            # PoCL reports success without the kernel when a file in its cache is corrupt
+            # (dlopen of a truncated .so): clear the cache fusejit placed and build once more
+            guard.recover(force=True)
+            program = _checked(_build_uncached(ctx, source, options, name), source, name)
+        # (inside the guard: PoCL reads its cache files again to serialise the binary)
+        binary = program.get_info(cl.program_info.BINARIES)[0]
+    if binary:
+        store.put(key, cache.Entry(bytes(binary), tuple(sorted(expected))))
+    return program, False
+
+
+def from_binary(ctx: cl.Context, device: cl.Device, binary: bytes, options: list[str]
+                ) -> cl.Program:
+    """A program from a device binary (raises cl.Error when the driver refuses it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        return cl.Program(ctx, [device], [binary]).build(options=options)
+
+
+def _build_uncached(ctx: cl.Context, source: str, options: list[str], name: str) -> cl.Program:
+    """A source build that skips PyOpenCL's cache (pickled info files, 60 s lock stalls,
+    fatal errors on corrupt files): fusejit's own cache stores the result instead."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            return cl.Program(cl._cl._Program(ctx, source)).build(options=options)
+    except cl.RuntimeError as exc:
+        raise KernelBuildError(name, source, str(exc)) from None
+
+
+def _is_pocl(device: cl.Device) -> bool:
+    return "Portable Computing Language" in device.platform.name

@@ -11,6 +11,9 @@ from functools import cache
 import pyopencl as cl
 
 from ..passes.partition import DeviceLimits
+from .cache import place_pocl_cache
+
+place_pocl_cache()  # before PoCL initialises: its kernel cache lives where fusejit can recover it
 
 _lock = threading.Lock()
 _default_queue: cl.CommandQueue | None = None

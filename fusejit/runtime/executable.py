@@ -45,7 +45,7 @@ def memory_pool(queue: cl.CommandQueue) -> cltools.MemoryPool:
     return pool
 
 
-_PARAM, _OFFSET, _OUT, _TEMP, _PART, _SCALAR = range(6)
+_PARAM, _OFFSET, _OUT, _TEMP, _PART, _SCALAR, _EXTENT = range(7)
 _enqueue = cl.enqueue_nd_range_kernel
 
 
@@ -183,7 +183,9 @@ class Executable:
         self.autotune = autotune
         self._calls = 0
         self.constants = constants  # captured arrays, uploaded once per context
-        self.kernels = [(getattr(program, k.name), k) for k in module.kernels
+        self.program = program  # (AOT export reads its binary)
+        # cl.Kernel, not getattr: one program can serve several signatures (runtime extents)
+        self.kernels = [(cl.Kernel(program, k.name), k) for k in module.kernels
                         if math.prod(k.global_size) > 0]
         self._launch_lock = threading.Lock()  # set_arg + enqueue on a shared cl.Kernel
         self._const_buffers: dict[cl.Context, list[Any]] = {}
@@ -201,12 +203,16 @@ class Executable:
         # (flattened argument, kernel dtype, None) or, for a derived scalar, (-1, dtype, its
         # host evaluation from the call's arguments)
         self._scalars: list[tuple[int, np.dtype, Any]] = []
+        self._extents: list[np.generic] = []  # loop bounds of kernels for runtime extents
         self._plans = []
         for knl, record in self.kernels:
             plan = []
             for arg in record.signature.args:
                 if isinstance(arg, ScalarArg) and arg.role == "offset":
                     plan.append((_OFFSET, arg.index))
+                elif isinstance(arg, ScalarArg) and arg.role == "extent":
+                    plan.append((_EXTENT, len(self._extents)))
+                    self._extents.append(arg.dtype.type(arg.value))
                 elif isinstance(arg, ScalarArg):
                     key = (arg.index, arg.dtype.str)
                     if key not in scalars:
@@ -311,6 +317,9 @@ class Executable:
                 body.append(f"    {prefix}{i} = pool.allocate({spec[4]})" if spec[2] else
                             f"    {prefix}{i} = None")
                 arg_expr[(kind, i)] = f"{prefix}{i}"
+        for j, value in enumerate(self._extents):
+            env[f"e{j}"] = value
+            arg_expr[(_EXTENT, j)] = f"e{j}"
         for j, (src, dtype, derive) in enumerate(self._scalars):
             env[f"dtype{j}"] = dtype
             if derive is None:
@@ -421,7 +430,8 @@ class Executable:
         parts = [_buffer(pool, spec) for spec in self._part_specs]
         scalars = [_kernel_arg_scalar(flat[src] if derive is None else derive(flat), dtype)
                    for src, dtype, derive in self._scalars] if self._scalars else ()
-        tables = (bufs, offs, [a.base_data for a in outs], temps, parts, scalars)
+        tables = (bufs, offs, [a.base_data for a in outs], temps, parts, scalars,
+                  self._extents)
         with self._launch_lock:
             if self._to_tune and self._calls:
                 self._tune(queue, tables)  # from the second call on: a one-shot call never tunes

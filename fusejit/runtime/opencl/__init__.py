@@ -16,7 +16,7 @@ from ...errors import UnsupportedDTypeError
 from ...targets.base import Target
 from ...targets.opencl import OpenCLTarget
 from ..backend import Backend
-from ..build import build_options, build_program
+from ..build import build_cached, build_options
 from ..devices import DeviceInfo, default_queue, device_info
 from ..executable import Executable
 
@@ -41,11 +41,15 @@ class OpenCLBackend(Backend):
             raise UnsupportedDTypeError(
                 f"this function computes in float64, which the device ({info.key}) does "
                 "not support (no cl_khr_fp64); use float32 inputs or another device")
-        program = build_program(queue.context, lowered.module.source, build_options(info), name)
+        # through the in-process memo and the disk cache (runtime/cache.py)
+        program, how = build_cached(queue.context, lowered.module.source, build_options(info),
+                                    name)
         temps = [(n.shape, n.dtype) for n in lowered.plan.temps]
         index_dtype = np.dtype(np.int64 if lowered.module.wide else np.int32)
-        return Executable(lowered.graph, lowered.module, program, info, outputs, temps,
-                          host_mode, index_dtype, treedef, constants, autotune=autotune)
+        exe = Executable(lowered.graph, lowered.module, program, info, outputs, temps,
+                         host_mode, index_dtype, treedef, constants, autotune=autotune)
+        exe.built_how = how  # "memory" | "disk" | "compiled": cache_info's counters
+        return exe
 
 
 OPENCL = OpenCLBackend()

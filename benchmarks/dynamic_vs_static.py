@@ -1,0 +1,62 @@
+"""Kernels for runtime extents against shape-specialised ones, same inputs, same device.
+
+    python benchmarks/dynamic_vs_static.py [--log2 26] [--rows 16384] [--budget 1.0]
+
+For chain8 (1-D, 2^log2 elements), softmax and layernorm (rows x 1024, float32), times
+``@fuse(dynamic=False)`` and ``@fuse(dynamic=True)`` with ``fusejit.bench.timing.measure``
+(synchronized calls, median) and checks both give the same result. Prints one JSON line per
+workload with the ratio dynamic / static.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pyopencl.array as cla
+
+import fusejit
+from fusejit.bench.backends import _bind
+from fusejit.bench.timing import measure
+from fusejit.bench.workloads import chain_fn, layernorm, softmax
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--log2", type=int, default=22)
+    ap.add_argument("--rows", type=int, default=4096)
+    ap.add_argument("--budget", type=float, default=1.0)
+    args = ap.parse_args()
+    q = fusejit.default_queue()
+    rng = np.random.default_rng(0)
+
+    def dev(*shape: int) -> cla.Array:
+        return cla.to_device(q, rng.uniform(-2, 2, shape).astype(np.float32))
+
+    cases = [
+        (f"chain8/2^{args.log2}", chain_fn(8), (dev(1 << args.log2),)),
+        (f"softmax/{args.rows}x1024", softmax, (dev(args.rows, 1024),)),
+        (f"layernorm/{args.rows}x1024", layernorm, (dev(args.rows, 1024), dev(1024), dev(1024))),
+    ]
+    for name, fn, inputs in cases:
+        times, outs = {}, {}
+        for dynamic in (False, True):
+            f = fusejit.fuse(_bind(fn, np, name.split("/")[0]), dynamic=dynamic)
+
+            def run(f=f) -> np.ndarray:
+                out = f(*inputs)
+                q.finish()
+                return out
+            timing, first = measure(run, args.budget)
+            times[dynamic], outs[dynamic] = timing.median_s, first.get()
+            assert ("n_" in f.lower(*inputs).source) == dynamic
+        same = bool(np.array_equal(outs[False], outs[True]))
+        print(json.dumps({"workload": name, "static_ms": round(times[False] * 1e3, 4),
+                          "dynamic_ms": round(times[True] * 1e3, 4),
+                          "ratio": round(times[True] / times[False], 3), "same_result": same,
+                          "device": q.device.name.strip()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

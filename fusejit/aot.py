@@ -1,0 +1,376 @@
+"""Ahead of time: abstract signatures, ``export`` of compiled signatures to a bundle, ``load``.
+
+``f.lower(fusejit.ShapeDtype((None, 1024), np.float32)).compile()`` builds a signature before
+any data exists (None: a dynamic dimension, see ``@fuse(dynamic=...)``).
+
+``fusejit.export(f, signatures, path)`` writes one self-contained file (the same framing as the
+disk cache: magic, length, SHA-256; JSON and bytes, no pickle, no Python code): per signature
+the argument specs, the graph (as text, for reading), the kernel source, the launch metadata
+(kernels with their typed arguments and geometry, outputs, temporaries, captured constants) and
+the device binary of every device it was built for. ``fusejit.load(path)`` returns a callable
+that needs neither the Python function nor a trace: on a device whose key (device, driver,
+options, source) matches a stored binary nothing is compiled; elsewhere the stored source is
+built (through the disk cache). Signatures are concrete: a bundle cannot retrace, so a dynamic
+dimension must be exported as the batch sizes it will see.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import struct
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from . import dtypes as dt
+from .errors import FusejitError
+from .ir import Graph, Node, Param, format_graph
+from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
+from .ops import Op
+from .passes.plan import Group
+from .runtime import cache
+from .runtime.build import build_cached, from_binary, program_key
+from .runtime.devices import default_queue, device_info
+from .runtime.executable import Executable, OutSpec
+from .shapes import row_major_strides
+from .signature import DeviceArraySpec, HostArraySpec, ScalarSpec, StaticSpec, arg_spec
+
+MAGIC = b"FJBUNDL1"
+FORMAT = 1
+_HEADER = struct.Struct("<8sQ32s")
+REPRESENTATIVE_EXTENT = 1024  # what a None dimension is lowered at
+
+
+class BundleError(FusejitError, ValueError):
+    """A bundle that cannot be read, or a call no exported signature matches."""
+
+
+@dataclass(frozen=True)
+class ShapeDtype:
+    """An abstract array argument for ``f.lower``/``fusejit.export``: a shape (None: a
+    dynamic dimension) and a dtype. ``device=True`` (default) stands for a contiguous
+    pyopencl array on the default queue, ``device=False`` for a NumPy array."""
+
+    shape: tuple[int | None, ...]
+    dtype: Any
+    device: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "dtype", dt.check_supported(np.dtype(self.dtype), "ShapeDtype"))
+        for d in self.shape:
+            if d is not None and (not isinstance(d, int) or d < 0):
+                raise ValueError(f"ShapeDtype dimension {d!r} must be a size >= 0 or None")
+
+    @property
+    def dynamic(self) -> bool:
+        return None in self.shape
+
+    @property
+    def queue(self) -> cl.CommandQueue:
+        return default_queue()
+
+    def spec(self) -> DeviceArraySpec | HostArraySpec:
+        shape = tuple(REPRESENTATIVE_EXTENT if d is None else d for d in self.shape)
+        if not self.device:
+            return HostArraySpec(self.dtype, shape, True)
+        return DeviceArraySpec(self.dtype, shape, row_major_strides(shape), False,
+                               math.prod(shape) > 2**31 - 1, default_queue().context)
+
+
+class Compiled:
+    """What ``f.lower(...).compile()`` returns: calls with the lowered signature only launch."""
+
+    def __init__(self, fused: Any) -> None:
+        self._fused = fused
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fused(*args, **kwargs)
+
+    def cache_info(self) -> Any:
+        return self._fused.cache_info()
+
+
+# -- JSON forms ---------------------------------------------------------------------------------
+
+
+def _spec_json(spec: Any) -> dict[str, Any]:
+    if isinstance(spec, DeviceArraySpec):
+        return {"kind": "device", "dtype": spec.dtype.str, "shape": list(spec.shape),
+                "strides": list(spec.strides), "has_offset": spec.has_offset,
+                "wide": spec.wide}
+    if isinstance(spec, HostArraySpec):
+        return {"kind": "host", "dtype": spec.dtype.str, "shape": list(spec.shape)}
+    if isinstance(spec, ScalarSpec):
+        p = spec.ptype
+        return {"kind": "scalar", "type": p.__name__ if isinstance(p, type) else p.str}
+    kind, value = spec.value if isinstance(spec.value, tuple) and len(spec.value) == 2 else \
+        (None, None)
+    if kind in (int, float, str, bool, type(None)):
+        return {"kind": "static", "type": kind.__name__, "value": value}
+    raise BundleError(f"static argument {spec.value!r} cannot be exported; only int, float, "
+                      "str, bool and None static values can")
+
+
+def _treedef_json(d: Any) -> Any:
+    if d == "*" or d is None:
+        return d
+    kind, sub = d
+    if kind is dict:
+        keys, defs = sub
+        return {"t": "dict", "k": list(keys), "c": [_treedef_json(x) for x in defs]}
+    return {"t": kind.__name__, "c": [_treedef_json(x) for x in sub]}
+
+
+def _treedef_from(j: Any) -> Any:
+    if j == "*" or j is None:
+        return j
+    kinds = {"tuple": tuple, "list": list, "dict": dict}
+    if not isinstance(j, dict) or j.get("t") not in kinds:
+        raise BundleError(f"malformed output structure {j!r}")
+    if j["t"] == "dict":
+        return (dict, (tuple(j["k"]), tuple(_treedef_from(x) for x in j["c"])))
+    return (kinds[j["t"]], tuple(_treedef_from(x) for x in j["c"]))
+
+
+def _arg_json(a: BufferArg | ScalarArg) -> dict[str, Any]:
+    if isinstance(a, BufferArg):
+        return {"cls": "buffer", "name": a.name, "dtype": a.dtype.str, "role": a.role,
+                "index": a.index, "writable": a.writable, "restrict": a.restrict}
+    return {"cls": "scalar", "name": a.name, "dtype": a.dtype.str, "role": a.role,
+            "index": a.index, "value": a.value}
+
+
+def _arg_from(j: dict[str, Any]) -> BufferArg | ScalarArg:
+    if j["cls"] == "buffer":
+        return BufferArg(j["name"], np.dtype(j["dtype"]), j["role"], int(j["index"]),
+                         bool(j["writable"]), bool(j["restrict"]))
+    return ScalarArg(j["name"], np.dtype(j["dtype"]), j["role"], int(j["index"]),
+                     int(j["value"]))
+
+
+def _shape(j: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in j)
+
+
+# -- export ---------------------------------------------------------------------------------------
+
+
+def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path) -> Path:
+    """Compile ``f`` for each signature (a tuple of ShapeDtype, arrays and scalars, as f's
+    positional arguments) and write the bundle to ``path``; see the module docstring."""
+    entries, blobs = [], []
+
+    def blob(data: bytes) -> int:
+        blobs.append(bytes(data))
+        return len(blobs) - 1
+
+    for sig in signatures:
+        sig = tuple(sig)
+        if any(isinstance(a, ShapeDtype) and a.dynamic for a in sig):
+            raise BundleError("a bundle cannot retrace, so it cannot hold a dynamic (None) "
+                              "dimension; export one signature per batch size it will see")
+        flat, kwnames, key, queue = f._flatten(sig, {})
+        compiled = f._compile(key, flat, kwnames, queue)
+        exe, lowered = compiled.executable, compiled.lowered
+        graph, module = exe.graph, exe.module
+        binary = exe.program.get_info(cl.program_info.BINARIES)[0]
+        entries.append({
+            "args": [_spec_json(s) for s in key.specs],
+            "treedef": _treedef_json(exe.treedef),
+            "outputs": [[o.kind, o.index] for o in exe.outputs],
+            "graph": format_graph(lowered.graph),
+            "params": [{"kind": p.kind, "dtype": p.dtype.str, "shape": list(p.shape),
+                        "name": p.name, "source": p.source,
+                        "strides": None if p.strides is None else list(p.strides),
+                        "has_offset": p.has_offset, "wide": p.wide} for p in graph.params],
+            "writes": [p for p, _ in graph.writes],
+            "graph_outputs": [{"dtype": n.dtype.str, "shape": list(n.shape)}
+                              for n in graph.outputs],
+            "temps": [{"dtype": np.dtype(d).str, "shape": list(s)} for s, d in exe.temps],
+            "partials": [{"size": p.size, "dtype": p.dtype.str} for p in module.partials],
+            "wide": module.wide, "uses_fp64": module.uses_fp64,
+            "index_dtype": exe.index_dtype.str,
+            "source": module.source, "options": _options(exe),
+            "kernels": [{"name": k.name, "args": [_arg_json(a) for a in k.signature.args],
+                         "global_size": list(k.global_size),
+                         "local_size": None if k.local_size is None else list(k.local_size),
+                         "kind": k.group.kind, "role": k.role, "work": k.work,
+                         "items": k.items, "vec": k.vec} for k in module.kernels],
+            "constants": {str(p): {"dtype": a.dtype.str, "shape": list(a.shape),
+                                   "blob": blob(np.ascontiguousarray(a).tobytes())}
+                          for p, a in exe.constants.items()},
+            "binaries": [{"key": program_key(queue.device, module.source,
+                                             _options(exe)).as_json(),
+                          "blob": blob(binary)}] if binary else [],
+        })
+    from . import __version__
+
+    manifest = json.dumps({"format": FORMAT, "fusejit": __version__,
+                           "name": getattr(f, "__qualname__", "function"), "entries": entries,
+                           "blobs": [len(b) for b in blobs]}, sort_keys=True).encode()
+    payload = struct.pack("<I", len(manifest)) + manifest + b"".join(blobs)
+    data = _HEADER.pack(MAGIC, len(payload), hashlib.sha256(payload).digest()) + payload
+    path = Path(path)
+    cache.atomic_write(path, data)
+    return path
+
+
+def _options(exe: Executable) -> list[str]:
+    from .runtime.build import build_options
+
+    return build_options(exe.info)
+
+
+# -- load -----------------------------------------------------------------------------------------
+
+
+def load(path: str | Path) -> Loaded:
+    """The exported function of the bundle at ``path`` (see the module docstring)."""
+    data = cache.read_regular(Path(path))
+    if data is None:
+        raise BundleError(f"no bundle at {path}")
+    if len(data) < _HEADER.size:
+        raise BundleError(f"{path} is not a fusejit bundle (truncated)")
+    magic, length, digest = _HEADER.unpack_from(data)
+    payload = data[_HEADER.size:]
+    if magic != MAGIC or len(payload) != length or hashlib.sha256(payload).digest() != digest:
+        raise BundleError(f"{path} is not a whole fusejit bundle (bad magic, length or "
+                          "checksum): export it again")
+    (mlen,) = struct.unpack_from("<I", payload)
+    try:
+        manifest = json.loads(payload[4:4 + mlen])
+    except ValueError as exc:
+        raise BundleError(f"{path}: unreadable manifest ({exc})") from None
+    if manifest.get("format") != FORMAT:
+        raise BundleError(f"{path} has bundle format {manifest.get('format')}, this fusejit "
+                          f"reads {FORMAT}")
+    blobs, at = [], 4 + mlen
+    for n in manifest["blobs"]:
+        blobs.append(payload[at:at + n])
+        at += n
+    return Loaded(manifest, blobs)
+
+
+class Loaded:
+    """A loaded bundle: call it like the exported function. ``builds`` counts programs
+    compiled from the stored source, ``binary_loads`` programs made from a stored binary;
+    there are never traces."""
+
+    traces = 0
+
+    def __init__(self, manifest: dict[str, Any], blobs: list[bytes]) -> None:
+        self.__name__ = manifest.get("name", "loaded")
+        self._entries = manifest["entries"]
+        self._blobs = blobs
+        self._exes: dict[tuple[int, cl.Context], Executable] = {}
+        self._lock = threading.Lock()
+        self.builds = 0
+        self.binary_loads = 0
+
+    def __repr__(self) -> str:
+        return f"<fusejit bundle {self.__name__!r}: {len(self._entries)} signatures>"
+
+    def __call__(self, *args: Any) -> Any:
+        from .api import tree_unflatten
+
+        i = self._match(args)
+        queue = next((a.queue for a in args if isinstance(a, cla.Array)), None) or \
+            default_queue()
+        exe = self._executable(i, queue)
+        return tree_unflatten(exe.treedef, exe.launch(list(args), queue))
+
+    def _match(self, args: tuple) -> int:
+        for i, entry in enumerate(self._entries):
+            if len(entry["args"]) == len(args) and all(
+                    _matches(e, a) for e, a in zip(entry["args"], args)):
+                return i
+        given = ", ".join(_describe_value(a) for a in args)
+        raise BundleError(f"no exported signature of {self.__name__} matches ({given}); "
+                          "exported: " + "; ".join(
+                              "(" + ", ".join(map(_describe, e["args"])) + ")"
+                              for e in self._entries))
+
+    def _executable(self, i: int, queue: cl.CommandQueue) -> Executable:
+        key = (i, queue.context)
+        exe = self._exes.get(key)
+        if exe is None:
+            with self._lock:
+                exe = self._exes.get(key) or self._build(i, queue)
+                self._exes[key] = exe
+        return exe
+
+    def _build(self, i: int, queue: cl.CommandQueue) -> Executable:
+        e = self._entries[i]
+        ctx, device = queue.context, queue.device
+        info = device_info(device)
+        source, options = e["source"], list(e["options"])
+        want = program_key(device, source, options).as_json()
+        stored = next((b for b in e["binaries"] if b["key"] == want), None)
+        program = None
+        if stored is not None and len(ctx.devices) == 1:
+            try:
+                program = from_binary(ctx, device, self._blobs[stored["blob"]], options)
+                self.binary_loads += 1
+            except cl.Error:
+                program = None  # a driver that refuses its own binary: rebuild from source
+        if program is None:
+            program, how = build_cached(ctx, source, options, self.__name__)
+            self.builds += how == "compiled"
+            self.binary_loads += how != "compiled"
+        params = tuple(Param(p["kind"], np.dtype(p["dtype"]), _shape(p["shape"]), p["name"],
+                             int(p["source"]),
+                             None if p["strides"] is None else _shape(p["strides"]),
+                             bool(p["has_offset"]), bool(p["wide"])) for p in e["params"])
+        # output placeholders: the runtime reads only their shapes and dtypes
+        outputs = tuple(Node.make(Op.INPUT, np.dtype(o["dtype"]), _shape(o["shape"]), (),
+                                  ("bundle output", k)) for k, o in enumerate(e["graph_outputs"]))
+        writes = tuple((int(p), Node.make(Op.INPUT, params[int(p)].dtype,
+                                          params[int(p)].shape, (), ("bundle write", p)))
+                       for p in e["writes"])
+        graph = Graph(params, outputs, writes)
+        kernels = tuple(Kernel(k["name"], "", KernelSignature(k["name"], tuple(
+            _arg_from(a) for a in k["args"])), _shape(k["global_size"]),
+            None if k["local_size"] is None else _shape(k["local_size"]),
+            Group(k["kind"], (), (), "loaded from a bundle"), k["role"], int(k["work"]),
+            int(k["items"]), int(k["vec"])) for k in e["kernels"])
+        module = Module(source, kernels, tuple(Partial(int(p["size"]), np.dtype(p["dtype"]))
+                                               for p in e["partials"]),
+                        bool(e["uses_fp64"]), bool(e["wide"]))
+        constants = {int(p): np.frombuffer(self._blobs[c["blob"]], np.dtype(c["dtype"]))
+                     .reshape(_shape(c["shape"])) for p, c in e["constants"].items()}
+        host_mode = not any(a["kind"] == "device" for a in e["args"])
+        temps = [(_shape(t["shape"]), np.dtype(t["dtype"])) for t in e["temps"]]
+        exe = Executable(graph, module, program, info,
+                         [OutSpec(k, int(x)) for k, x in e["outputs"]], temps, host_mode,
+                         np.dtype(e["index_dtype"]), _treedef_from(e["treedef"]), constants,
+                         autotune=False)
+        return exe
+
+
+def _matches(stored: dict[str, Any], value: Any) -> bool:
+    if stored["kind"] == "static":  # equal type and value
+        return type(value).__name__ == stored["type"] and value == stored["value"]
+    spec = arg_spec(value, False)
+    return not isinstance(spec, StaticSpec) and _spec_json(spec) == stored
+
+
+def _describe_value(value: Any) -> str:
+    spec = arg_spec(value, False)
+    return f"static {value!r}" if isinstance(spec, StaticSpec) else _describe(_spec_json(spec))
+
+
+def _describe(j: dict[str, Any]) -> str:
+    if j["kind"] == "static":
+        return f"static {j['value']!r}"
+    if j["kind"] in ("device", "host"):
+        return f"{j['kind']} {np.dtype(j['dtype']).name}{tuple(j['shape'])}"
+    return f"{j['kind']} {j.get('type')}"
