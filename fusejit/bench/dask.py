@@ -80,6 +80,7 @@ def run_cluster(workers: int, kind: str, names: Sequence[str], impls: Sequence[s
                 chunk: int, reps: int) -> list[dict[str, Any]]:
     import dask.array as da
     import distributed
+    from dask.graph_manipulation import clone
 
     import fusejit
     import fusejit.dask as fdask
@@ -103,9 +104,17 @@ def run_cluster(workers: int, kind: str, names: Sequence[str], impls: Sequence[s
                     continue
                 y = fused(x) if impl == "fusejit" else body(da, x)
 
+                seeds = iter(range(1 << 30))
+
                 def once(y: Any = y) -> None:
-                    leaves = list(y) if isinstance(y, tuple) else [y]
-                    distributed.wait(client.persist(leaves))
+                    # fresh keys each run (the inputs kept): the scheduler may not have
+                    # released the previous run's results yet, and would reuse them
+                    leaves = y if isinstance(y, tuple) else (y,)
+                    leaves = clone(*leaves, omit=x, seed=next(seeds))
+                    leaves = leaves if isinstance(leaves, tuple) else (leaves,)
+                    futures = client.persist(list(leaves))
+                    distributed.wait(futures)
+                    del futures
 
                 seconds = _median_s(once, reps)
                 rows.append({"workload": name, "impl": impl, "workers": workers,

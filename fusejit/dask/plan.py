@@ -155,22 +155,25 @@ def trace_full(fn: Any, args: tuple, static_nums: frozenset[int]) -> tuple[Graph
 # -- labels ---------------------------------------------------------------------------------------
 
 
-def _view_axes(node: Node) -> list[int | None] | None:
-    """For a VIEW that keeps positions (broadcast, added/removed length-1 axes): the source axis
-    of each target axis (None: broadcast or length 1); None for any other index map."""
+def _view_axes(node: Node) -> tuple[list[int | None], set[int]]:
+    """For a VIEW: the source axis each target axis reads position for position (None: a
+    broadcast, length 1, or data moved), and the source axes whose data moves (a slice, a
+    reversal, a strided or mixed index). Transposes and broadcasts move no data."""
     src = node.srcs[0]
     target: list[int | None] = [None] * node.ndim
-    last = -1
+    moved: set[int] = set()
     for d, (off, coefs) in enumerate(node.arg):
         if src.shape[d] == 1:
             continue
         hits = [j for j, c in enumerate(coefs) if c]
-        if off != 0 or len(hits) != 1 or coefs[hits[0]] != 1 or hits[0] <= last or \
-                node.shape[hits[0]] != src.shape[d]:
-            return None
-        target[hits[0]] = d
-        last = hits[0]
-    return target
+        if off == 0 and len(hits) == 1 and coefs[hits[0]] == 1 and \
+                node.shape[hits[0]] == src.shape[d] and target[hits[0]] is None:
+            target[hits[0]] = d
+        else:
+            moved.add(d)
+            for j in hits:
+                target[j] = -1  # (read through a moved axis: whole too)
+    return target, moved
 
 
 def label_graph(graph: Graph, arg_labels: dict[int, list[int]], lab: Labels
@@ -186,26 +189,28 @@ def label_graph(graph: Graph, arg_labels: dict[int, list[int]], lab: Labels
         elif n.op is Op.IOTA:  # its value depends on the position along its axis
             env[n] = [lab.fresh(d, j == n.arg[0]) if d != 1 else -1
                       for j, d in enumerate(n.shape)]
-        elif n.op in (Op.VIEW, Op.RESHAPE):
+        elif n.op is Op.VIEW:
             src = env[n.srcs[0]]
-            if n.op is Op.VIEW:
-                axes = _view_axes(n)
-            else:
-                keep = [k for k, d in enumerate(n.srcs[0].shape) if d != 1]
-                outs = [j for j, d in enumerate(n.shape) if d != 1]
-                same = [n.srcs[0].shape[k] for k in keep] == [n.shape[j] for j in outs]
-                axes = [None] * n.ndim
+            axes, moved = _view_axes(n)
+            for d in moved:  # data moves along these axes: whole, in and out
+                if src[d] >= 0:
+                    lab.whole.add(lab.find(src[d]))
+            env[n] = [src[k] if k is not None and k >= 0 else
+                      (lab.fresh(d, k is not None) if d != 1 else -1)
+                      for k, d in zip(axes, n.shape)]
+        elif n.op is Op.RESHAPE:
+            src = env[n.srcs[0]]
+            keep = [k for k, d in enumerate(n.srcs[0].shape) if d != 1]
+            outs = [j for j, d in enumerate(n.shape) if d != 1]
+            if [n.srcs[0].shape[k] for k in keep] == [n.shape[j] for j in outs]:
+                env[n] = [-1] * n.ndim  # only length-1 axes added or removed
                 for j, k in zip(outs, keep):
-                    axes[j] = k
-                axes = axes if same else None
-            if axes is None:  # data moves along these axes: whole, in and out
-                for s in src:
-                    if s >= 0:
-                        lab.whole.add(lab.find(s))
+                    env[n][j] = src[k]
+            else:  # a real reshape regroups elements: whole, in and out
+                for x in src:
+                    if x >= 0:
+                        lab.whole.add(lab.find(x))
                 env[n] = lab.axes(n.shape, True)
-            else:
-                env[n] = [src[k] if k is not None else (lab.fresh(d) if d != 1 else -1)
-                          for k, d in zip(axes, n.shape)]
         elif n.op in REDUCE:
             src = env[n.srcs[0]]
             env[n] = [-1 if j in n.arg else s for j, s in enumerate(src)]
@@ -317,7 +322,9 @@ def make_recipe(fn: Any, args: tuple, static_nums: frozenset[int]) -> tuple[Reci
                   sizes=tuple(sorted((lab.find(k), v) for k, v in lab.size.items())))
     whole = {lab.find(x) for x in lab.whole}
     if not reductions:
-        return Recipe("blockwise", whole=tuple(sorted(whole)), **common), treedef
+        why = "an index map that moves data along an axis (a slice, a reversal, a reshape, " \
+            "arange) or a captured constant array" if whole else ""
+        return Recipe("blockwise", whole=tuple(sorted(whole)), why=why, **common), treedef
     entries, why = _entries(reductions, red, env, lab, reduced_sets, whole, outputs)
     if entries is None:
         reduced = set().union(*reduced_sets)
@@ -344,7 +351,7 @@ def _entries(reductions: list[Node], red: set[Node], env: dict[Node, list[int]],
     if not reduced:
         return None, "reductions over length-1 axes only"
     if whole:
-        return None, "an index map or constant that needs whole axes"
+        return None, "an index map or a captured constant array that needs whole axes"
     for r in reductions:
         labels = [lab.find(env[r.srcs[0]][a]) for a in r.arg if env[r.srcs[0]][a] >= 0]
         if len(labels) != len(r.arg) or len(set(labels)) != len(labels):
