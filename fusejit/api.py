@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import inspect
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -239,6 +240,13 @@ class Fused:
     def __repr__(self) -> str:
         return f"<fused function {getattr(self._fn, '__qualname__', self._fn)!r}>"
 
+    def __reduce__(self) -> tuple:
+        """Pickled as the Python function and options, never as compiled kernels: the copy
+        compiles (or finds the disk cache) where it is unpickled (fusejit.dask's workers)."""
+        from .serialize import reduce_fused
+
+        return reduce_fused(self)
+
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         """As a method: ``self`` is a static argument (keyed by identity; attributes read while
         tracing are baked into the kernel, as with JAX's static arguments)."""
@@ -309,6 +317,11 @@ class Fused:
     def _call(self, bound: tuple, *args: Any, **kwargs: Any) -> Any:
         if current_tracer() is not None:  # called from another fused function: inline
             return self._fn(*(b.value for b in bound), *args, **kwargs)
+        if "dask.array" in sys.modules and not bound:  # (no dask imported: no dask argument)
+            from . import dask as fdask
+
+            if fdask.has_dask_array(args, kwargs):
+                return fdask.call(self, args, kwargs)
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
         compiled = self._cache.lookup(key)
         if compiled is None:
@@ -439,6 +452,11 @@ class Fused:
         see ``fusejit.explain``. Launches nothing."""
         from .explain import explain
 
+        if "dask.array" in sys.modules:
+            from . import dask as fdask
+
+            if fdask.has_dask_array(args, kwargs):  # the dask plan: blockwise, reduction...
+                return fdask.explain(self, args, kwargs)
         return explain(getattr(self, "__qualname__", "function"), self.lower(*args, **kwargs))
 
     # -- cache ------------------------------------------------------------------------------------

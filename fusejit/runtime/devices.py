@@ -49,6 +49,15 @@ def default_queue() -> cl.CommandQueue:
         return _default_queue
 
 
+def use_device(device: cl.Device) -> cl.CommandQueue:
+    """Make ``device`` this process's default (``fusejit.dask.DevicePlugin`` pins one per dask
+    worker); later calls with NumPy inputs compile for it and run on it."""
+    global _default_queue
+    with _lock:
+        _default_queue = cl.CommandQueue(cl.Context(devices=[device]))
+        return _default_queue
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     """The device facts codegen and the cost model depend on (all part of cache keys)."""

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import ContextMismatchError, KernelBuildError, UnsupportedOperationError
 from ...kernels import BufferArg, Kernel, Module, ScalarArg
-from ..executable import Executable, OutSpec, _kernel_arg_scalar
+from ..executable import Executable, OutSpec, _deriver, _kernel_arg_scalar
 from .array import Array, empty, storage_dtype
 from .device import MAX_GROUPS, VulkanDevice
 
@@ -196,9 +196,13 @@ class VulkanExecutable:
                 for a in pipe.scalars:
                     if a.role == "offset":
                         words.append(np.array([offs[a.index]], np.int32).view(np.uint32))
+                    elif a.role == "extent":  # a runtime extent: this signature's value
+                        words.append(_scalar_word(a.dtype.type(a.value)))
                     else:
-                        words.append(_scalar_word(_kernel_arg_scalar(
-                            flat[self.params[a.index].source], a.dtype)))
+                        derive = _deriver(self.params, a.index)  # (a hoisted scalar)
+                        value = flat[self.params[a.index].source] if derive is None \
+                            else derive(flat)
+                        words.append(_scalar_word(_kernel_arg_scalar(value, a.dtype)))
                 dev.upload(pipe.uniform, np.concatenate(words))
             group = pipe.bind_group(tuple(bufs[(a.role, a.index)] for a in pipe.buffers))
             cpass.set_pipeline(pipe.pipeline)
