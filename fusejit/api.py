@@ -15,6 +15,7 @@ import pyopencl as cl
 
 from . import validate
 from .errors import ContextMismatchError, UnsupportedDTypeError
+from .internal import internal_errors
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
 from .passes.partition import Plan, partition
@@ -301,6 +302,7 @@ class Fused:
             leaves = exe.run(flat, queue)
         return tree_unflatten(exe.treedef, leaves)
 
+    @internal_errors
     def _compile(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
                  queue: cl.CommandQueue) -> _Compiled:
         with self._lock:
@@ -331,6 +333,7 @@ class Fused:
             return compiled
 
     # -- tracing and lowering ---------------------------------------------------------------------
+    @internal_errors
     def _lower(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
                queue: cl.CommandQueue) -> tuple[Lowered, list[OutSpec], Any, dict]:
         self.trace_count += 1
@@ -379,6 +382,7 @@ class Fused:
         plan = partition(graph, info.limits, classes)
         aliased = frozenset(p for c in classes for p in c)
         module = SourceModule(graph, plan, OpenCLTarget(), info.limits, aliased).build()
+        module.verify(graph, plan, classes)  # kernel order and no races (passes/verify.py)
         lowered = Lowered(traced, graph, records, plan, module, info, traced_nodes)
         return lowered, outputs, treedef, constants
 

@@ -29,6 +29,9 @@ BUILTIN_OF = {
     fusejit.ReadOnlyError: (ValueError,),
     fusejit.KernelBuildError: (RuntimeError,),
     fusejit.ValidationError: (AssertionError,),
+    fusejit.InternalError: (RuntimeError,),
+    fusejit.ScheduleError: (RuntimeError,),
+    fusejit.DeviceMemoryError: (MemoryError,),
 }
 
 

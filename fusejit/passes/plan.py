@@ -80,6 +80,7 @@ class Group:
     row_stores: tuple[Store, ...] = ()  # reduce: stores over the input space (row fusion)
     strategy: ReduceStrategy | None = None
     reads: frozenset[Node] = field(default=frozenset())  # materialised nodes it loads
+    copy: bool = False  # copies a staged in-place value from its temporary into its argument
 
     @property
     def outer_shape(self) -> tuple[int, ...]:
@@ -100,6 +101,7 @@ class Plan:
     temps: tuple[Node, ...]  # temp i holds temps[i], contiguous
     copies: tuple[tuple[int, int], ...] = ()  # (temp, param): in-place results copied back
     notes: tuple[str, ...] = ()
+    staged: frozenset[int] = frozenset()  # temps holding staged in-place values (schedule.py)
 
 
 # -- analysis -------------------------------------------------------------------------------------
