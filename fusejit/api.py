@@ -23,6 +23,7 @@ from .runtime import autotune
 from .runtime.build import build_options, build_program
 from .runtime.devices import DeviceInfo, default_queue, device_info
 from .runtime.executable import NO_QUEUE, Executable, OutSpec
+from .runtime.memory import check_call, compact_strides
 from .signature import (
     CacheInfo,
     CallKey,
@@ -317,6 +318,7 @@ class Fused:
                 raise UnsupportedDTypeError(
                     f"this function computes in float64, which the device ({info.key}) does "
                     "not support (no cl_khr_fp64); use float32 inputs or another device")
+            check_call(lowered, key.specs, flat)  # too-big buffers fail here, named
             program = build_program(queue.context, lowered.module.source,
                                     build_options(info), getattr(self._fn, "__name__", "fn"))
             host_mode = not any(isinstance(s, DeviceArraySpec) for s in key.specs)
@@ -354,8 +356,9 @@ class Fused:
                 elif isinstance(spec, HostArraySpec):
                     from .shapes import row_major_strides
 
-                    inputs.append(tracer.array_param(spec.dtype, spec.shape,
-                                                     row_major_strides(spec.shape), name, i,
+                    strides = compact_strides(spec.shape, spec.zero) if spec.zero else \
+                        row_major_strides(spec.shape)  # broadcast axes: read with stride 0
+                    inputs.append(tracer.array_param(spec.dtype, spec.shape, strides, name, i,
                                                      writable=spec.writeable))
                 else:
                     inputs.append(tracer.scalar_param(value, name, i))
