@@ -39,7 +39,7 @@ def draw_array(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...]
     """Values of ``dtype``: a fraction ``special`` of edge values, the rest ordinary."""
     n = math.prod(shape)
     if dtype.kind == "b":
-        return rng.random(n).reshape(shape) < 0.5
+        return np.asarray(rng.random(n).reshape(shape) < 0.5)  # (0-d: an array, not np.bool)
     if dtype.kind == "f":
         scale = 10.0 ** rng.integers(-3, 4, n)
         ordinary = rng.standard_normal(n) * scale
@@ -84,7 +84,7 @@ class Placed:
     value: Any
     base_host: np.ndarray | None = None  # contents of the whole device buffer before the call
     base_dev: cla.Array | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # "view": the index into the buffer
 
 
 def place(value: Any, layout: str, queue: cl.CommandQueue) -> Placed:
@@ -109,10 +109,10 @@ def place(value: Any, layout: str, queue: cl.CommandQueue) -> Placed:
     if layout == "device-offset":
         base = np.concatenate([np.zeros((1,) + v.shape[1:], v.dtype), v])
         dev = cla.to_device(queue, base)
-        return Placed(dev[1:], base.copy(), dev)
+        return Placed(dev[1:], base.copy(), dev, {"view": (slice(1, None),)})
     if layout == "device-strided":
         base = np.ones((2 * v.shape[0],) + v.shape[1:], v.dtype)
         base[::2] = v
         dev = cla.to_device(queue, base)
-        return Placed(dev[::2], base.copy(), dev)
+        return Placed(dev[::2], base.copy(), dev, {"view": (slice(None, None, 2),)})
     raise ValueError(layout)
