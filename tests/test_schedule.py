@@ -151,8 +151,13 @@ def shifted_then_write(x, h):
     h[:-1] = -h[:-1]
 
 
+def reversed_self_copy(x, h):
+    x[::-1] = x  # the staged value is the argument itself
+    h += x
+
+
 RACE_CASES = [reversed_sum_then_add, reversed_copy_then_scale, strided_region_swap,
-              shifted_then_write]
+              shifted_then_write, reversed_self_copy]
 
 
 @pytest.mark.parametrize("fn,n,dtype", spread(
@@ -166,7 +171,7 @@ def test_transposed_read_of_a_written_square(n, rng):
     run_both(transpose_then_add, arrays(rng, np.float32, (n, n), (n, n)))
 
 
-@pytest.mark.parametrize("fn", RACE_CASES[:2])
+@pytest.mark.parametrize("fn", RACE_CASES[:2] + RACE_CASES[-1:])
 def test_races_on_device_arrays(fn, rng, dev):
     run_both(fn, arrays(rng, np.float32, (64,), (64,)), dev)
 

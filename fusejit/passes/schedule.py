@@ -55,7 +55,7 @@ def group_roots(group: Group) -> list[Node]:
 def params_read(group: Group, stop: set[Node]) -> set[int]:
     """Array parameters whose (old) values the group's kernel reads, given what it loads."""
     return {n.arg for root in group_roots(group) for n in leaves_of(root, stop)
-            if n.op is Op.INPUT}
+            if n.op is Op.INPUT and n not in stop}  # (a staged argument value is a temp)
 
 
 def race(graph: Graph, g: Group, st: Store, family: frozenset[int], kind: str,
@@ -93,8 +93,8 @@ def race(graph: Graph, g: Group, st: Store, family: frozenset[int], kind: str,
         written = st.root_index(row)
         broadcast_store = False
     for n, i in reads:
-        if n.op is not Op.INPUT or n.arg not in family:
-            continue
+        if n.op is not Op.INPUT or n.arg not in family or n in stop:
+            continue  # (an argument's value staged in a temporary is not a read of it)
         if (graph.params[n.arg].strides, graph.params[n.arg].has_offset) != layout:
             return f"argument {n.arg} shares its memory with a different layout"
         if broadcast_store:

@@ -38,8 +38,10 @@ DTYPES: tuple[np.dtype, ...] = tuple(np.dtype(t) for t in (
 # (issue 9 class 4, being fixed separately): generated only with FUSEJIT_FUZZ_SCALAR_AUGMENT=1
 # or `python -m tests.fuzz.runner --scalar-augment`
 SCALAR_AUGMENT = os.environ.get("FUSEJIT_FUZZ_SCALAR_AUGMENT", "") not in ("", "0")
-ARRAY_LAYOUTS = ("numpy", "numpy-strided", "device", "device-T", "device-offset",
-                 "device-strided")
+ARRAY_LAYOUTS = ("numpy", "numpy-strided", "numpy-broadcast", "device", "device-T",
+                 "device-offset", "device-strided", "device-reversed")
+_VIEW_LAYOUTS = ("device-offset", "device-strided", "device-reversed", "numpy-strided",
+                 "numpy-broadcast")  # need an axis to slice
 MAX_ELEMENTS = 4096  # larger intermediates (outer products of views) are redrawn
 LONG_AXES = (7, 8, 9, 16, 17, 33, 64, 100, 257, 1030, 3000)
 
@@ -317,8 +319,7 @@ def _draw_args(ch: Chooser) -> tuple[Arg, ...]:
             shape = _draw_shape(ch, dims)
             layouts = [lay for lay in ARRAY_LAYOUTS
                        if not (lay == "device-T" and len(shape) < 2)
-                       and not (lay in ("device-offset", "device-strided", "numpy-strided")
-                                and not shape)]
+                       and not (lay in _VIEW_LAYOUTS and not shape)]
             args.append(Arg(f"a{i}", "array", dtype, shape, ch.choice(layouts)))
     return tuple(args)
 
@@ -505,9 +506,9 @@ def generate(ch: Chooser, max_steps: int = 10, scalar_augment: bool | None = Non
     """
     scalar_augment = SCALAR_AUGMENT if scalar_augment is None else scalar_augment
     args = _draw_args(ch)
-    values = [_Value(a.name, _placeholder(a), a.kind,
-                     target=a.kind == "array" or (a.kind == "npscalar" and scalar_augment))
-              for a in args]
+    values = [_Value(a.name, _placeholder(a), a.kind, target=(
+        a.kind == "array" and a.layout != "numpy-broadcast")  # (read-only, as in NumPy)
+        or (a.kind == "npscalar" and scalar_augment)) for a in args]
     stale: set[str] = set()
     shape = max((a.shape for a in args), key=len)
     steps: list[Step] = []

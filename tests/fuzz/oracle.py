@@ -148,7 +148,20 @@ def inplace(step: Step, env: dict[str, Approx]) -> Approx:
     scope = {n: env[n].center for n in step.operands}
     if isinstance(old.center, np.ndarray):
         scope[name] = old.center.copy()
-    exec(step.code, {"np": np}, scope)  # noqa: S102  (our own generated statement)
+    undefined = False
+    try:
+        exec(step.code, {"np": np}, scope)  # noqa: S102  (our own generated statement)
+    except (OverflowError, ValueError) as exc:
+        # a NaN or infinite NumPy float *scalar* assigned into an integer array goes through
+        # Python's int() and raises; an array of them is cast (implementation-defined
+        # values). fusejit cannot raise on data: the element is masked (see "casts" above)
+        if form != "set" or "cannot convert float" not in str(exc):
+            raise
+        key = eval(f"_k{region}", {"_k": _Key()})
+        with np.errstate(all="ignore"):
+            scope[name][key] = np.asarray(eval(rhs[0], {"np": np}, scope)).astype(
+                old.center.dtype)
+        undefined = True
     new = scope[name]
     # operands of the stored value; the target's own name (its whole old value) only where
     # an operand is the target itself (``x[1:] += x``), not where it is the region written
@@ -181,6 +194,8 @@ def inplace(step: Step, env: dict[str, Approx]) -> Approx:
     got = np.asarray(new[key])
     want = np.broadcast_to(np.asarray(stored.center), target)
     same = (got == want) | ((got != got) & (want != want))
+    if undefined:
+        same = np.zeros(target, bool)
     if not np.all(same):  # not the value this model expects: unverifiable there
         sub = err[key]
         err[key] = np.where(same, sub, np.inf)

@@ -215,6 +215,10 @@ def place(value, layout, queue):
         base = np.zeros((2 * v.shape[0],) + v.shape[1:], v.dtype)
         base[::2] = v
         return base[::2]
+    if layout == "numpy-broadcast":
+        return np.broadcast_to(v[:1] if v.shape[0] > 1 else v, v.shape)
+    if layout == "device-reversed":
+        return cla.to_device(queue, np.array(v[::-1], order="C"))[::-1]
     if layout == "device":
         return cla.to_device(queue, np.array(v, order="C"))
     if layout == "device-T":

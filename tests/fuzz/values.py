@@ -71,6 +71,8 @@ def draw_inputs(program: Program, seed: int) -> list[Any]:
             values.append({"b": bool, "i": int, "u": int, "f": float}[a.dtype.kind](v))
         elif a.kind == "npscalar":
             values.append(a.dtype.type(arr.reshape(-1)[0] if arr.size else 0))
+        elif a.layout == "numpy-broadcast" and a.shape[0] > 1:  # read-only, stride 0 on axis 0
+            values.append(np.broadcast_to(arr[:1], a.shape))
         else:
             values.append(arr)
     return values
@@ -94,6 +96,12 @@ def place(value: Any, layout: str, queue: cl.CommandQueue) -> Placed:
     v = np.asarray(value)
     if layout == "numpy":
         return Placed(v.copy())
+    if layout == "numpy-broadcast":  # (draw_inputs made it a broadcast view)
+        return Placed(value if isinstance(value, np.ndarray) and not value.flags.writeable
+                      else np.broadcast_to(v, v.shape))
+    if layout == "device-reversed":
+        dev = cla.to_device(queue, np.array(v[::-1], order="C"))
+        return Placed(dev[::-1], np.array(v[::-1], order="C"), dev)
     if layout == "numpy-strided":
         base = np.zeros((2 * v.shape[0],) + v.shape[1:], v.dtype)
         base[::2] = v
