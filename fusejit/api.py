@@ -17,6 +17,7 @@ import pyopencl as cl
 from . import validate
 from .aot import Compiled, ShapeDtype
 from .errors import ContextMismatchError
+from .internal import internal_errors
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
 from . import gemm_tune
@@ -27,6 +28,7 @@ from .runtime import autotune
 from .runtime.backend import backend_of, default_queue
 from .runtime.devices import DeviceInfo
 from .runtime.executable import NO_QUEUE, Executable, OutSpec
+from .runtime.memory import check_call, compact_strides
 from .signature import (
     CacheInfo,
     CallKey,
@@ -342,6 +344,7 @@ class Fused:
             leaves = exe.run(flat, queue)
         return tree_unflatten(exe.treedef, leaves)
 
+    @internal_errors
     def _compile(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
                  queue: cl.CommandQueue) -> _Compiled:
         with self._lock:
@@ -352,6 +355,7 @@ class Fused:
             self._stats.note_miss(lambda: reversed(list(self._cache)), key)
             lowered, outputs, treedef, constants = self._lowered.pop(key, None) or self._lower(
                 key, flat, kwnames, queue)
+            check_call(lowered, key.specs, flat)  # too-big buffers fail here, named
             host_mode = not any(isinstance(s, DeviceArraySpec) for s in key.specs)
             backend = backend_of(queue)  # builds, allocates, copies and launches
             exe = backend.executable(lowered, outputs, treedef, constants, queue, host_mode,
@@ -366,6 +370,7 @@ class Fused:
             return compiled
 
     # -- tracing and lowering ---------------------------------------------------------------------
+    @internal_errors
     def _lower(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
                queue: cl.CommandQueue) -> tuple[Lowered, list[OutSpec], Any, dict]:
         self.trace_count += 1
@@ -387,8 +392,9 @@ class Fused:
                 elif isinstance(spec, HostArraySpec):
                     from .shapes import row_major_strides
 
-                    inputs.append(tracer.array_param(spec.dtype, spec.shape,
-                                                     row_major_strides(spec.shape), name, i,
+                    strides = compact_strides(spec.shape, spec.zero) if spec.zero else \
+                        row_major_strides(spec.shape)  # broadcast axes: read with stride 0
+                    inputs.append(tracer.array_param(spec.dtype, spec.shape, strides, name, i,
                                                      writable=spec.writeable))
                 else:
                     inputs.append(tracer.scalar_param(value, name, i))
@@ -419,6 +425,7 @@ class Fused:
         aliased = frozenset(p for c in classes for p in c)
         module = SourceModule(graph, plan, backend.target(info), info.limits, aliased,
                               dynamic=self._stats.dynamic_on).build()
+        module.verify(graph, plan, classes)  # kernel order and no races (passes/verify.py)
         lowered = Lowered(traced, graph, records, plan, module, info, traced_nodes)
         return lowered, outputs, treedef, constants
 

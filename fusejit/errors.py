@@ -101,13 +101,30 @@ class ValidationError(FusejitError, AssertionError):
     """validate=True found a result further from the float64 reference than its ULP bound."""
 
 
+class InternalError(FusejitError, RuntimeError):
+    """An unexpected error inside fusejit: always a fusejit bug, never the caller's mistake.
+    The message names the function and the original error, which is chained as ``__cause__``."""
+
+
+class ScheduleError(InternalError):
+    """A lowered module breaks a kernel-order or no-race rule (``Module.verify``)."""
+
+
+class DeviceMemoryError(FusejitError, MemoryError):
+    """A buffer a call needs is larger than the device can allocate (its maximum single
+    allocation or its global memory); raised before anything is allocated or launched."""
+
+
 __all__ = [
     "BroadcastError",
     "ContextMismatchError",
+    "DeviceMemoryError",
     "FusejitError",
+    "InternalError",
     "KernelBuildError",
     "RandomStateError",
     "ReadOnlyError",
+    "ScheduleError",
     "TracerBoolConversionError",
     "TracerConversionError",
     "UnsupportedAttributeError",

@@ -4,11 +4,13 @@ kernels with their launch geometry, and the module that holds them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from .passes.partition import Group
+from .ir import Graph
+from .passes.partition import Group, Plan
 from .targets.base import Target
 
 # -- kernel arguments -------------------------------------------------------------------------------
@@ -90,3 +92,12 @@ class Module:
     uses_fp64: bool = False
     wide: bool = False  # index math is 64-bit (offsets are passed as long)
     prelude: str = ""  # what each kernel needs ahead of it (targets with one kernel a module)
+
+    def verify(self, graph: Graph, plan: Plan, aliases: Sequence[frozenset[int]] = ()) -> None:
+        """Prove the kernel order (every temporary is written before it is read; no kernel
+        reads an argument's old value after a kernel wrote it) and that no kernel writes an
+        element another of its work-items reads; ``ScheduleError`` otherwise (a fusejit bug).
+        ``aliases``: sets of parameters sharing memory. See ``passes/verify.py``."""
+        from .passes.verify import verify_module
+
+        verify_module(graph, plan, self, aliases)

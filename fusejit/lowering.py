@@ -251,6 +251,15 @@ class Lowering:
             return None
         return base
 
+    def bind(self, node: Node, idx: Index, ref: Ref | Lanes) -> None:
+        """Record a value the kernel computed itself (a reduction result) at ``idx``. A value
+        that differs by lane is also bound at each lane's own index, where ``per_lane`` asks
+        for it (a SETITEM in an epilogue lowers lane by lane)."""
+        self.bound[(node, tuple(idx))] = ref
+        if isinstance(ref, Lanes) and self.lane_dependent(idx):
+            for lane, part in enumerate(ref.refs):
+                self.bound[(node, tuple(e.subs(LANE, lane) for e in idx))] = part
+
     def lane_dependent(self, idx: Index) -> bool:
         return self.lanes > 1 and any(LANE in e.vars() for e in idx)
 

@@ -166,7 +166,7 @@ class ReductionKernels:
                                             for i in range(V)))
                     else:
                         bound = _finish(top, t, r, value, arg)
-                    low.bound[(r, outer_idx)] = bound
+                    low.bind(r, outer_idx, bound)
         if partial_out is not None:
             lines_guard = top.nested("if (ly_ == 0 && active) {")
             slot = partial_out
@@ -266,7 +266,7 @@ class ReductionKernels:
             _tree(top, t, ly, lambda y: y, [(r, acc_dt, buf, ibuf if iptr else None)])
             final = top.emit(ctype, f"{buf}[0]")
             farg = top.emit(t.compute_type(dt.INT64), f"{ibuf}[0]") if iptr else None
-            low.bound[(r, outer_idx)] = _finish(top, t, r, final, farg)
+            low.bind(r, outer_idx, _finish(top, t, r, final, farg))
         self._epilogue(top, low, group, Expr.var("o", M), outer_idx, (), ReduceStrategy(1, ly),
                        it, 0)
         bound = low.args.extent("o", M) if self.dynamic else M

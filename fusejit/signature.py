@@ -21,6 +21,7 @@ from . import dtypes as dt
 from .errors import UnsupportedDTypeError, UnsupportedOperationError
 from .ir import Graph
 from .runtime.backend import DeviceArray
+from .runtime.memory import zero_axes
 
 # -- argument specs ---------------------------------------------------------------------------------
 
@@ -42,6 +43,7 @@ class HostArraySpec(NamedTuple):
     dtype: np.dtype
     shape: tuple[int, ...]
     writeable: bool
+    zero: tuple[int, ...] = ()  # broadcast (stride-0) axes: uploaded un-broadcast
 
 
 class ScalarSpec(NamedTuple):
@@ -114,7 +116,7 @@ def arg_spec(value: Any, static: bool) -> Spec:
                                value.context)
     if isinstance(value, np.ndarray):
         dtype = dt.check_supported(value.dtype, "argument")
-        return HostArraySpec(dtype, value.shape, bool(value.flags.writeable))
+        return HostArraySpec(dtype, value.shape, bool(value.flags.writeable), zero_axes(value))
     if isinstance(value, (bool, int, float, np.generic)):
         if isinstance(value, np.generic):
             dt.check_supported(value.dtype, "scalar argument")
@@ -178,7 +180,7 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
             parts.append((a.dtype, a.shape, a.strides, offset != 0, a.context))
         elif t is np.ndarray:
             host += 1
-            parts.append(("host", a.dtype, a.shape, a.flags.writeable))
+            parts.append(("host", a.dtype, a.shape, a.flags.writeable or zero_axes(a)))
         elif t is float or t is int or t is bool:
             parts.append(t)
         elif isinstance(a, np.generic):

@@ -24,6 +24,7 @@ from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, Scalar
 from .lowering import LANE, ArgTable, Block, Lowering, _extent, _guard, _store
 from .ops import SHARED_BY_LANES
 from .passes.partition import Group, Plan
+from .passes.schedule import loaded
 from .reduce_source import ReductionKernels
 from .render import Renderer
 from .symbolic import Expr, Var
@@ -62,9 +63,7 @@ class SourceModule(ReductionKernels):
     def _lowering(self, group: Group) -> Lowering:
         index_dtype = dt.INT64 if self.wide else dt.INT32
         args = ArgTable(self.graph, self.written, self.aliased, index_dtype)
-        # what this group itself stores into temporaries it computes, never loads
-        own = {st.node for st in group.stores + group.row_stores if st.dest.kind == "temp"}
-        materialized = {n: t for n, t in self.materialized.items() if n not in own}
+        materialized = loaded(self.plan.temps, self.plan.staged, group)
         low = Lowering(self.target, self.graph, args, materialized,
                        self.target.index_type(self.wide))
         low.vector_ops = not self.is_gpu

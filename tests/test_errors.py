@@ -30,6 +30,9 @@ BUILTIN_OF = {
     fusejit.KernelBuildError: (RuntimeError,),
     fusejit.ValidationError: (AssertionError,),
     fusejit.RandomStateError: (TypeError,),
+    fusejit.InternalError: (RuntimeError,),
+    fusejit.ScheduleError: (RuntimeError,),
+    fusejit.DeviceMemoryError: (MemoryError,),
 }
 
 

@@ -1,21 +1,13 @@
-"""Constraints applied after grouping: kernel argument size, and in-place safety.
-
-An in-place write to an argument is stored directly only when no other work-item of its kernel
-and no later kernel reads the old values; otherwise it goes through a temporary that a final
-kernel copies into the argument, so the result is NumPy's and never a race.
-"""
+"""Constraints applied after grouping: kernel argument size. (In-place safety and kernel
+order are ``schedule.py``'s.)"""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import replace
 
-from ..indexing import Index, unravel
 from ..ir import Graph, Node
 from ..ops import Op
-from ..symbolic import Expr
-from .plan import Dest, Group, Store, leaves_of, reads_of, row_index
+from .plan import Store, leaves_of
 
 _ARG_BYTES = 8  # a buffer, offset or scalar argument takes at most 8 bytes
 
@@ -49,83 +41,3 @@ def fit_arguments(graph: Graph, bucket: list[Store], temps: set[Node], limit: in
         else:
             parts[-1] = trial
     return parts
-
-
-def inplace_safety(graph: Graph, groups: list[Group], temps: list[Node],
-                    aliases: Sequence[frozenset[int]]) -> tuple[list[Group], list[Node]]:
-    """Route an in-place write through a temporary when storing it directly could change a
-    value that is still to be read: by another work-item of the same kernel (``x[1:] +=
-    x[:-1]``, a broadcast read), or by a later kernel. The temporary is copied into the
-    argument by a final kernel, so the result is NumPy's, never a race."""
-    cls = {p: set(c) for c in aliases for p in c}
-    temps = list(temps)
-    copies: list[Group] = []
-    out = []
-    for gi, g in enumerate(groups):
-        stores = list(g.stores)
-        rows = list(g.row_stores)
-        for kind, lst in (("stores", stores), ("rows", rows)):
-            for si, st in enumerate(lst):
-                if st.dest.kind != "param":
-                    continue
-                p = st.dest.index
-                family = cls.get(p, {p})
-                why = _unsafe(graph, g, st, family, kind, temps) or next(
-                    (f"kernel {gj} reads argument {p} after it" for gj, later in
-                     enumerate(groups[gi + 1:], gi + 1) if _group_reads(later, family, temps)),
-                    None)
-                if why is None:
-                    continue
-                lst[si] = Store(st.node, Dest("temp", len(temps)))
-                temps.append(st.node)
-                copies.append(Group("elementwise", st.node.shape, (st,),
-                                    f"in-place write to argument {p} staged through a "
-                                    f"temporary: {why}"))
-        out.append(replace(g, stores=tuple(stores), row_stores=tuple(rows)))
-    return out + copies, temps
-
-
-def _group_reads(g: Group, family: set[int], temps: list[Node]) -> bool:
-    nodes = [st.node for st in g.stores + g.row_stores] + [r.srcs[0] for r in g.reductions]
-    stop = set(temps)
-    return any(n.op is Op.INPUT and n.arg in family
-               for node in nodes for n in leaves_of(node, stop))
-
-
-def _unsafe(graph: Graph, g: Group, st: Store, family: set[int], kind: str,
-            temps: list[Node]) -> str | None:
-    """Why storing ``st`` in place inside ``g`` could race with the group's own reads."""
-    stop = set(temps)
-    p = st.dest.index
-    layout = (graph.params[p].strides, graph.params[p].has_offset)
-    if g.kind == "elementwise":
-        idx = unravel(Expr.var("gid", max(1, math.prod(g.space))), g.space)
-        from ..indexing import broadcast_index
-
-        def at(node: Node) -> Index:
-            return broadcast_index(idx, g.space, node.shape)
-        written = st.root_index(at(st.node))
-        broadcast_store = st.node.shape != g.space
-        reads = [(n, i) for other in g.stores for n, i in reads_of(other.node, at(other.node),
-                                                                   stop)]
-    else:
-        if kind != "rows":
-            return "a reduction's epilogue writes the argument its rows are read from"
-        row = row_index(g.space, g.axes)
-        written = st.root_index(row)
-        broadcast_store = False
-        reads = [(n, i) for other in g.row_stores for n, i in reads_of(other.node, row, stop)]
-        reads += [(n, i) for r in g.reductions for n, i in reads_of(r.srcs[0], row, stop)]
-        reads += [(n, i) for other in g.stores for n, i in reads_of(
-            other.node, unravel(Expr.var("o", math.prod(other.node.shape)), other.node.shape),
-            stop)]
-    for n, i in reads:
-        if n.op is not Op.INPUT or n.arg not in family:
-            continue
-        if (graph.params[n.arg].strides, graph.params[n.arg].has_offset) != layout:
-            return f"argument {n.arg} shares its memory with a different layout"
-        if broadcast_store:
-            return "other work-items read the elements this kernel writes (broadcast store)"
-        if tuple(i) != tuple(written):
-            return "work-items read elements that other work-items write"
-    return None

@@ -30,7 +30,7 @@ from ..ir import Graph, Node
 from ..ops import REDUCE, Op
 from ..shapes import broadcast_shapes
 from ..symbolic import Expr
-from .inplace import fit_arguments, inplace_safety
+from .inplace import fit_arguments
 from .plan import (
     Dest,
     DeviceLimits,
@@ -46,6 +46,7 @@ from .plan import (
     reads_of,
     row_index,
 )
+from .schedule import schedule
 from .strategy import (
     choose_strategy,
     compute_size,
@@ -216,8 +217,8 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         groups.append(Group("elementwise", space, tuple(bucket), reason))
     if len(buckets) > 1:
         notes.append("roots of non-broadcastable shapes were split into separate kernels")
-    groups, temps = inplace_safety(graph, groups, temps, aliases)
-    return Plan(tuple(groups), tuple(temps), (), tuple(notes))
+    groups, temps, staged = schedule(graph, groups, temps, aliases)
+    return Plan(tuple(groups), tuple(temps), (), tuple(notes), staged)
 
 
 __all__ = ["Dest", "DeviceLimits", "Group", "Plan", "ReduceStrategy", "Store", "choose_strategy",

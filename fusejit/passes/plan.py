@@ -82,6 +82,7 @@ class Group:
     reads: frozenset[Node] = field(default=frozenset())  # materialised nodes it loads
     matmul: Node | None = None  # gemm: the MATMUL whose accumulator the stores read
     gemm_config: object = None  # gemm: the kernel configuration codegen uses (gemm_tune)
+    copy: bool = False  # copies a staged in-place value from its temporary into its argument
 
     @property
     def outer_shape(self) -> tuple[int, ...]:
@@ -102,6 +103,7 @@ class Plan:
     temps: tuple[Node, ...]  # temp i holds temps[i], contiguous
     copies: tuple[tuple[int, int], ...] = ()  # (temp, param): in-place results copied back
     notes: tuple[str, ...] = ()
+    staged: frozenset[int] = frozenset()  # temps holding staged in-place values (schedule.py)
 
 
 # -- analysis -------------------------------------------------------------------------------------

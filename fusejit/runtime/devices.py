@@ -67,6 +67,8 @@ class DeviceInfo:
     has_fp64: bool
     correctly_rounded_div_sqrt: bool
     is_cpu: bool
+    max_alloc: int = 0  # CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes (0: unknown)
+    global_mem: int = 0  # CL_DEVICE_GLOBAL_MEM_SIZE, bytes
 
 
 @cache
@@ -88,4 +90,5 @@ def device_info(device: cl.Device) -> DeviceInfo:
            f"{device.driver_version.strip()} / {device.version.strip()}")
     return DeviceInfo(key, limits, fp64,
                       bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
-                      bool(device.type & cl.device_type.CPU))
+                      bool(device.type & cl.device_type.CPU), int(device.max_mem_alloc_size),
+                      int(device.global_mem_size))

@@ -25,6 +25,7 @@ from ..signature import BIG_OFFSET
 from ..source import BufferArg, Module, ScalarArg
 from . import autotune
 from .devices import DeviceInfo
+from .memory import compact
 
 NO_QUEUE = ("the first pyopencl array argument has no queue (it was made with queue=None or "
             ".with_queue(None)); a fused call runs on that array's queue: pass "
@@ -414,7 +415,8 @@ class Executable:
                 dev = next((uploaded[q] for q in uploaded
                             if flat[self.graph.params[q].source] is value), None)
                 if dev is None:
-                    host = np.ascontiguousarray(value, dtype=self.graph.params[p].dtype)
+                    prm = self.graph.params[p]
+                    host = compact(value, prm.strides, prm.dtype)  # broadcast: un-broadcast
                     dev = cla.to_device(queue, host, allocator=pool)
                 uploaded[p] = dev
                 bufs[p] = dev.base_data

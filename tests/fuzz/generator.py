@@ -17,6 +17,7 @@ failure). Value draws are not part of the program: see ``values.py``.
 from __future__ import annotations
 
 import math
+import os
 import random
 import warnings
 from collections.abc import Callable, Sequence
@@ -31,9 +32,16 @@ from fusejit.ops import Op
 T = TypeVar("T")
 
 DTYPES: tuple[np.dtype, ...] = tuple(np.dtype(t) for t in (
-    np.bool_, np.uint8, np.int32, np.int64, np.float32, np.float64))
-ARRAY_LAYOUTS = ("numpy", "numpy-strided", "device", "device-T", "device-offset",
-                 "device-strided")
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64))
+# `s += 1` on a NumPy scalar (an argument, or a 0-d reduction result) rebinds it in NumPy
+# (issue 9 class 4, being fixed separately): generated only with FUSEJIT_FUZZ_SCALAR_AUGMENT=1
+# or `python -m tests.fuzz.runner --scalar-augment`
+SCALAR_AUGMENT = os.environ.get("FUSEJIT_FUZZ_SCALAR_AUGMENT", "") not in ("", "0")
+ARRAY_LAYOUTS = ("numpy", "numpy-strided", "numpy-broadcast", "device", "device-T",
+                 "device-offset", "device-strided", "device-reversed")
+_VIEW_LAYOUTS = ("device-offset", "device-strided", "device-reversed", "numpy-strided",
+                 "numpy-broadcast")  # need an axis to slice
 MAX_ELEMENTS = 4096  # larger intermediates (outer products of views) are redrawn
 LONG_AXES = (7, 8, 9, 16, 17, 33, 64, 100, 257, 1030, 3000)
 
@@ -102,8 +110,8 @@ class Step:
     name: str
     op: str
     operands: tuple[str, ...]
-    code: str
-    kind: str  # "map" | "transcendental" | "cast" | "reduce" | "move"
+    code: str  # an expression; for "inplace" a statement that writes ``name``
+    kind: str  # "map" | "transcendental" | "cast" | "reduce" | "move" | "inplace"
     fj_op: Op | None = None  # fusejit op whose ULP bound applies (transcendental steps)
     detail: tuple[tuple[str, Any], ...] = ()
 
@@ -121,10 +129,17 @@ class Program:
 
     def source(self, name: str = "fz") -> str:
         lines = [f"def {name}({', '.join(a.name for a in self.args)}):"]
-        lines += [f"    {s.name} = {s.code}" for s in self.steps]
+        lines += [f"    {s.code}" if s.kind == "inplace" else f"    {s.name} = {s.code}"
+                  for s in self.steps]
         outs = self.outputs[0] if self.single else "(" + ", ".join(self.outputs) + ",)"
         lines.append(f"    return {outs}")
         return "\n".join(lines) + "\n"
+
+    @property
+    def written(self) -> frozenset[str]:
+        """Arguments the program writes in place."""
+        names = {a.name for a in self.args}
+        return frozenset(s.name for s in self.steps if s.kind == "inplace" and s.name in names)
 
     def function(self, name: str = "fz") -> Callable[..., Any]:
         namespace: dict[str, Any] = {"np": np}
@@ -215,6 +230,7 @@ OPDEFS: tuple[OpDef, ...] = (
     OpDef("reduce", 1, (), "reduce", weight=3, literal_ok=False),
     OpDef("move", 1, (), "move", weight=1.5, literal_ok=False),
     OpDef("repeat", 0, (), "repeat", weight=0.5),
+    OpDef("inplace", 1, (), "inplace", weight=8),
 )
 _WEIGHTS = [d.weight for d in OPDEFS]
 
@@ -265,6 +281,7 @@ class _Value:
     placeholder: Any
     pykind: str  # "array" | "pyscalar" | "npscalar"
     code: str = ""  # defining expression (for verbatim repeats)
+    target: bool = False  # may be written in place (an array of its own, not a view)
 
     @property
     def ndim(self) -> int:
@@ -302,8 +319,7 @@ def _draw_args(ch: Chooser) -> tuple[Arg, ...]:
             shape = _draw_shape(ch, dims)
             layouts = [lay for lay in ARRAY_LAYOUTS
                        if not (lay == "device-T" and len(shape) < 2)
-                       and not (lay in ("device-offset", "device-strided", "numpy-strided")
-                                and not shape)]
+                       and not (lay in _VIEW_LAYOUTS and not shape)]
             args.append(Arg(f"a{i}", "array", dtype, shape, ch.choice(layouts)))
     return tuple(args)
 
@@ -355,6 +371,8 @@ def _render(ch: Chooser, d: OpDef, values: list[_Value], shape: tuple[int, ...]
             ", keepdims=True" if keep else "")
         code = (f"{x.name}.{fn}({kw[2:]})" if ch.coin(0.4) else f"np.{fn}({x.name}{kw})")
         return code, (x.name,), {"reduce": fn, "axis": axis, "keepdims": keep}
+    if d.kind == "inplace":
+        return _render_inplace(ch, values)
     if d.kind == "move":
         x = _pick(ch, values)
         if x.pykind == "pyscalar":
@@ -386,6 +404,86 @@ def _render(ch: Chooser, d: OpDef, values: list[_Value], shape: tuple[int, ...]
     return code, tuple(dict.fromkeys(p.name for p in real)), {"args": tuple(texts)}
 
 
+# augmented assignment: operator -> the ufunc NumPy runs with out= the target
+AUGMENTED = {"+": "add", "-": "subtract", "*": "multiply", "/": "true_divide",
+             "//": "floor_divide", "%": "remainder", "&": "bitwise_and", "|": "bitwise_or",
+             "^": "bitwise_xor", "<<": "left_shift", ">>": "right_shift"}
+OUT_UFUNCS = ("add", "subtract", "multiply", "true_divide", "maximum", "minimum", "fmax",
+              "bitwise_or", "floor_divide", "copysign", "logical_and")
+# write targets: the whole value, views of it (reversed, strided, offset), single elements
+REGIONS_1D = ("", "[...]", "[:]", "[::-1]", "[1:]", "[:-1]", "[::2]", "[1::2]", "[::-2]",
+              "[0]", "[-1]", "[1:-1:3]")
+REGIONS_2D = ("[:, ::2]", "[::-1, 1:]", "[..., ::-1]", "[1:, :-1]", "[:, 0]", "[0]",
+              "[::-1, ::-1]", "[:, 1::2]")
+
+
+def _operand_text(ch: Chooser, values: list[_Value]) -> tuple[str, str | None]:
+    """An operand of an in-place write: a value (name) or a literal."""
+    if ch.coin(0.25):
+        return _literal(ch, None), None
+    v = _pick(ch, values)
+    return v.name, v.name
+
+
+def _render_inplace(ch: Chooser, values: list[_Value]
+                    ) -> tuple[str, tuple[str, ...], dict[str, Any]] | None:
+    """``t[region] op= y``, ``np.ufunc(t[region], y, out=t[region])``,
+    ``np.ufunc(y, z, out=t[region])`` or ``t[region] = y`` on a value that may be written."""
+    targets = [v for v in values if v.target]
+    if not targets:
+        return None
+    args = [v for v in targets if v.name.startswith("a")]
+    t = ch.choice(args) if args and ch.coin(0.5) else _pick(ch, targets) if ch.coin(0.5) \
+        else ch.choice(targets)
+    nd = t.ndim
+    if isinstance(t.placeholder, np.ndarray):
+        regions = ("", "[...]") if nd == 0 else REGIONS_1D + (REGIONS_2D if nd >= 2 else ())
+        region = ch.choice(regions)
+        form = ch.choice(("aug", "aug", "out", "out2", "set", "set"))
+    else:  # a NumPy scalar: only rebinding augmented assignment exists
+        region, form = "", "aug"
+    if form == "set" and not region:
+        region = "[...]"  # (`t = y` would only rebind the name)
+    dest = t.name + region
+    y, yname = _operand_text(ch, values)
+    names = [t.name] + ([yname] if yname else [])
+    if form == "aug":
+        op = ch.choice(tuple(AUGMENTED))
+        code, ufunc, rhs = f"{dest} {op}= {y}", AUGMENTED[op], (y,)
+    elif form == "out":
+        ufunc = ch.choice(OUT_UFUNCS)
+        code, rhs = f"np.{ufunc}({dest}, {y}, out={dest})", (y,)
+    elif form == "out2":
+        ufunc = ch.choice(OUT_UFUNCS)
+        z, zname = _operand_text(ch, values)
+        names += [zname] if zname else []
+        code, rhs = f"np.{ufunc}({y}, {z}, out={dest})", (y, z)
+    else:
+        code, ufunc, rhs = f"{dest} = {y}", None, (y,)
+    return code, tuple(dict.fromkeys(names)), {"target": t.name, "region": region,
+                                               "form": form, "ufunc": ufunc, "rhs": rhs}
+
+
+def _try_inplace(code: str, target: str, env: dict[str, Any]) -> tuple[Any, BaseException | None]:
+    """Run an in-place statement on a copy of its target; the target's new value."""
+    scope = dict(env)
+    if isinstance(scope[target], np.ndarray):
+        scope[target] = scope[target].copy()
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            exec(code, {"np": np}, scope)  # noqa: S102  (our own generated statement)
+            return scope[target], None
+        except Exception as exc:  # noqa: BLE001  (NumPy rejected it: the caller decides)
+            return None, exc
+
+
+def _writable(value: Any, scalar_augment: bool) -> bool:
+    if isinstance(value, np.ndarray):
+        return value.base is None and value.flags.writeable
+    return scalar_augment and isinstance(value, np.generic)
+
+
 def _kind(v: _Value | None) -> str:
     if v is None:
         return "?"
@@ -401,10 +499,17 @@ def _names_in(code: str, values: list[_Value]) -> list[str]:
     return [v.name for v in values if v.name in found]
 
 
-def generate(ch: Chooser, max_steps: int = 10) -> Program:
-    """Draw one program (see the module docstring)."""
+def generate(ch: Chooser, max_steps: int = 10, scalar_augment: bool | None = None) -> Program:
+    """Draw one program (see the module docstring). In-place steps write arguments (in any
+    layout) and intermediate arrays; values that view memory a write changed are not read
+    afterwards (NumPy would show them updated: fusejit does too, but the oracle is per value).
+    """
+    scalar_augment = SCALAR_AUGMENT if scalar_augment is None else scalar_augment
     args = _draw_args(ch)
-    values = [_Value(a.name, _placeholder(a), a.kind) for a in args]
+    values = [_Value(a.name, _placeholder(a), a.kind, target=(
+        a.kind == "array" and a.layout != "numpy-broadcast")  # (read-only, as in NumPy)
+        or (a.kind == "npscalar" and scalar_augment)) for a in args]
+    stale: set[str] = set()
     shape = max((a.shape for a in args), key=len)
     steps: list[Step] = []
     raises = None
@@ -417,10 +522,14 @@ def generate(ch: Chooser, max_steps: int = 10) -> Program:
                 continue
             code, operands, detail = made
             env = {v.name: v.placeholder for v in values}
-            result, exc = _try(code, env)
+            if d.kind == "inplace":
+                result, exc = _try_inplace(code, detail["target"], env)
+            else:
+                result, exc = _try(code, env)
             if exc is not None:
                 if ch.coin(0.04):  # keep: NumPy raises here, fusejit must raise alike
-                    steps.append(Step(f"v{i}", d.key, operands, code, d.kind, d.fj_op,
+                    name = detail["target"] if d.kind == "inplace" else f"v{i}"
+                    steps.append(Step(name, d.key, operands, code, d.kind, d.fj_op,
                                       tuple(detail.items())))
                     raises = type(exc).__name__
                     break
@@ -433,10 +542,23 @@ def generate(ch: Chooser, max_steps: int = 10) -> Program:
                 rep = next(s for s in steps if s.name == detail["repeat"])
                 d = by_key[rep.op]
                 detail = dict(rep.detail)
+            if d.kind == "inplace":
+                name = detail["target"]
+                old = next(v for v in values if v.name == name)
+                steps.append(Step(name, d.key, operands, code, d.kind, None,
+                                  tuple(detail.items())))
+                gone = {v.name for v in values if v is not old and isinstance(
+                    old.placeholder, np.ndarray) and isinstance(v.placeholder, np.ndarray)
+                    and np.shares_memory(v.placeholder, old.placeholder)}
+                stale |= gone
+                values = [_Value(name, result, "array" if isinstance(result, np.ndarray) else
+                                 "npscalar", "", _writable(result, scalar_augment) or old.target)
+                          if v is old else v for v in values if v.name not in gone]
+                break
             steps.append(Step(f"v{i}", d.key, operands, code, d.kind, d.fj_op,
                               tuple(detail.items())))
             values.append(_Value(f"v{i}", result, "array" if isinstance(result, np.ndarray)
-                                 else "npscalar", code))
+                                 else "npscalar", code, _writable(result, scalar_augment)))
             break
         if raises:
             break
@@ -445,7 +567,9 @@ def generate(ch: Chooser, max_steps: int = 10) -> Program:
         steps.append(Step("v0", "add", (a,), f"np.add({a}, 1)", "map"))
     if raises:
         return Program(args, tuple(steps), (steps[-1].name,), True, raises)
-    produced = [s.name for s in steps]
+    produced = list(dict.fromkeys(s.name for s in steps if s.name not in stale))
+    if not produced:  # every value was a view a later write changed
+        produced = [steps[-1].name]
     outs = [produced[-1]]
     for _ in range(ch.int(0, 3)):
         outs.append(ch.choice(produced + [a.name for a in args if a.kind == "array"]

@@ -96,10 +96,17 @@ def step_function(step: Step) -> Callable[..., Any]:
 
 def evaluate(program: Program, inputs: list[Any]) -> Evaluation:
     """Run ``program`` in NumPy step by step, propagating tolerances."""
-    env: dict[str, Approx] = {a.name: Approx.exact(v) for a, v in zip(program.args, inputs)}
+    env: dict[str, Approx] = {a.name: Approx.exact(np.array(v, copy=True) if isinstance(
+        v, np.ndarray) else v) for a, v in zip(program.args, inputs)}  # (writes change them)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for step in program.steps:
+            if step.kind == "inplace":
+                try:
+                    env[step.name] = inplace(step, env)
+                except Exception as exc:  # noqa: BLE001  (NumPy raised: fusejit must too)
+                    return Evaluation(None, exc, env)
+                continue
             fn = step_function(step)
             ops = [env[n] for n in step.operands]
             try:
@@ -116,11 +123,92 @@ def evaluate(program: Program, inputs: list[Any]) -> Evaluation:
 
 def live(program: Program) -> set[str]:
     """Steps some output depends on."""
-    needed = set(program.outputs)
+    needed = set(program.outputs) | program.written
     for step in reversed(program.steps):
         if step.name in needed:
             needed |= set(step.operands)
     return needed
+
+
+# -- in-place writes --------------------------------------------------------------------------------
+
+
+class _Key:
+    def __getitem__(self, key: Any) -> Any:
+        return key
+
+
+def inplace(step: Step, env: dict[str, Approx]) -> Approx:
+    """The written value's new ``Approx``: NumPy's statement on a copy gives the center; the
+    written region's tolerance is that of the value stored there (the ufunc on the old
+    region's tolerance, or the assigned value's), cast to the target's dtype; the rest keeps
+    its own. (NumPy gives overlapping reads and writes copy semantics, so the write is
+    functional.)"""
+    name, region, form = step.get("target"), step.get("region"), step.get("form")
+    ufunc, rhs = step.get("ufunc"), step.get("rhs")
+    old = env[name]
+    scope = {n: env[n].center for n in step.operands}
+    if isinstance(old.center, np.ndarray):
+        scope[name] = old.center.copy()
+    undefined = False
+    try:
+        exec(step.code, {"np": np}, scope)  # noqa: S102  (our own generated statement)
+    except (OverflowError, ValueError) as exc:
+        # a NaN or infinite NumPy float *scalar* assigned into an integer array goes through
+        # Python's int() and raises; an array of them is cast (implementation-defined
+        # values). fusejit cannot raise on data: the element is masked (see "casts" above)
+        if form != "set" or "cannot convert float" not in str(exc):
+            raise
+        key = eval(f"_k{region}", {"_k": _Key()})
+        with np.errstate(all="ignore"):
+            scope[name][key] = np.asarray(eval(rhs[0], {"np": np}, scope)).astype(
+                old.center.dtype)
+        undefined = True
+    new = scope[name]
+    # operands of the stored value; the target's own name (its whole old value) only where
+    # an operand is the target itself (``x[1:] += x``), not where it is the region written
+    names = [n for n in step.operands if n != name or name in rhs]
+    if not isinstance(old.center, np.ndarray):  # a NumPy scalar: rebinding, a plain map step
+        s = Step(name, ufunc, step.operands, f"np.{ufunc}({name}, {rhs[0]})", "map")
+        return _propagate(s, step_function(s), [env[n] for n in step.operands], new)
+    shape = old.center.shape
+    key = eval(f"_k{region}" if region else "_k[...]", {"_k": _Key()})
+    err = np.array(np.broadcast_to(old.err, shape), np.float64)
+    zsign = np.array(np.broadcast_to(old.zsign, shape), bool)
+    part = Approx(old.center[key], err[key], zsign[key])
+    if form == "set":
+        value = _value(rhs[0], names, env)
+    else:
+        own = form in ("aug", "out")  # the region is an operand (else only the destination)
+        texts = ("_t",) * own + rhs
+        s = Step("_v", ufunc, ("_t",) * own + tuple(names),
+                 f"np.{ufunc}({', '.join(texts)})", "map")
+        fn = step_function(s)
+        ops = [part] * own + [env[n] for n in names]
+        value = _propagate(s, fn, ops, fn(*(o.center for o in ops)))
+    cast = Step("_c", "cast", ("_r",), f"np.asarray(_r).astype(np.{old.center.dtype.name})",
+                "cast")
+    fn = step_function(cast)
+    stored = _propagate(cast, fn, [value], fn(value.center))
+    target = np.shape(part.center)
+    err[key] = np.broadcast_to(stored.err, target)
+    zsign[key] = np.broadcast_to(stored.zsign, target)
+    got = np.asarray(new[key])
+    want = np.broadcast_to(np.asarray(stored.center), target)
+    same = (got == want) | ((got != got) & (want != want))
+    if undefined:
+        same = np.zeros(target, bool)
+    if not np.all(same):  # not the value this model expects: unverifiable there
+        sub = err[key]
+        err[key] = np.where(same, sub, np.inf)
+    return Approx(new, err, zsign)
+
+
+def _value(text: str, names: list[str], env: dict[str, Approx]) -> Approx:
+    """An operand of a write: a value of the program, or an exact literal."""
+    if text in names:
+        return env[text]
+    return Approx.exact(eval(text, {"np": np}))
 
 
 # -- propagation ------------------------------------------------------------------------------------
@@ -407,8 +495,9 @@ def compare(got: Any, want: Approx, what: str) -> str | None:
         nan_g, nan_w = np.isnan(gw), np.isnan(ww)
         exact = err == 0
         same = (gw == ww) & ((np.signbit(gw) == np.signbit(ww)) | zs)
-        lo = _outward(ww - err, w.dtype, up=False)
-        hi = _outward(ww + err, w.dtype, up=True)
+        with np.errstate(all="ignore"):  # (inf tolerances of unchecked elements)
+            lo = _outward(ww - err, w.dtype, up=False)
+            hi = _outward(ww + err, w.dtype, up=True)
         inside = (g >= lo) & (g <= hi)
         ok = np.where(nan_w | nan_g, nan_w & nan_g, np.where(exact, same, inside))
         bad = check & ~ok

@@ -2,6 +2,7 @@
 and drive long campaigns.
 
     python -m tests.fuzz.runner --examples 5000 --seed 1     # a campaign; never stops early
+    python -m tests.fuzz.runner --examples 500 --scalar-augment   # also `s += 1` on NumPy scalars
 """
 
 from __future__ import annotations
@@ -83,15 +84,24 @@ def _run_draw(program: Program, fused: Any, inputs: list[Any], queue: cl.Command
             return (f"NumPy raised {type(ref.exc).__name__} ({want.__name__}): {ref.exc}\n"
                     f"fusejit raised {type(exc).__name__} ({have.__name__}): {exc}")
         changed = _changed(placed, before)
-        if changed:
+        if changed is not None:
             return f"fusejit raised {type(exc).__name__} but modified argument {changed}"
         outcome.status = "raises"
         return None
     if ref.exc is not None:
         return f"NumPy raised {type(ref.exc).__name__}: {ref.exc}\nfusejit returned a value"
-    changed = _changed(placed, before)
-    if changed:
-        return f"argument {changed} was modified by a function that writes no argument"
+    written = [i for i, a in enumerate(program.args)
+               if a.name in program.written and a.kind == "array"]
+    changed = _changed(placed, before, skip=set(written))
+    if changed is not None:
+        return f"argument {changed} was modified but the function does not write it"
+    for i in written:  # NumPy's final value, and nothing outside the view touched
+        problem = compare(to_host(placed[i].value), ref.values[program.args[i].name],
+                          f"argument {i} ({program.args[i].name}) after the call")
+        if problem is not None:
+            return problem
+        if _outside_changed(placed[i]):
+            return f"argument {i}: the write changed its buffer outside the view"
     leaves = [got] if program.single else list(got)
     if len(leaves) != len(ref.outputs):
         return f"fusejit returned {len(leaves)} values, NumPy {len(ref.outputs)}"
@@ -119,8 +129,22 @@ def _snapshot(p: Placed) -> Any:
     return np.array(p.value, copy=True) if isinstance(p.value, np.ndarray) else None
 
 
-def _changed(placed: list[Placed], before: list[Any]) -> int | None:
+def _outside_changed(p: Placed) -> bool:
+    """Did a write into a device view change elements of its buffer outside the view?"""
+    view = p.extra.get("view")
+    if p.base_dev is None or view is None:
+        return False
+    now, then = p.base_dev.get(), p.base_host.copy()
+    now[view] = 0
+    then[view] = 0
+    return now.tobytes() != then.tobytes()
+
+
+def _changed(placed: list[Placed], before: list[Any], skip: set[int] = frozenset()
+             ) -> int | None:
     for i, (p, b) in enumerate(zip(placed, before)):
+        if i in skip:
+            continue
         if p.base_dev is not None:
             now = p.base_dev.get()
             if now.tobytes() != p.base_host.tobytes():
@@ -195,6 +219,10 @@ def place(value, layout, queue):
         base = np.zeros((2 * v.shape[0],) + v.shape[1:], v.dtype)
         base[::2] = v
         return base[::2]
+    if layout == "numpy-broadcast":
+        return np.broadcast_to(v[:1] if v.shape[0] > 1 else v, v.shape)
+    if layout == "device-reversed":
+        return cla.to_device(queue, np.array(v[::-1], order="C"))[::-1]
     if layout == "device":
         return cla.to_device(queue, np.array(v, order="C"))
     if layout == "device-T":
@@ -270,13 +298,13 @@ def save_failure(program: Program, draws: list[list[Any]], message: str, fused: 
 
 
 def campaign(examples: int, seed: int, validate: bool, log: Any = sys.stdout,
-             verbose: bool = False) -> Counter:
+             verbose: bool = False, scalar_augment: bool | None = None) -> Counter:
     queue = fusejit.default_queue()
     stats: Counter = Counter()
     start = time.time()
     for i in range(examples):
         s = seed * 1_000_003 + i
-        program = generate(RandomChooser(s))
+        program = generate(RandomChooser(s), scalar_augment=scalar_augment)
         if verbose:
             print(f"[{i}] seed {s}\n{program.source()}", file=log, flush=True)
         try:
@@ -303,14 +331,18 @@ def main() -> None:
     parser.add_argument("--validate", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="print each program first")
     parser.add_argument("--program", type=int, help="run only the program of this seed")
+    parser.add_argument("--scalar-augment", action="store_true", default=None,
+                        help="also write NumPy scalars with augmented assignment (`s += 1`), "
+                             "as FUSEJIT_FUZZ_SCALAR_AUGMENT=1 does")
     ns = parser.parse_args()
     if ns.program is not None:
-        program = generate(RandomChooser(ns.program))
+        program = generate(RandomChooser(ns.program), scalar_augment=ns.scalar_augment)
         print(program.source())
         out = run_case(program, ns.program, fusejit.default_queue(), validate=ns.validate)
         print(out.status, out.message)
         return
-    stats = campaign(ns.examples, ns.seed, ns.validate, verbose=ns.verbose)
+    stats = campaign(ns.examples, ns.seed, ns.validate, verbose=ns.verbose,
+                     scalar_augment=ns.scalar_augment)
     print("done:", dict(stats))
 
 

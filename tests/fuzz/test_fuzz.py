@@ -3,7 +3,11 @@
 CI runs ``FUSEJIT_FUZZ_EXAMPLES`` programs (default 400), each compiled once and run on three
 value draws, derandomized so a run is reproducible; ``FUSEJIT_FUZZ_EXAMPLES=10000`` (or
 ``pytest --fuzz-examples=10000``) runs a campaign, ``FUSEJIT_FUZZ_SEED`` picks other programs,
-``FUSEJIT_FUZZ_SHRINK=1`` lets Hypothesis shrink a failure to a minimal program. The fused
+``FUSEJIT_FUZZ_SHRINK=1`` lets Hypothesis shrink a failure to a minimal program, and
+``FUSEJIT_FUZZ_SCALAR_AUGMENT=1`` also generates ``s += 1`` on NumPy scalars. Programs write
+arguments and intermediates in place (augmented assignment, ``out=``, ``x[...] =``, through
+reversed, strided and offset views and pyopencl views); every lowered module is checked by
+``Module.verify`` (kernel order, no races), which ``lower()`` always runs. The fused
 functions run with ``validate=True`` (``FUSEJIT_FUZZ_VALIDATE=0`` turns it off), so validate
 mode's bound rule is fuzzed too. The tolerance rules are in ``oracle.py``; every failure leaves
 a reproducer under ``fuzz-failures/`` whose path the assertion message names.

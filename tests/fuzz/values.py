@@ -39,7 +39,7 @@ def draw_array(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...]
     """Values of ``dtype``: a fraction ``special`` of edge values, the rest ordinary."""
     n = math.prod(shape)
     if dtype.kind == "b":
-        return rng.random(n).reshape(shape) < 0.5
+        return np.asarray(rng.random(n).reshape(shape) < 0.5)  # (0-d: an array, not np.bool)
     if dtype.kind == "f":
         scale = 10.0 ** rng.integers(-3, 4, n)
         ordinary = rng.standard_normal(n) * scale
@@ -71,6 +71,8 @@ def draw_inputs(program: Program, seed: int) -> list[Any]:
             values.append({"b": bool, "i": int, "u": int, "f": float}[a.dtype.kind](v))
         elif a.kind == "npscalar":
             values.append(a.dtype.type(arr.reshape(-1)[0] if arr.size else 0))
+        elif a.layout == "numpy-broadcast" and a.shape[0] > 1:  # read-only, stride 0 on axis 0
+            values.append(np.broadcast_to(arr[:1], a.shape))
         else:
             values.append(arr)
     return values
@@ -84,7 +86,7 @@ class Placed:
     value: Any
     base_host: np.ndarray | None = None  # contents of the whole device buffer before the call
     base_dev: cla.Array | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # "view": the index into the buffer
 
 
 def _to_device(queue: Any, host: np.ndarray) -> Any:
@@ -104,6 +106,12 @@ def place(value: Any, layout: str, queue: cl.CommandQueue) -> Placed:
     v = np.asarray(value)
     if layout == "numpy":
         return Placed(v.copy())
+    if layout == "numpy-broadcast":  # (draw_inputs made it a broadcast view)
+        return Placed(value if isinstance(value, np.ndarray) and not value.flags.writeable
+                      else np.broadcast_to(v, v.shape))
+    if layout == "device-reversed":
+        dev = _to_device(queue, np.array(v[::-1], order="C"))
+        return Placed(dev[::-1], np.array(v[::-1], order="C"), dev)
     if layout == "numpy-strided":
         base = np.zeros((2 * v.shape[0],) + v.shape[1:], v.dtype)
         base[::2] = v
@@ -119,10 +127,10 @@ def place(value: Any, layout: str, queue: cl.CommandQueue) -> Placed:
     if layout == "device-offset":
         base = np.concatenate([np.zeros((1,) + v.shape[1:], v.dtype), v])
         dev = _to_device(queue, base)
-        return Placed(dev[1:], base.copy(), dev)
+        return Placed(dev[1:], base.copy(), dev, {"view": (slice(1, None),)})
     if layout == "device-strided":
         base = np.ones((2 * v.shape[0],) + v.shape[1:], v.dtype)
         base[::2] = v
         dev = _to_device(queue, base)
-        return Placed(dev[::2], base.copy(), dev)
+        return Placed(dev[::2], base.copy(), dev, {"view": (slice(None, None, 2),)})
     raise ValueError(layout)

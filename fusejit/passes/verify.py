@@ -1,0 +1,70 @@
+"""Proof of a lowered module's kernel order and race freedom (``Module.verify``).
+
+The checks read what each kernel really touches from its signature (the buffers the runtime
+binds, in launch order), and the index analysis of its group for the race rule:
+
+* a temporary or partial-result buffer is read only after an earlier kernel wrote it;
+* no kernel reads an argument's old value after a kernel wrote that argument (or memory it
+  shares), and a kernel that writes an argument reads it only at the elements each work-item
+  writes itself (same layout, same index, no broadcast store).
+
+Any violation is a fusejit bug and raises ``ScheduleError`` naming the kernels and the buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..errors import ScheduleError
+from ..ir import Graph
+from .plan import Plan
+from .schedule import families, loaded, params_read, race
+
+if TYPE_CHECKING:
+    from ..kernels import Module
+
+
+def verify_module(graph: Graph, plan: Plan, module: Module,
+                  aliases: Sequence[frozenset[int]] = ()) -> None:
+    """Raise ``ScheduleError`` unless ``module`` keeps the order and no-race rules."""
+    from ..kernels import BufferArg  # kernels imports the partitioner, which imports us
+
+    fam = families(aliases)
+    written: dict[tuple[str, int], str] = {}  # buffer -> the first kernel that wrote it
+    param_written: dict[int, str] = {}  # parameter -> the first kernel that wrote its memory
+    for kernel in module.kernels:
+        name = kernel.name
+        group = kernel.group
+        stop = set(loaded(plan.temps, plan.staged, group))
+        buffers = [a for a in kernel.signature.args if isinstance(a, BufferArg)]
+        reads = params_read(group, stop) if any(a.role == "param" and a.writable
+                                                for a in buffers) else set()
+        for a in buffers:
+            key = (a.role, a.index)
+            if a.role in ("temp", "partial") and not a.writable and key not in written:
+                raise ScheduleError(f"kernel {name} reads {a.role} {a.index} before any kernel "
+                                    "writes it")
+            if a.role != "param":
+                continue
+            family = fam.get(a.index, frozenset({a.index}))
+            reading = not a.writable or bool(reads & family)
+            earlier = next((param_written[q] for q in sorted(family) if q in param_written),
+                           None)
+            if reading and earlier is not None and earlier != name:
+                raise ScheduleError(f"kernel {name} reads the old value of argument {a.index} "
+                                    f"after kernel {earlier} wrote it")
+        for kind, stores in (("stores", group.stores), ("rows", group.row_stores)):
+            for st in stores:
+                if st.dest.kind != "param" or kernel.role == "partial":
+                    continue
+                p = st.dest.index
+                why = race(graph, group, st, fam.get(p, frozenset({p})), kind, stop)
+                if why is not None:
+                    raise ScheduleError(f"kernel {name} writes argument {p} in place while "
+                                        f"its own work-items read it: {why}")
+        for a in buffers:
+            if a.writable:
+                written.setdefault((a.role, a.index), name)
+                if a.role == "param":
+                    param_written.setdefault(a.index, name)
