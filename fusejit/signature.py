@@ -20,6 +20,7 @@ import pyopencl.array as cla
 from . import dtypes as dt
 from .errors import UnsupportedDTypeError, UnsupportedOperationError
 from .ir import Graph
+from .keys import StaticKey, static_key
 
 # -- argument specs ---------------------------------------------------------------------------------
 
@@ -83,17 +84,8 @@ _AUTO_STATIC = (type(None), str, bytes, tuple, list, slice, type(Ellipsis), np.d
 _WIDE = 2**31 - 1
 
 
-def _static_key(value: Any) -> Any:
-    if isinstance(value, list):
-        return ("list", tuple(_static_key(v) for v in value))
-    if isinstance(value, tuple):
-        return ("tuple", tuple(_static_key(v) for v in value))
-    try:
-        hash(value)
-    except TypeError:
-        raise TypeError(f"static argument {value!r} is not hashable; static arguments are part "
-                        "of the cache key") from None
-    return (type(value), value)
+def _static_key(value: Any) -> StaticKey:
+    return static_key(value)  # floats by their bits, at any depth (see fusejit.keys)
 
 
 def arg_spec(value: Any, static: bool) -> Spec:
