@@ -10,6 +10,7 @@ from . import numpy_api  # noqa: F401 - the traced NumPy surface, loaded now, no
 from .api import CacheInfo, Fused, Lowered, fuse
 from .errors import (
     BroadcastError,
+    CapturedStateError,
     ContextMismatchError,
     FusejitError,
     KernelBuildError,
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BroadcastError",
     "CacheInfo",
+    "CapturedStateError",
     "ContextMismatchError",
     "Fused",
     "FusejitError",

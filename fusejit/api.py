@@ -14,11 +14,13 @@ import numpy as np
 import pyopencl as cl
 
 from . import validate
+from .captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values, substituted
 from .errors import ContextMismatchError, UnsupportedDTypeError
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
 from .passes.partition import Plan, partition
 from .runtime import autotune
+from .shapes import row_major_strides
 from .runtime.build import build_options, build_program
 from .runtime.devices import DeviceInfo, default_queue, device_info
 from .runtime.executable import NO_QUEUE, Executable, OutSpec
@@ -34,7 +36,6 @@ from .signature import (
     aliases_of,
     arg_spec,
     fast_key,
-    guard_getters,
 )
 from .source import Kernel, Module, SourceModule
 from .targets.opencl import OpenCLTarget
@@ -190,7 +191,8 @@ class Fused:
         self.autotune = autotune
         self._validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
-        self._guards = guard_getters(fn)
+        # reads from outside the arguments (fusejit.captured), found on the first call
+        self._guards: list[Capture] | None = None
         self._cache: dict[CallKey, _Compiled] = {}
         # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
         self._fast: dict[tuple, _Compiled] = {}
@@ -232,11 +234,18 @@ class Fused:
         kwnames = tuple(sorted(kwargs))
         flat = list(args) + [kwargs[k] for k in kwnames]
         n = len(args)
+        bound_self = args[0].value if args and isinstance(args[0], StaticSelf) else None
+        if self._guards is None:
+            self._guards = find_captures(self._fn, bound_self)
+        guards, implicit = guard_values(self._guards, bound_self) if self._guards else ((), [])
+        flat += implicit  # captured arrays, read fresh: extra (read-only) arguments
+        n_given = n + len(kwnames)
         specs = []
         queue = None
         context = None
         for i, value in enumerate(flat):
-            static = (i in self._static_nums) if i < n else (kwnames[i - n] in self._static_names)
+            static = (i in self._static_nums) if i < n else (
+                i < n_given and kwnames[i - n] in self._static_names)
             if isinstance(value, StaticSelf):
                 spec = StaticSpec(Identity(value.value))
                 flat[i] = value.value
@@ -256,8 +265,8 @@ class Fused:
         elif queue is None:
             raise ValueError(NO_QUEUE)
         aliases = aliases_of(flat, specs) if len(specs) > 1 else ()
-        guards = tuple(get() for get in self._guards) if self._guards else ()
-        return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards), queue
+        return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards,
+                                      len(implicit)), queue
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         mono = self._mono
@@ -317,7 +326,8 @@ class Fused:
                     "not support (no cl_khr_fp64); use float32 inputs or another device")
             program = build_program(queue.context, lowered.module.source,
                                     build_options(info), getattr(self._fn, "__name__", "fn"))
-            host_mode = not any(isinstance(s, DeviceArraySpec) for s in key.specs)
+            host_mode = not any(isinstance(s, DeviceArraySpec)  # (of the arguments passed)
+                                for s in key.specs[:len(key.specs) - key.implicit])
             temps = [(n.shape, n.dtype) for n in lowered.plan.temps]
             index_dtype = np.dtype(np.int64 if lowered.module.wide else np.int32)
             exe = Executable(lowered.graph, lowered.module, program, info, outputs, temps,
@@ -334,7 +344,8 @@ class Fused:
     def _lower(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
                queue: cl.CommandQueue) -> tuple[Lowered, list[OutSpec], Any, dict]:
         self.trace_count += 1
-        n_pos = len(flat) - len(kwnames)
+        n_pos = len(flat) - len(kwnames) - key.implicit
+        first_implicit = len(flat) - key.implicit
         same_as = {j: i for i, j, same in key.aliases if same}
         with Tracer() as tracer:
             inputs: list[Any] = []
@@ -342,6 +353,14 @@ class Fused:
                 name = f"arg{i}"
                 if i in same_as:  # the same array passed twice: one parameter, one proxy
                     inputs.append(inputs[same_as[i]])
+                elif i >= first_implicit:  # a captured array: read-only, read fresh
+                    strides = spec.strides if isinstance(spec, DeviceArraySpec) else None
+                    inputs.append(tracer.array_param(
+                        spec.dtype, spec.shape, strides if strides is not None else
+                        row_major_strides(spec.shape), f"captured{i - first_implicit}", i,
+                        writable=False, has_offset=getattr(spec, "has_offset", False),
+                        wide=getattr(spec, "wide", False)))
+                    inputs[-1]._readonly = CAPTURED_READ_ONLY
                 elif isinstance(spec, StaticSpec):
                     inputs.append(value)
                 elif isinstance(spec, DeviceArraySpec):
@@ -349,14 +368,22 @@ class Fused:
                                                      i, has_offset=spec.has_offset,
                                                      wide=spec.wide))
                 elif isinstance(spec, HostArraySpec):
-                    from .shapes import row_major_strides
-
                     inputs.append(tracer.array_param(spec.dtype, spec.shape,
                                                      row_major_strides(spec.shape), name, i,
                                                      writable=spec.writeable))
                 else:
                     inputs.append(tracer.scalar_param(value, name, i))
-            result = self._fn(*inputs[:n_pos], **dict(zip(kwnames, inputs[n_pos:])))
+            fn = self._fn
+            if key.implicit:
+                for value, proxy in zip(flat[first_implicit:], inputs[first_implicit:]):
+                    tracer.captured[id(value)] = (value, proxy)
+                bound_self = flat[0] if isinstance(key.specs[0], StaticSpec) and isinstance(
+                    key.specs[0].value, Identity) else None
+                fn, new_self = substituted(fn, self._guards or [], lambda v: (
+                    tracer.captured.get(id(v), (None, None))[1]), bound_self)
+                if bound_self is not None:
+                    inputs[0] = new_self
+            result = fn(*inputs[:n_pos], **dict(zip(kwnames, inputs[n_pos:])))
             leaves, treedef = tree_flatten(result)
             nodes: list[Node] = []
             outputs: list[OutSpec] = []
@@ -422,7 +449,23 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
 
     Use as ``@fuse`` or ``@fuse(static_argnums=..., static_argnames=...)``. The function is
     traced once per call signature (dtypes, shapes, layouts, static values, device); later
-    calls with the same signature only launch the cached kernels.
+    calls with the same signature only launch the cached kernels. Static arguments are keyed by
+    type and value, floats by their bits (``-0.0`` is not ``0.0``; NaN hits the cache).
+
+    State read from outside the arguments is never served stale. Every global, closure variable,
+    ``self`` attribute (for a method) and constant attribute/subscript chain from them
+    (``cfg.alpha``, ``params["scale"]``, ``self.w``), in the function and the plain Python
+    helpers it calls, is either
+
+    * guarded (a changed value traces again): scalars, strings, NumPy scalars, containers and
+      objects made of them, NumPy arrays of at most 4096 elements (by content); or
+    * read fresh on every call: larger NumPy arrays (uploaded) and pyopencl arrays (by
+      reference), which are read-only inside the function (pass an array as an argument to
+      write it).
+
+    Modules, classes, functions and library constants (``np.pi``) are not guarded, nor state
+    the function writes while traced (``log.append(x)``). State too large to guard raises
+    ``CapturedStateError``: pass it as an argument instead.
     """
     def wrap(f: Callable[..., Any]) -> Fused:
         return Fused(f, static_argnums, static_argnames, autotune, validate)

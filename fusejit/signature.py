@@ -127,7 +127,8 @@ class CallKey:
     kwnames: tuple[str, ...]
     context: cl.Context
     aliases: tuple[tuple[int, int, bool], ...] = ()
-    guards: tuple[Any, ...] = ()  # closure/global data values read by the function
+    guards: tuple[Any, ...] = ()  # values read from outside the arguments (fusejit.captured)
+    implicit: int = 0  # captured arrays read fresh, appended to the arguments
 
 
 class CacheInfo(NamedTuple):
@@ -208,67 +209,6 @@ def aliases_of(flat: list[Any], specs: Sequence[Spec]) -> tuple[tuple[int, int, 
                 continue
             out.append((i, j, same))
     return tuple(out)
-
-
-_SMALL_ARRAY = 4096  # captured arrays up to this size are keyed on their contents
-
-
-def _guard_value(value: Any) -> Any:
-    """A hashable stand-in for a captured value: equal exactly when a trace would be equal."""
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str, bytes)):
-        return (type(value), value)
-    if isinstance(value, float):
-        return (float, value.hex())
-    if isinstance(value, complex):
-        return (complex, value.real.hex(), value.imag.hex())
-    if isinstance(value, np.generic):
-        return (value.dtype.str, value.tobytes())
-    if isinstance(value, np.ndarray):
-        content = value.tobytes() if value.size <= _SMALL_ARRAY else None
-        return ("ndarray", id(value), value.shape, value.dtype.str, content)
-    if isinstance(value, tuple):
-        return (tuple, tuple(_guard_value(v) for v in value))
-    return ("object", id(value))
-
-
-def _is_data(value: Any) -> bool:
-    # lists and dicts are left out: closures commonly mutate them for side effects (logging)
-    return isinstance(value, (bool, int, float, complex, str, bytes, np.generic, np.ndarray,
-                              tuple)) or value is None
-
-
-def _code_names(code: Any) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            names |= _code_names(const)
-    return names
-
-
-def guard_getters(fn: Callable[..., Any]) -> list[Callable[[], Any]]:
-    """Getters for the data a function reads from its closure and globals.
-
-    Their values join the cache key, so a closure constant or a global that changes between
-    calls is traced again instead of being served by a stale kernel. Modules, functions and
-    classes are not guarded (their identity rarely changes and costs a lookup per call);
-    arrays larger than 4096 elements are keyed on identity, shape and dtype only.
-    """
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return []
-    getters: list[Callable[[], Any]] = []
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            current = cell.cell_contents
-        except ValueError:  # an empty cell (a variable assigned after the definition)
-            continue
-        if _is_data(current):
-            getters.append(lambda cell=cell: _guard_value(cell.cell_contents))
-    module_globals = getattr(fn, "__globals__", {})
-    for name in sorted(_code_names(code)):
-        if name in module_globals and _is_data(module_globals[name]):
-            getters.append(lambda name=name: _guard_value(module_globals.get(name)))
-    return getters
 
 
 def alias_classes(pairs: Sequence[tuple[int, int, bool]], graph: Graph

@@ -51,6 +51,8 @@ class Tracer:
         self.param_proxies: dict[int, TensorProxy] = {}
         self.constants: dict[int, np.ndarray] = {}  # param index -> captured constant array
         self.values: list[Node] = []  # every value the function computed (explain: unused)
+        # id -> (array, proxy): arrays read from outside the arguments, read fresh on each call
+        self.captured: dict[int, tuple[Any, TensorProxy]] = {}
 
     def __enter__(self) -> Self:
         if _current.get() is not None:
@@ -143,6 +145,8 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
     if isinstance(x, np.ndarray):
         tracer = current_tracer()
         assert tracer is not None
+        if (seen := tracer.captured.get(id(x))) is not None and seen[0] is x:
+            return as_node(seen[1], dtype)  # an implicit input (fusejit.captured)
         return cast(tracer.constant_array(x), dtype)
     if isinstance(x, np.generic):
         return cast(const(x, x.dtype), dtype)
@@ -163,6 +167,10 @@ def to_operand(x: Any) -> Any:
     """Normalise what NumPy would accept as an array (lists, tuples) into an ndarray."""
     if isinstance(x, (list, tuple)):
         return np.asarray(x)
+    tracer = _current.get()
+    if tracer is not None and tracer.captured and (seen := tracer.captured.get(id(x))) \
+            is not None and seen[0] is x:
+        return seen[1]  # an array read from outside the arguments (fusejit.captured)
     return x
 
 
@@ -458,7 +466,7 @@ class TensorProxy:
 
     def __init__(self, node: Node | None, *, weak: tuple[int, type] | None = None,
                  base: TensorProxy | None = None, vmap: shapes.AffineMap | None = None,
-                 shape: tuple[int, ...] | None = None, readonly: bool = False) -> None:
+                 shape: tuple[int, ...] | None = None, readonly: bool | str = False) -> None:
         self._node = node
         # (param index, python type) for a weak dynamic scalar argument; (None, python type)
         # with a node for a value Python arithmetic computed from weak operands only
@@ -468,7 +476,7 @@ class TensorProxy:
         self._base = base  # root proxy this one is a view of
         self._vmap = vmap  # affine map from this view's index to the root's index
         self._vshape = shape
-        self._readonly = readonly
+        self._readonly = readonly  # or why it is read-only (a captured array)
         self._param: int | None = None
         self._pybool = False  # a Python bool (argument or operator result): see _operator
 
@@ -515,9 +523,10 @@ class TensorProxy:
 
     def write(self, key: Any, value: Any, *, as_output: bool = False) -> None:
         """``self[key] = value`` (values cast unsafely, as NumPy's setitem does)."""
-        if self._readonly or (self._base is not None and self._base._readonly):
-            raise ReadOnlyError("output array is read-only" if as_output
-                                else "assignment destination is read-only")
+        why = self._readonly or (self._base is not None and self._base._readonly)
+        if why:
+            raise ReadOnlyError(why if isinstance(why, str) else "output array is read-only"
+                                if as_output else "assignment destination is read-only")
         if self._weak is not None:
             raise UnsupportedOperationError("cannot write into a scalar argument")
         region_shape, m, _ = shapes.index_map(self.shape, key)

@@ -29,6 +29,7 @@ BUILTIN_OF = {
     fusejit.ReadOnlyError: (ValueError,),
     fusejit.KernelBuildError: (RuntimeError,),
     fusejit.ValidationError: (AssertionError,),
+    fusejit.CapturedStateError: (TypeError,),
 }
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pyopencl.array as cla
 import pytest
 
+import fusejit
 from fusejit import fuse
 from fusejit.testing import to_host
 
@@ -67,3 +68,201 @@ def test_static_nan_is_one_cache_entry() -> None:
     for s in (math.nan, float("nan"), np.float32(np.nan), np.float32(np.nan)):
         same(f(x, s), x + s)
     assert f.trace_count == 2  # one Python float NaN, one float32 NaN
+
+
+# -- 7: captured state is guarded or read fresh ----------------------------------------------------
+
+BIG = 5000  # more than fusejit.captured.SMALL_ARRAY elements: an implicit input
+cfg = type(math)("cfg")  # a module the functions read an attribute of
+cfg.alpha = 1.5
+params = {"scale": 2.0, "shift": -1.0}
+coeffs = [3.0, 0.5]
+
+
+class Config:
+    def __init__(self) -> None:
+        self.beta = 0.25
+        self.inner = Config.Inner()
+
+    class Inner:
+        gamma = 4.0
+
+
+conf = Config()
+W_GLOBAL = (np.arange(BIG) % 16 - 8).astype(np.float32) / 4  # exact sums in any order
+SMALL_GLOBAL = np.arange(6, dtype=np.float64)
+
+
+def reads_attributes(x):
+    return x * cfg.alpha + params["scale"] * coeffs[0] - conf.beta + conf.inner.gamma
+
+
+def reads_container_whole(x):
+    total = x * 0
+    for k in params:  # the dict is used whole: guarded item by item
+        total = total + params[k]
+    return total + sum(coeffs)
+
+
+def reads_global_array(x):
+    return x * W_GLOBAL + W_GLOBAL.sum() + W_GLOBAL[:3].mean()
+
+
+def _helper(x):
+    return x - cfg.alpha * SMALL_GLOBAL[1]
+
+
+def calls_helper(x):
+    return _helper(x) * 2
+
+
+def _mutate_all(k: float) -> None:
+    cfg.alpha = 1.5 * k
+    params["scale"] = 2.0 - k
+    params["shift"] = -k
+    coeffs[0] = 3.0 * k
+    conf.beta = 0.25 + k
+    Config.Inner.gamma = 4.0 - k
+    W_GLOBAL[:] = (np.arange(BIG) % 16 - 8) * k / 4
+    SMALL_GLOBAL[1] = 7.0 * k
+
+
+@pytest.fixture
+def restore_state():
+    yield
+    _mutate_all(1.0)
+    Config.Inner.gamma = 4.0
+    conf.beta = 0.25
+    W_GLOBAL[:] = (np.arange(BIG) % 16 - 8) / 4
+    SMALL_GLOBAL[:] = np.arange(6)
+
+
+@pytest.mark.parametrize("fn", [reads_attributes, reads_container_whole, reads_global_array,
+                                calls_helper])
+@pytest.mark.parametrize("shape,dtype", [((BIG,), np.float32), ((BIG,), np.float64),
+                                         ((BIG,), np.int32)])
+def test_captured_state_changes_are_seen(fn, shape, dtype, restore_state, queue) -> None:
+    f = fuse(fn)
+    x = (np.arange(math.prod(shape)) % 7).astype(dtype).reshape(shape)
+    xd = cla.to_device(queue, x)
+    for k in (1.0, 1.0, 2.0, -0.5, -0.5):
+        _mutate_all(k)
+        want = fn(x)
+        np.testing.assert_allclose(f(x), want, rtol=2e-6)
+        np.testing.assert_allclose(f(xd).get(), want, rtol=2e-6)
+    assert f.trace_count <= 3 * 2 or fn is reads_global_array  # an unchanged state retraces not
+
+
+def test_captured_big_array_is_read_fresh_not_retraced(restore_state) -> None:
+    """W -= lr * g between calls: the array is an implicit input, no new trace per update."""
+    f = fuse(lambda x: x * W_GLOBAL + 1)
+    x = np.ones(BIG, np.float32)
+    for step in range(4):
+        same(f(x), x * W_GLOBAL + 1)
+        W_GLOBAL[...] -= np.float32(0.1) * (step + 1)  # (in place, as W -= lr * g is)
+    assert f.trace_count == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_closure_arrays_and_device_arrays_read_fresh(dtype, queue) -> None:
+    V = np.arange(BIG, dtype=dtype)
+    D = cla.to_device(queue, np.arange(BIG, dtype=dtype)[::-1].copy())
+    small = np.ones(3, dtype)
+
+    def f(x):
+        return x + V * 2 - D, small.sum()
+
+    fused = fuse(f)
+    x = np.ones(BIG, dtype)
+    for _ in range(3):
+        got = fused(x)
+        same(got, (x + V * 2 - D.get(), small.sum()))
+        V += 3
+        D += 1
+        small[0] += 1
+    assert fused.trace_count == 3  # the small array is guarded by content: a new trace per change
+
+
+class Layer:
+    def __init__(self, n: int) -> None:
+        self.scale = 2.0
+        self.weight = np.linspace(0, 1, n)
+        self.inner = Config()
+
+    @fuse
+    def forward(self, x):
+        return x * self.scale + self.weight - self.weight.max() + self.bias()
+
+    def bias(self):
+        return self.inner.beta
+
+
+def test_method_reads_self_fresh() -> None:
+    layer = Layer(BIG)
+    x = np.ones(BIG)
+    for k in range(3):
+        same(layer.forward(x), Layer.forward._fn(layer, x))
+        layer.scale = 2.0 + k
+        layer.weight *= 1.5
+        layer.inner.beta = -k
+    other = Layer(BIG)
+    other.scale = -1.0
+    same(other.forward(x), Layer.forward._fn(other, x))
+
+
+def test_mutable_default_argument_read_fresh() -> None:
+    w = np.ones(BIG, np.float32)
+
+    def f(x, w=w):
+        return x + w
+
+    fused = fuse(f)
+    x = np.zeros(BIG, np.float32)
+    same(fused(x), f(x))
+    w += 1
+    same(fused(x), f(x))
+
+
+def test_captured_array_written_is_refused() -> None:
+    def f(x):
+        W_GLOBAL[:] = x
+
+    with pytest.raises(ValueError, match="pass it as an argument"):
+        fuse(f)(np.ones(BIG, np.float32))
+
+
+def test_unguardable_capture_is_refused() -> None:
+    huge = list(range(20_000))
+
+    def f(x):
+        return x + len(huge)
+
+    with pytest.raises(fusejit.CapturedStateError, match="pass the values it uses as arguments"):
+        fuse(f)(np.ones(3))
+
+
+def test_tracing_side_effects_are_not_guarded() -> None:
+    traces = {"n": 0}
+    log = []
+
+    def f(x):
+        traces["n"] += 1
+        log.append(x.shape)
+        return x * 2
+
+    fused = fuse(f)
+    for _ in range(3):
+        same(fused(np.ones(4)), np.full(4, 2.0))
+    assert traces["n"] == 1 and fused.trace_count == 1
+
+
+def test_capturing_nothing_keeps_the_fast_path(queue) -> None:
+    """Library modules (np.pi) and helper functions without state add no guard."""
+    def helper(x):
+        return np.sqrt(np.abs(x)) * np.pi
+
+    fused = fuse(lambda x: helper(x) + np.float32(1))
+    x = cla.to_device(queue, np.ones(8, np.float32))
+    fused(x)
+    fused(x)
+    assert fused._guards == [] and fused._mono is not None
