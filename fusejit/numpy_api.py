@@ -27,6 +27,7 @@ from .trace import (
     cast,
     check_output_cast,
     clip,
+    is_numpy_scalar,
     lift,
     reshape,
     to_operand,
@@ -200,12 +201,16 @@ def _astype(x: Any, dtype: Any, order: str = "K", casting: str = "unsafe", subok
     if not np.can_cast(x.dtype, target, casting=casting):
         raise TypeError(f"Cannot cast array data from {x.dtype!r} to {target!r} according to "
                         f"the rule '{casting}'")
-    return TensorProxy(cast(x.node, target))
+    result = TensorProxy(cast(x.node, target))
+    result._array0d = not is_numpy_scalar(x)  # a 0-d array's astype is an array
+    return result
 
 
 @implements(np.copy, method="copy")
 def _copy(x: Any, *args: Any, **kwargs: Any) -> TensorProxy:
-    return TensorProxy(lift(x).node)
+    result = TensorProxy(lift(x).node)
+    result._array0d = not is_numpy_scalar(x)
+    return result
 
 
 def _filled_like(fill: float | None) -> Callable[..., TensorProxy]:
@@ -223,7 +228,9 @@ def _filled_like(fill: float | None) -> Callable[..., TensorProxy]:
         # NumPy fills with copyto(..., casting='unsafe'): 7.5 fills an int8 array with 7, and
         # a Python int out of the dtype's range raises OverflowError (NEP 50), as in as_node
         node = as_node(to_operand(value), target)
-        return TensorProxy(broadcast_to(node, tuple(map(int, shp))))
+        result = TensorProxy(broadcast_to(node, tuple(map(int, shp))))
+        result._array0d = True  # an array even when 0-d (mutable, unlike a NumPy scalar)
+        return result
     return impl
 
 

@@ -479,6 +479,7 @@ class TensorProxy:
         self._readonly = readonly  # or why it is read-only (a captured array)
         self._param: int | None = None
         self._pybool = False  # a Python bool (argument or operator result): see _operator
+        self._array0d = False  # a 0-d array a constructor made (zeros_like): see is_numpy_scalar
 
     # -- value ------------------------------------------------------------------------------------
     @property
@@ -529,6 +530,10 @@ class TensorProxy:
                                 if as_output else "assignment destination is read-only")
         if self._weak is not None:
             raise UnsupportedOperationError("cannot write into a scalar argument")
+        if is_numpy_scalar(self):  # immutable, as in NumPy
+            raise TypeError("return arrays must be of ArrayType" if as_output else
+                            f"'numpy.{self.dtype.type.__name__}' object does not support item "
+                            f"assignment ({self.describe()}, a NumPy scalar)")
         region_shape, m, _ = shapes.index_map(self.shape, key)
         root, vmap = self._root()
         full = m if vmap is None else shapes.compose(vmap, m)
@@ -564,7 +569,12 @@ class TensorProxy:
                 "indexing with a traced array (boolean mask or integer array) is a gather with a "
                 "data-dependent shape and is not supported inside @fuse; use np.where")
         out_shape, m, _ = shapes.index_map(self.shape, key)
-        return self._view(m, out_shape)
+        result = self._view(m, out_shape)
+        keys = key if isinstance(key, tuple) else (key,)
+        if not out_shape and self.shape and not any(k is Ellipsis or k is None for k in keys):
+            # x[0] of a 1-d array is a NumPy scalar: a copy of the element, not a view
+            return TensorProxy(result.node)
+        return result
 
     def _view(self, m: shapes.AffineMap, shape: tuple[int, ...],
               readonly: bool = False) -> TensorProxy:
@@ -671,6 +681,14 @@ def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: t
     return tuple(region)
 
 
+def is_numpy_scalar(x: Any) -> bool:
+    """A 0-d value NumPy holds as an immutable scalar (``s += 1`` rebinds ``s``): a NumPy
+    scalar argument, a 0-d result of a ufunc, a reduction or integer indexing; not a 0-d array
+    argument, a view (``x[...]``) or a 0-d array a constructor made."""
+    return (isinstance(x, TensorProxy) and x._weak is None and x._base is None
+            and x._param is None and not x._array0d and not x.shape)
+
+
 def _is_python_scalar(x: Any) -> bool:
     """A Python scalar literal or a weak value (not np.float64, which subclasses float)."""
     if isinstance(x, TensorProxy):
@@ -708,7 +726,8 @@ def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False)
             result._pybool = True  # a Python bool promotes as np.bool_
             return result
         return TensorProxy(result.node, weak=(None, float if kind == "f" else int))
-    if inplace and not _is_python_scalar(operands[0]):  # b1 += x rebinds b1, like a float
+    if inplace and not _is_python_scalar(operands[0]) and not is_numpy_scalar(operands[0]):
+        # (b1 += x rebinds b1, like a float; so does s += x for a NumPy scalar s)
         apply_ufunc(ufunc, operands, {"out": operands[0]})
         return operands[0]
     return apply_ufunc(ufunc, operands, {})
