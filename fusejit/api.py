@@ -250,7 +250,8 @@ class Fused:
                 spec = StaticSpec(Identity(value.value))
                 flat[i] = value.value
             else:
-                spec = arg_spec(value, static)
+                spec = arg_spec(value, static, f"argument {i}" if i < n_given else
+                                "an array the function reads from outside its arguments")
             if isinstance(spec, DeviceArraySpec):
                 if context is None:
                     context, queue = spec.context, value.queue

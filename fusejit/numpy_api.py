@@ -424,6 +424,7 @@ def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None
     if where is not True:
         raise UnsupportedOperationError("reductions with where= are not supported inside @fuse")
     x = lift(a)
+    axis = _zero_d_axis(x, axis)
     axes = shapes.normalize_axes(axis, x.ndim)
     kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     empty = any(x.shape[i] == 0 for i in axes)
@@ -452,6 +453,15 @@ def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None
         out.write(Ellipsis, result, as_output=True)
         return out
     return result
+
+
+def _zero_d_axis(x: TensorProxy, axis: Any) -> Any:
+    """NumPy reduces a 0-d value along an integer axis 0 or -1 (but not a tuple, and mean and
+    var do not): as over no axis at all."""
+    if x.ndim == 0 and isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) \
+            and axis in (0, -1):
+        return None
+    return axis
 
 
 def _lowest(dtype: np.dtype) -> Any:
@@ -505,6 +515,7 @@ def _all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
 
 def _arg_reduce(op: Op, a: Any, axis: Any, out: Any, keepdims: bool) -> TensorProxy:
     x = lift(a)
+    axis = _zero_d_axis(x, axis)
     name = "argmax" if op is Op.ARGMAX else "argmin"
     if axis is None and x.ndim > 1:
         # over all axes at once: the reduced index runs row-major, so it is the flat index;

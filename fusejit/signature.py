@@ -21,6 +21,7 @@ from . import dtypes as dt
 from .errors import UnsupportedDTypeError, UnsupportedOperationError
 from .ir import Graph
 from .keys import StaticKey, static_key
+from .trace import MASKED
 
 # -- argument specs ---------------------------------------------------------------------------------
 
@@ -88,11 +89,19 @@ def _static_key(value: Any) -> StaticKey:
     return static_key(value)  # floats by their bits, at any depth (see fusejit.keys)
 
 
-def arg_spec(value: Any, static: bool) -> Spec:
+def arg_spec(value: Any, static: bool, what: str = "argument") -> Spec:
     if static:
         return StaticSpec(_static_key(value))
     if isinstance(value, cla.Array):
-        dtype = dt.check_supported(value.dtype, "argument")
+        dtype = dt.check_supported(value.dtype, what)
+        if not value.dtype.isnative:
+            # kernels read device memory in the device's byte order (NumPy arrays are
+            # converted on upload; a device array would be computed on its raw bytes)
+            raise UnsupportedDTypeError(
+                f"{what} is a pyopencl array of non-native byte order {value.dtype!r}; fusejit "
+                "computes in the device's byte order. Convert it first, e.g. "
+                "cla.to_device(queue, x.get().astype(x.dtype.newbyteorder('='))) (pyopencl's "
+                "own astype cannot map that dtype)")
         item = value.dtype.itemsize
         if any(s % item for s in value.strides):
             raise ValueError("array strides must be multiples of the item size")
@@ -104,12 +113,18 @@ def arg_spec(value: Any, static: bool) -> Spec:
         return DeviceArraySpec(dtype, value.shape, strides, value.offset != 0, wide,
                                value.context)
     if isinstance(value, np.ndarray):
+        if isinstance(value, (np.ma.MaskedArray, np.matrix)):
+            raise TypeError(f"{what}: " + (MASKED if isinstance(value, np.ma.MaskedArray) else
+                                           "np.matrix is not supported by fusejit (its * is a "
+                                           "matrix product); pass np.asarray(x)"))
         dtype = dt.check_supported(value.dtype, "argument")
         return HostArraySpec(dtype, value.shape, bool(value.flags.writeable))
     if isinstance(value, (bool, int, float, np.generic)):
         if isinstance(value, np.generic):
             dt.check_supported(value.dtype, "scalar argument")
             return ScalarSpec(value.dtype)
+        if type(value) is int and (cls := dt.int_range(value)) is not None:
+            return ScalarSpec((int, cls))  # compared exactly with integer arrays: see trace
         return ScalarSpec(type(value))
     if isinstance(value, _AUTO_STATIC):
         return StaticSpec(_static_key(value))
@@ -138,6 +153,7 @@ class CacheInfo(NamedTuple):
     currsize: int
 
 
+_I64 = 2**63
 BIG_OFFSET = 2**30  # bytes; arrays starting further into their buffer take the full path
 
 
@@ -169,6 +185,8 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
             host += 1
             parts.append(("host", a.dtype, a.shape, a.flags.writeable))
         elif t is float or t is int or t is bool:
+            if t is int and not -_I64 <= a < _I64:
+                return None  # the full path keys a Python int beyond int64 by its range
             parts.append(t)
         elif isinstance(a, np.generic):
             parts.append(a.dtype)

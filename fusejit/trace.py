@@ -83,7 +83,9 @@ class Tracer:
             proxy = TensorProxy(Node.make(Op.SCALAR, t, (), (), (index,)))
             proxy._pybool = type(value) is bool  # promotes as np.bool_, computes as Python's
             return proxy
-        return TensorProxy(None, weak=(index, t))
+        proxy = TensorProxy(None, weak=(index, t))
+        proxy._int_range = dt.int_range(value) if t is int else None
+        return proxy
 
     def constant_array(self, value: np.ndarray) -> Node:
         """A NumPy array used inside the function: a literal if uniform, else a captured buffer."""
@@ -163,10 +165,17 @@ def as_array_node(x: Any, dtype: np.dtype) -> Node:
     return as_node(x, dtype)  # (an int for a float result converts directly: 2**64 fits)
 
 
+MASKED = ("masked arrays (numpy.ma) are not supported by fusejit: their mask would be ignored. "
+          "Pass np.ma.getdata(x) and the mask (np.ma.getmaskarray(x)) as arrays and combine "
+          "them with np.where, or x.filled(value)")
+
+
 def to_operand(x: Any) -> Any:
     """Normalise what NumPy would accept as an array (lists, tuples) into an ndarray."""
     if isinstance(x, (list, tuple)):
         return np.asarray(x)
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(MASKED)
     tracer = _current.get()
     if tracer is not None and tracer.captured and (seen := tracer.captured.get(id(x))) \
             is not None and seen[0] is x:
@@ -239,6 +248,9 @@ def _write_out(results: tuple[Any, ...], out: Any, casting: str, ufunc_name: str
     for target, value in zip(outs, results):
         if target is None:
             continue
+        if not (hasattr(target, "shape") and hasattr(target, "dtype")):  # not an array at all
+            raise TypeError(f"return arrays must be of ArrayType (out= got "
+                            f"{type(target).__name__})")
         if not isinstance(target, TensorProxy):
             raise UnsupportedOperationError(
                 "out= inside @fuse must be an argument of the fused function (or a view of one)")
@@ -264,6 +276,9 @@ def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None =
     if folded is not None:
         return folded
     if op in _COMPARISONS and any(isinstance(t, np.dtype) and t.kind in "iu" for t in types):
+        exact = _compare_dynamic_int(op, inputs, types)
+        if exact is not None:
+            return exact
         # NumPy 2 compares integers with any Python int exactly (uint8_array > -1 is True); a
         # dynamic one, whose value comes at call time, is compared as an int64
         types = [dt.INT64 if t is int and isinstance(x, TensorProxy) else t
@@ -311,6 +326,46 @@ def _fold_out_of_range_comparison(op: Op, inputs: Sequence[Any], types: Sequence
             shape = shapes.broadcast_shapes(_shape(inputs[0]), _shape(inputs[1]))
             return TensorProxy(const(answer, dt.BOOL, shape))
     return None
+
+
+def _compare_dynamic_int(op: Op, inputs: Sequence[Any], types: Sequence[Any]
+                         ) -> TensorProxy | None:
+    """An integer array compared with a dynamic Python int, exactly as NumPy 2 does (the int's
+    range beyond int64 is part of the cache key, see signature.arg_spec):
+
+    * an int beyond the array dtype's range gives a constant (``uint8_array < 2**63``);
+    * a uint64 array with an int of [2**63, 2**64) compares in uint64;
+    * a uint64 array with an int64 ``n`` compares in uint64 where ``n >= 0``, and is constant
+      where ``n < 0`` (int64 and uint64 meet in float64 otherwise, which rounds).
+    """
+    if len(inputs) != 2:
+        return None
+    k = next((i for i, (x, t) in enumerate(zip(inputs, types))
+              if t is int and isinstance(x, TensorProxy) and x._node is None), None)
+    other = types[1 - k] if k is not None else None
+    if k is None or not (isinstance(other, np.dtype) and other.kind in "iu"):
+        return None
+    n = inputs[k]
+    shape = shapes.broadcast_shapes(_shape(inputs[0]), _shape(inputs[1]))
+
+    def answer(n_probe: int, array_probe: int) -> Node:  # the comparison of any such pair
+        probe = [0, 0]
+        probe[k], probe[1 - k] = n_probe, array_probe
+        return const(bool(_COMPARISONS[op](*probe)), dt.BOOL, shape)
+    if n._int_range == "below":  # under every integer dtype's range
+        return TensorProxy(answer(-2**65, 0))
+    if n._int_range == "above" or (n._int_range == "uint64" and other != dt.UINT64):
+        return TensorProxy(answer(2**65, 0))  # over the dtype's range
+    if other != dt.UINT64:
+        return None  # int64 holds both: compared as an int64
+    scalar = Node.make(Op.SCALAR, dt.UINT64 if n._int_range else dt.INT64, (), (), (n._weak[0],))
+    srcs = [None, None]
+    srcs[k], srcs[1 - k] = cast(scalar, dt.UINT64), as_node(inputs[1 - k], dt.UINT64)
+    compared = Node.make(op, dt.BOOL, shape, tuple(srcs))
+    if n._int_range:
+        return TensorProxy(compared)
+    negative = Node.make(Op.LT, dt.BOOL, (), (scalar, const(0, dt.INT64)))
+    return TensorProxy(Node.make(Op.WHERE, dt.BOOL, shape, (negative, answer(-1, 0), compared)))
 
 
 # NumPy's float32/float64 power loop checks a scalar (stride-0) exponent against a table before it
@@ -480,6 +535,7 @@ class TensorProxy:
         self._param: int | None = None
         self._pybool = False  # a Python bool (argument or operator result): see _operator
         self._array0d = False  # a 0-d array a constructor made (zeros_like): see is_numpy_scalar
+        self._int_range: str | None = None  # a dynamic Python int beyond int64: dt.int_range
 
     # -- value ------------------------------------------------------------------------------------
     @property
@@ -528,8 +584,9 @@ class TensorProxy:
         if why:
             raise ReadOnlyError(why if isinstance(why, str) else "output array is read-only"
                                 if as_output else "assignment destination is read-only")
-        if self._weak is not None:
-            raise UnsupportedOperationError("cannot write into a scalar argument")
+        if self._weak is not None:  # a Python scalar, as Python says it
+            raise TypeError(f"'{self._weak[1].__name__}' object does not support item "
+                            "assignment")
         if is_numpy_scalar(self):  # immutable, as in NumPy
             raise TypeError("return arrays must be of ArrayType" if as_output else
                             f"'numpy.{self.dtype.type.__name__}' object does not support item "
@@ -539,6 +596,9 @@ class TensorProxy:
         full = m if vmap is None else shapes.compose(vmap, m)
         value = to_operand(value)
         vnode = as_node(value, self.dtype)
+        if not as_output and len(vnode.shape) > len(region_shape) and \
+                all(d == 1 for d in vnode.shape[:len(vnode.shape) - len(region_shape)]):
+            vnode = reshape(vnode, vnode.shape[len(vnode.shape) - len(region_shape):])
         if vnode.shape != region_shape:
             try:
                 vnode = broadcast_to(vnode, region_shape)

@@ -356,3 +356,159 @@ def test_item_assignment_into_a_numpy_scalar_raises() -> None:
         f(np.float64(1), np.ones(2))
     with pytest.raises(TypeError, match="does not support item assignment"):
         fuse(f)(np.float64(1), np.ones(2))
+
+
+# -- 6: byte order ----------------------------------------------------------------------------------
+
+BIG_ENDIAN = [">i2", ">i4", ">u8", ">f4", ">f8"]
+
+
+def _byte_order_ops(x, y):
+    return x + 1, x * y, x > y, x.sum(), np.maximum(x, y), -x
+
+
+@pytest.mark.parametrize("dtype", BIG_ENDIAN)
+def test_big_endian_host_arrays_are_converted_on_upload(dtype) -> None:
+    x = np.array([1, 7, 3, 250], dtype)
+    y = np.array([2, 2, 9, 1], np.dtype(dtype).newbyteorder("="))
+    with np.errstate(all="ignore"):
+        want = _byte_order_ops(x, y)
+        got = fuse(_byte_order_ops)(x, y)
+    for g, w in zip(got, want):  # (results come back in native byte order)
+        same(g, np.asarray(w).astype(np.asarray(w).dtype.newbyteorder("=")))
+    fx = x.copy()
+    fuse(iadd_in_place)(fx, y)
+    nx = x.copy()
+    iadd_in_place(nx, y)
+    assert fx.dtype == nx.dtype and np.array_equal(fx, nx)  # written in its own byte order
+
+
+def iadd_in_place(x, y):
+    x += y
+
+
+@pytest.mark.parametrize("dtype", BIG_ENDIAN)
+def test_big_endian_device_arrays_are_refused_before_launch(dtype, queue, launches) -> None:
+    host = np.array([1, 2, 3], dtype)
+    x = cla.empty(queue, 3, np.dtype(dtype))
+    x.set(host)
+    with pytest.raises(TypeError, match=r"argument 1 .*non-native byte order.*newbyteorder"):
+        fuse(lambda a, b: a + b)(cla.to_device(queue, np.ones(3)), x)
+    captured = x
+
+    with pytest.raises(TypeError, match="outside its arguments .*non-native byte order"):
+        fuse(lambda a: a + captured)(np.ones(3))
+    assert not launches
+
+
+# -- 9: smaller divergences (more rows in tests/test_bad_inputs.py) ---------------------------------
+
+
+def _zero_d_reductions(x):
+    return (x.sum(axis=0), np.prod(x, axis=-1), x.max(axis=0), np.min(x, axis=-1),
+            np.any(x, axis=0), np.all(x, axis=-1), np.argmax(x, axis=0), np.argmin(x, axis=-1),
+            x.sum(axis=0, keepdims=True))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.bool_])
+def test_zero_d_reductions_along_axis_0_and_minus_1(dtype) -> None:
+    x = np.array(3, dtype)
+    same(fuse(_zero_d_reductions)(x), _zero_d_reductions(x))
+    for bad in (lambda x: x.sum(axis=1), lambda x: x.sum(axis=(0,)), lambda x: x.mean(axis=0)):
+        with pytest.raises(np.exceptions.AxisError):
+            bad(x)
+        with pytest.raises(np.exceptions.AxisError):
+            fuse(bad)(x)
+
+
+def _compare_all(x, n):
+    return x < n, x <= n, x > n, x >= n, x == n, n != x, n < x
+
+
+@pytest.mark.parametrize("dtype", [np.uint64, np.int64, np.uint8, np.int32])
+def test_integer_arrays_compare_exactly_with_dynamic_ints(dtype, queue) -> None:
+    info = np.iinfo(dtype)
+    x = np.array(sorted({0, 1, int(info.max), int(info.max) - 1, int(info.min)}), dtype)
+    f = fuse(_compare_all)
+    xd = cla.to_device(queue, x)
+    for n in (0, -1, 2**62 + 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 1, 2**64, -2**63,
+              -2**63 - 1, int(info.max), int(info.max) + 1):
+        same(f(x, n), _compare_all(x, n))
+        same(f(xd, n), _compare_all(x, n))  # (the guarded fast path must not take 2**63)
+    assert f.trace_count <= 2 * 4  # one per range of n (int64, uint64, above, below), per kind
+
+
+def _assign_through_leading_ones(x, v):
+    x[...] = v
+    x[0] = v[0]  # v[0] has shape (1, 1) into a (1,) row
+    return x
+
+
+@pytest.mark.parametrize("shape,vshape", [((1, 1), (1, 1, 1)), ((2, 3), (1, 1, 3)),
+                                          ((2, 1), (1, 1, 2, 1))])
+def test_setitem_drops_leading_length_one_axes(shape, vshape) -> None:
+    v = np.arange(math.prod(vshape), dtype=np.float32).reshape(vshape) + 1
+    fx, nx = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+    f = _assign_through_leading_ones
+    try:
+        f(nx, v)
+    except ValueError:
+        with pytest.raises(ValueError):
+            fuse(f)(fx, v)
+        return
+    fuse(f)(fx, v)
+    same(fx, nx)
+
+
+def _negative_nans(x, c):
+    d = x.dtype.type
+    return (x + -np.nan, x * d(-np.nan), np.maximum(x, -np.nan), np.where(c, x, -np.nan),
+            x % d(0), np.fmod(x, d(0)), np.copysign(d(np.nan), -x), -x * np.nan, d(-np.nan) - x)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_negative_nan_keeps_its_sign(dtype) -> None:
+    x = np.array([1, -2, 0], dtype)
+    c = np.array([True, False, False])
+    with np.errstate(all="ignore"):
+        got, want = fuse(_negative_nans)(x, c), _negative_nans(x, c)
+    same([np.signbit(g) for g in got], [np.signbit(w) for w in want])
+    same(got, want)
+
+
+def test_misuse_raises_numpys_class_not_not_implemented(queue) -> None:
+    """NotImplementedError (UnsupportedOperationError) is for NumPy features fusejit lacks;
+    a mistake NumPy refuses raises NumPy's class."""
+    cases = [
+        (lambda x: np.add(x, x, out=object()), TypeError),
+        (lambda x: np.negative(x, out=(object(),)), TypeError),
+        (lambda x: x[1.5], IndexError),
+        (lambda x: x["a"], IndexError),
+    ]
+    x = np.ones(3)
+    for fn, cls in cases:
+        with pytest.raises(cls) as numpy_error:
+            fn(x)
+        with pytest.raises(cls) as ours:
+            fuse(fn)(x)
+        assert not isinstance(ours.value, NotImplementedError), (numpy_error, ours)
+
+    def write_python_scalar(x, s):
+        s[...] = 1
+
+    with pytest.raises(TypeError, match="'float' object does not support item assignment"):
+        fuse(write_python_scalar)(x, 2.0)
+    with pytest.raises(fusejit.UnsupportedOperationError):  # a gather: a feature fusejit lacks
+        fuse(lambda x: x[[0, 1]])(x)
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass")
+@pytest.mark.parametrize("make", [lambda: np.ma.array([1.0, 2.0], mask=[0, 1]),
+                                  lambda: np.matrix([[1.0, 2.0]])])
+def test_masked_arrays_and_matrices_are_refused(make) -> None:
+    with pytest.raises(TypeError, match="argument 0"):
+        fuse(lambda x: x + 1)(make())
+    m = make()
+    if isinstance(m, np.ma.MaskedArray):
+        with pytest.raises(TypeError, match="mask would be ignored"):
+            fuse(lambda x: x + m)(np.ones(2))

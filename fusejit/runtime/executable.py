@@ -328,7 +328,9 @@ class Executable:
             if not (isinstance(part, tuple) and len(part) == 5):
                 if part in (float, int, bool):
                     env[f"T{i}"] = part
-                    guard += [f"    if type(flat[{i}]) is not T{i}:", "        return MISS"]
+                    within = f" or not -{2**63} <= flat[{i}] < {2**63}" if part is int else ""
+                    guard += [f"    if type(flat[{i}]) is not T{i}{within}:",
+                              "        return MISS"]
                     continue
                 return None  # host arrays, NumPy scalars, static values: the keyed path
             dtype, shape, strides, has_offset, context = part
