@@ -380,7 +380,7 @@ class Fused:
                     tracer.captured[id(value)] = (value, proxy)
                 bound_self = flat[0] if isinstance(key.specs[0], StaticSpec) and isinstance(
                     key.specs[0].value, Identity) else None
-                fn, new_self = substituted(fn, self._guards or [], lambda v: (
+                fn, new_self = substituted(fn, self._guards, lambda v: (
                     tracer.captured.get(id(v), (None, None))[1]), bound_self)
                 if bound_self is not None:
                     inputs[0] = new_self

@@ -25,6 +25,7 @@ pass). The rules, stated for users in ``help(fuse)`` and the README:
 from __future__ import annotations
 
 import dis
+import functools
 import os
 import sys
 import sysconfig
@@ -86,7 +87,9 @@ def _is_library(module: types.ModuleType) -> bool:
     if module.__name__.split(".")[0] in _LIBRARY_NAMES or module.__name__ in sys.builtin_module_names:
         return True
     path = getattr(module, "__file__", None)
-    return path is None or os.path.realpath(path).startswith(_LIBRARY_DIRS)
+    if path is None:  # built-in or frozen (a module made with types.ModuleType is the user's)
+        return getattr(module, "__spec__", None) is not None
+    return os.path.realpath(path).startswith(_LIBRARY_DIRS)
 
 
 _CODE = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.ModuleType,
@@ -94,10 +97,19 @@ _CODE = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.
          types.MethodDescriptorType, types.BuiltinMethodType)
 
 
+def _is_fused(value: Any) -> bool:
+    return callable(value) and hasattr(value, "_fn") and hasattr(value, "trace_count")
+
+
 def _is_code(value: Any) -> bool:
     """Functions, classes and modules: looked up once, never guarded."""
-    return isinstance(value, _CODE) or callable(value) and hasattr(value, "_fn") and \
-        hasattr(value, "trace_count")  # a Fused function
+    return isinstance(value, _CODE) or _is_fused(value)
+
+
+def _module_data(module: Any) -> Any:
+    if not isinstance(module, types.ModuleType):
+        return module
+    return {k: v for k, v in vars(module).items() if not k.startswith("__") and not _is_code(v)}
 
 
 # -- finding the chains in bytecode ---------------------------------------------------------------
@@ -175,7 +187,17 @@ Getter = Callable[[Any], Any]  # the bound ``self`` (or None) -> the current val
 @dataclass(frozen=True)
 class Capture:
     chain: Chain
-    get: Getter = None  # type: ignore[assignment]
+    get: Getter
+    owner: Any = None  # the function whose code reads it
+    self_path: tuple[Step, ...] | None = None  # a self chain: where its self is in the call's
+
+
+class Captures(list):
+    """The captures of a function (a list: empty when it reads nothing from outside its
+    arguments), and every Python function the analysis went through (``functions``: the ones
+    ``substituted`` rebuilds so that they see the implicit inputs' proxies too)."""
+
+    functions: dict[int, Any]
 
 
 def _root_getter(fn: Any, chain: Chain, self_get: Getter | None) -> Getter | None:
@@ -231,23 +253,30 @@ def _walk(root: Getter, steps: tuple[Step, ...], chain: Chain) -> Getter:
     return get
 
 
-def find_captures(fn: Any, self_obj: Any = None, self_get: Getter | None = None,
-                  seen: set[tuple[int, bool]] | None = None) -> list[Capture]:
-    """The reads of ``fn`` (and of the helper functions it calls) that need guarding.
-
+def find_captures(fn: Any, self_obj: Any = None) -> Captures:
+    """The reads of ``fn`` (and of the helper functions it calls) that need guarding;
     ``self_obj``: for a method, the ``self`` of this call (the chains from it are resolved on
-    it to tell methods, which are analysed in turn, from data); ``self_get`` finds the ``self``
-    of a later call from the bound ``self`` of the fused method (None: it is that one)."""
-    if hasattr(fn, "_fn") and hasattr(fn, "trace_count"):  # a Fused function: its Python one
+    it to tell methods, which are analysed in turn, from data)."""
+    out = Captures()
+    out.functions = {}
+    out += _find(fn, self_obj, None, (), set(), out.functions)
+    return out
+
+
+def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step, ...] | None,
+          seen: set[tuple[int, bool]], functions: dict[int, Any]) -> list[Capture]:
+    """``self_get`` finds this function's ``self`` from the fused method's (None: it is that
+    one); ``self_path``: the steps from that one to this one's (None: not reached from it)."""
+    if _is_fused(fn):  # its Python function
         fn = fn._fn
     code = getattr(fn, "__code__", None)
     if code is None or not hasattr(fn, "__globals__"):
         return []
     bound = self_obj is not None
-    seen = set() if seen is None else seen
     if (id(code), bound) in seen:
         return []
     seen.add((id(code), bound))
+    functions[id(fn)] = fn
     self_name = code.co_varnames[0] if bound and code.co_argcount else None
     self_get = self_get if self_get is not None else (lambda s: s)
     found = _chains(code, self_name, frozenset(code.co_freevars))
@@ -279,25 +308,48 @@ def find_captures(fn: Any, self_obj: Any = None, self_get: Getter | None = None,
             done.add(chain)
             get = _walk(root, chain.steps, chain)
             value = owner
+        if isinstance(value, functools.partial) and _is_fused(getattr(value.func, "__self__",
+                                                                      None)) and value.args:
+            # self.other(x), other a fused method (Fused.__get__): its reads, self bound
+            bound_self = value.args[0][0].value if value.args[0] else None
+            prefix = _walk(root, chain.steps[:-1], chain)
+            captures += _find(value.func.__self__, bound_self,
+                              prefix if bound_self is not None else None,
+                              _sub_path(self_path, chain), seen, functions)
+            continue
+        if isinstance(value, types.ModuleType):
+            if _is_library(value):
+                continue
+            # a user module used whole (passed to a helper): its data attributes
+            captures.append(Capture(chain, lambda s, get=get: _module_data(get(s)), fn))
+            continue
         if _is_code(value):
             if isinstance(value, types.MethodType) and chain.steps:
                 # a method of an object the function reads: analysed with that object bound
                 prefix = _walk(root, chain.steps[:-1], chain)
                 if isinstance(value.__func__, types.FunctionType):
-                    captures += find_captures(value.__func__, value.__self__, prefix, seen)
+                    captures += _find(value.__func__, value.__self__, prefix,
+                                      _sub_path(self_path, chain), seen, functions)
             elif not isinstance(value, types.MethodType):
-                captures += find_captures(value, None, None, seen)
+                captures += _find(value, None, None, None, seen, functions)
             continue
-        captures.append(Capture(chain, get))
+        captures.append(Capture(chain, get, fn, self_path if chain.root == "self" else None))
     defaults = fn.__defaults__ or ()
     for i, default in enumerate(defaults):
         if _mutable(default):
             name = code.co_varnames[code.co_argcount - len(defaults) + i]
-            captures.append(Capture(Chain("default", name, ()), lambda s, v=default: v))
+            captures.append(Capture(Chain("default", name, ()), lambda s, v=default: v, fn))
     for name, default in (fn.__kwdefaults__ or {}).items():
         if _mutable(default):
-            captures.append(Capture(Chain("default", name, ()), lambda s, v=default: v))
+            captures.append(Capture(Chain("default", name, ()), lambda s, v=default: v, fn))
     return captures
+
+
+def _sub_path(self_path: tuple[Step, ...] | None, chain: Chain) -> tuple[Step, ...] | None:
+    """Where the self of a method reached through ``chain`` is, from the fused method's self."""
+    if chain.root != "self" or self_path is None:
+        return None
+    return self_path + chain.steps[:-1]
 
 
 def _mutable(value: Any) -> bool:
@@ -392,90 +444,122 @@ def guard_values(captures: list[Capture], self_obj: Any) -> tuple[tuple[Any, ...
 # -- tracing with the implicit inputs in place -------------------------------------------------------
 
 
-def substituted(fn: Any, captures: list[Capture], proxy_of: Callable[[Any], Any],
+def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
                 self_obj: Any) -> tuple[Any, Any]:
-    """``fn`` (and ``self``) with each implicit input replaced by its proxy where the function
-    names it: a global or closure name, or the end of an attribute/subscript chain from one
-    (``cfg.w``, ``params["w"]``, ``self.layer.w``), so NumPy code on it is traced, not run on
-    the host once. Returns (function, self)."""
-    trees: dict[tuple[str, str], dict] = {}
+    """``fn`` (and ``self``) as the trace runs them: each implicit input replaced by its proxy
+    where a function names it (a global or closure name, or the end of an attribute/subscript
+    chain from one: ``cfg.w``, ``params["w"]``, ``self.layer.w``), in ``fn`` and in every helper
+    function it reaches (rebuilt over a copy of their globals), so NumPy code on the array is
+    traced, not run once on the host. Returns (function, self)."""
+    trees: dict[tuple[int, str, str], Any] = {}
+    self_tree: dict = {}
     for c in captures:
-        if c.chain.root == "default" or (c.chain.root == "self" and self_obj is None):
+        if c.chain.root == "default" or (c.chain.root == "self" and (
+                self_obj is None or c.self_path is None)):
             continue
         proxy = proxy_of(c.get(self_obj))
         if proxy is None:
             continue
-        node = trees.setdefault((c.chain.root, c.chain.name), {})
-        for step in c.chain.steps[:-1]:
-            node = node.setdefault(step, {})
-        if c.chain.steps:
-            node[c.chain.steps[-1]] = proxy
+        if c.chain.root == "self":
+            path = c.self_path + c.chain.steps
+            if not path:
+                continue  # self itself is no array
+            node = self_tree
         else:
-            trees[(c.chain.root, c.chain.name)] = proxy  # type: ignore[assignment]
-    if not trees:
+            path = c.chain.steps
+            key = (id(c.owner), c.chain.root, c.chain.name)
+            if not path:
+                trees[key] = proxy
+                continue
+            node = trees.setdefault(key, {})
+        for step in path[:-1]:
+            node = node.setdefault(step, {})
+        node[path[-1]] = proxy
+    if not trees and not self_tree:
         return fn, self_obj
-    code = fn.__code__
-    globals_ = fn.__globals__
-    cells = list(fn.__closure__ or ())
-    for (root, name), tree in trees.items():
-        if root == "global":
-            if globals_ is fn.__globals__:
-                globals_ = dict(globals_)
-            globals_[name] = _overlay(globals_[name], tree)
-        elif root == "closure":
-            i = code.co_freevars.index(name)
-            cells[i] = types.CellType(_overlay(cells[i].cell_contents, tree))
-        elif root == "self":
-            self_obj = _overlay(self_obj, tree)
-    new = types.FunctionType(code, globals_, fn.__name__, fn.__defaults__,
-                             tuple(cells) if fn.__closure__ else None)
-    new.__kwdefaults__ = fn.__kwdefaults__
-    return new, self_obj
+    functions = captures.functions
+    rebuilt: dict[int, Any] = {}
+
+    def rebuild(f: Any) -> Any:
+        if id(f) in rebuilt:
+            return rebuilt[id(f)]
+        scope = dict(f.__globals__)
+        cells = tuple(types.CellType() for _ in f.__closure__ or ())
+        new = types.FunctionType(f.__code__, scope, f.__name__, f.__defaults__,
+                                 cells if f.__closure__ else None)
+        new.__kwdefaults__ = f.__kwdefaults__
+        rebuilt[id(f)] = new
+        for name, value in list(scope.items()):
+            if isinstance(value, types.FunctionType) and id(value) in functions:
+                scope[name] = rebuild(value)
+            elif _is_fused(value) and id(value._fn) in functions:
+                scope[name] = rebuild(value._fn)  # (a fused function is inlined while tracing)
+            if (key := (id(f), "global", name)) in trees:
+                scope[name] = _overlay(value, trees[key], rebuilt)
+        for name, old, cell in zip(f.__code__.co_freevars, f.__closure__ or (), cells):
+            try:
+                value = old.cell_contents
+            except ValueError:  # not assigned yet: stays empty
+                continue
+            if isinstance(value, types.FunctionType) and id(value) in functions:
+                value = rebuild(value)
+            if (key := (id(f), "closure", name)) in trees:
+                value = _overlay(value, trees[key], rebuilt)
+            cell.cell_contents = value
+        return new
+    for f in list(functions.values()):
+        rebuild(f)
+    if self_obj is not None:
+        self_obj = _overlay(self_obj, self_tree, rebuilt)
+    return rebuilt.get(id(fn), fn), self_obj
 
 
-def _overlay(obj: Any, tree: Any) -> Any:
-    """``obj`` as the trace sees it: the steps in ``tree`` lead to proxies instead."""
+def _overlay(obj: Any, tree: Any, rebuilt: dict[int, Any]) -> Any:
+    """``obj`` as the trace sees it: the steps in ``tree`` lead to proxies instead, and its
+    methods are the ``rebuilt`` functions."""
     if not isinstance(tree, dict):
         return tree  # the proxy itself
-    if type(obj) in (dict, list):
-        new = type(obj)(obj)
+    if type(obj) in (dict, list, tuple):
+        items = dict(obj) if type(obj) is dict else list(obj)
         for step, sub in tree.items():
             if step.kind != "item":
                 return obj
-            new[step.key] = _overlay(obj[step.key], sub)
-        return new
-    if type(obj) is tuple:
-        items = list(obj)
-        for step, sub in tree.items():
-            if step.kind != "item":
-                return obj
-            items[step.key] = _overlay(obj[step.key], sub)
-        return tuple(items)
+            items[step.key] = _overlay(obj[step.key], sub, rebuilt)
+        return tuple(items) if type(obj) is tuple else items
     attrs = {}
     for step, sub in tree.items():
         if step.kind != "attr":
             return obj
-        attrs[step.key] = _overlay(getattr(obj, step.key), sub)
-    return _AttrOverlay(obj, attrs)
+        attrs[step.key] = _overlay(getattr(obj, step.key), sub, rebuilt)
+    return _AttrOverlay(obj, attrs, rebuilt)
 
 
 class _AttrOverlay:
     """An object seen while tracing with some attributes replaced (by proxies of implicit
-    inputs); methods called on it are bound to the overlay, so they see the proxies too."""
+    inputs); its methods (and a module's functions) are the rebuilt ones, bound to the
+    overlay, so they see the proxies too. Writes go to the object itself."""
 
-    def __init__(self, obj: Any, attrs: dict[str, Any]) -> None:
+    def __init__(self, obj: Any, attrs: dict[str, Any], rebuilt: dict[int, Any]) -> None:
         object.__setattr__(self, "_fusejit_obj", obj)
         object.__setattr__(self, "_fusejit_attrs", attrs)
+        object.__setattr__(self, "_fusejit_rebuilt", rebuilt)
 
     def __getattr__(self, name: str) -> Any:
         attrs = object.__getattribute__(self, "_fusejit_attrs")
         if name in attrs:
             return attrs[name]
         obj = object.__getattribute__(self, "_fusejit_obj")
-        if not isinstance(obj, types.ModuleType):
+        rebuilt = object.__getattribute__(self, "_fusejit_rebuilt")
+        if isinstance(obj, types.ModuleType):
+            value = getattr(obj, name)
+            return rebuilt.get(id(value), value) if isinstance(value, types.FunctionType) \
+                else value
+        if name not in getattr(obj, "__dict__", {}):
             raw = getattr(type(obj), name, None)
-            if isinstance(raw, types.FunctionType) and name not in getattr(obj, "__dict__", {}):
-                return types.MethodType(raw, self)
+            if _is_fused(raw):
+                raw = raw._fn
+            if isinstance(raw, types.FunctionType):
+                return types.MethodType(rebuilt.get(id(raw), raw), self)
         return getattr(obj, name)
 
     def __setattr__(self, name: str, value: Any) -> None:

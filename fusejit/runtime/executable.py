@@ -198,6 +198,11 @@ class Executable:
                     plan.append(({"param": _PARAM, "output": _OUT, "temp": _TEMP,
                                   "partial": _PART}[arg.role], arg.index))
             self._plans.append([knl, record.global_size, record.local_size, tuple(plan)])
+        # arrays no kernel reads are not bound, nor uploaded (a captured array the trace did
+        # not use, an argument only returned as itself)
+        used = {index for _, _, _, plan in self._plans for kind, index in plan
+                if kind in (_PARAM, _OFFSET)}
+        self._arrays = [a for a in self._arrays if a[0] in used]
         # large, idempotent elementwise kernels get their launch shape tuned on first use
         self._to_tune = [
             i for i, (_, record) in enumerate(self.kernels)
