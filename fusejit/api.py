@@ -14,7 +14,8 @@ import numpy as np
 import pyopencl as cl
 
 from . import validate
-from .captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values, substituted
+from .captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values
+from .overlay import substituted
 from .errors import ContextMismatchError, UnsupportedDTypeError
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline

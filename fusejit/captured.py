@@ -43,7 +43,7 @@ from .signature import Identity
 
 SMALL_ARRAY = 4096  # captured NumPy arrays up to this many elements are guarded by content
 _MAX_LEAVES = 10_000  # a captured container guarded item by item holds at most this many
-_MAX_DEPTH = 8
+MAX_DEPTH = 8
 
 
 CAPTURED_READ_ONLY = (
@@ -97,19 +97,19 @@ _CODE = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.
          types.MethodDescriptorType, types.BuiltinMethodType)
 
 
-def _is_fused(value: Any) -> bool:
+def is_fused(value: Any) -> bool:
     return callable(value) and hasattr(value, "_fn") and hasattr(value, "trace_count")
 
 
-def _is_code(value: Any) -> bool:
+def is_code(value: Any) -> bool:
     """Functions, classes and modules: looked up once, never guarded."""
-    return isinstance(value, _CODE) or _is_fused(value)
+    return isinstance(value, _CODE) or is_fused(value)
 
 
 def _module_data(module: Any) -> Any:
     if not isinstance(module, types.ModuleType):
         return module
-    return {k: v for k, v in vars(module).items() if not k.startswith("__") and not _is_code(v)}
+    return {k: v for k, v in vars(module).items() if not k.startswith("__") and not is_code(v)}
 
 
 # -- finding the chains in bytecode ---------------------------------------------------------------
@@ -267,7 +267,7 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step
           seen: set[tuple[int, bool]], functions: dict[int, Any]) -> list[Capture]:
     """``self_get`` finds this function's ``self`` from the fused method's (None: it is that
     one); ``self_path``: the steps from that one to this one's (None: not reached from it)."""
-    if _is_fused(fn):  # its Python function
+    if is_fused(fn):  # its Python function
         fn = fn._fn
     code = getattr(fn, "__code__", None)
     if code is None or not hasattr(fn, "__globals__"):
@@ -297,7 +297,7 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step
         get = _walk(root, chain.steps, chain)
         value = get(sample)
         owner = getattr(value, "__self__", None)
-        if isinstance(value, types.BuiltinMethodType) and chain.steps and not _is_code(owner):
+        if isinstance(value, types.BuiltinMethodType) and chain.steps and not is_code(owner):
             # x.sum(), params.get("k"): a method reads its object, which is captured whole;
             # log.append(x), d.update(...): a side effect on it, not a read
             if chain.steps[-1].key in _MUTATORS and isinstance(owner, (list, dict, set)):
@@ -308,7 +308,7 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step
             done.add(chain)
             get = _walk(root, chain.steps, chain)
             value = owner
-        if isinstance(value, functools.partial) and _is_fused(getattr(value.func, "__self__",
+        if isinstance(value, functools.partial) and is_fused(getattr(value.func, "__self__",
                                                                       None)) and value.args:
             # self.other(x), other a fused method (Fused.__get__): its reads, self bound
             bound_self = value.args[0][0].value if value.args[0] else None
@@ -323,7 +323,7 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step
             # a user module used whole (passed to a helper): its data attributes
             captures.append(Capture(chain, lambda s, get=get: _module_data(get(s)), fn))
             continue
-        if _is_code(value):
+        if is_code(value):
             if isinstance(value, types.MethodType) and chain.steps:
                 # a method of an object the function reads: analysed with that object bound
                 prefix = _walk(root, chain.steps[:-1], chain)
@@ -353,7 +353,7 @@ def _sub_path(self_path: tuple[Step, ...] | None, chain: Chain) -> tuple[Step, .
 
 
 def _mutable(value: Any) -> bool:
-    return not _is_code(value) and not isinstance(value, (bool, int, float, complex, str, bytes,
+    return not is_code(value) and not isinstance(value, (bool, int, float, complex, str, bytes,
                                                           np.generic, tuple, type(None)))
 
 
@@ -382,7 +382,7 @@ def guard_key(value: Any, implicit: list[Any], chain: Chain, depth: int = 0,
         return _implicit(value, implicit)
     if isinstance(value, (bytes, complex, np.generic, _Missing)):
         return static_key(value)
-    if _is_code(value):
+    if is_code(value):
         return StaticKey(t, Identity(value))
     count = [0] if count is None else count
     _tick(count, depth, chain)
@@ -407,10 +407,10 @@ def guard_key(value: Any, implicit: list[Any], chain: Chain, depth: int = 0,
 
 def _tick(count: list[int], depth: int, chain: Chain) -> None:
     count[0] += 1
-    if depth > _MAX_DEPTH or count[0] > _MAX_LEAVES:
+    if depth > MAX_DEPTH or count[0] > _MAX_LEAVES:
         raise CapturedStateError(
             f"the fused function reads {chain.describe()} from outside its arguments, and it is "
-            f"too large or too deep to guard (over {_MAX_LEAVES} items or {_MAX_DEPTH} levels); "
+            f"too large or too deep to guard (over {_MAX_LEAVES} items or {MAX_DEPTH} levels); "
             "pass the values it uses as arguments instead")
 
 
@@ -439,128 +439,3 @@ def guard_values(captures: list[Capture], self_obj: Any) -> tuple[tuple[Any, ...
     keys = tuple(guard_key(c.get(self_obj), implicit, c.chain) for c in captures
                  if c.chain.root != "self" or self_obj is not None)
     return keys, implicit
-
-
-# -- tracing with the implicit inputs in place -------------------------------------------------------
-
-
-def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
-                self_obj: Any) -> tuple[Any, Any]:
-    """``fn`` (and ``self``) as the trace runs them: each implicit input replaced by its proxy
-    where a function names it (a global or closure name, or the end of an attribute/subscript
-    chain from one: ``cfg.w``, ``params["w"]``, ``self.layer.w``), in ``fn`` and in every helper
-    function it reaches (rebuilt over a copy of their globals), so NumPy code on the array is
-    traced, not run once on the host. Returns (function, self)."""
-    trees: dict[tuple[int, str, str], Any] = {}
-    self_tree: dict = {}
-    for c in captures:
-        if c.chain.root == "default" or (c.chain.root == "self" and (
-                self_obj is None or c.self_path is None)):
-            continue
-        proxy = proxy_of(c.get(self_obj))
-        if proxy is None:
-            continue
-        if c.chain.root == "self":
-            path = c.self_path + c.chain.steps
-            if not path:
-                continue  # self itself is no array
-            node = self_tree
-        else:
-            path = c.chain.steps
-            key = (id(c.owner), c.chain.root, c.chain.name)
-            if not path:
-                trees[key] = proxy
-                continue
-            node = trees.setdefault(key, {})
-        for step in path[:-1]:
-            node = node.setdefault(step, {})
-        node[path[-1]] = proxy
-    if not trees and not self_tree:
-        return fn, self_obj
-    functions = captures.functions
-    rebuilt: dict[int, Any] = {}
-
-    def rebuild(f: Any) -> Any:
-        if id(f) in rebuilt:
-            return rebuilt[id(f)]
-        scope = dict(f.__globals__)
-        cells = tuple(types.CellType() for _ in f.__closure__ or ())
-        new = types.FunctionType(f.__code__, scope, f.__name__, f.__defaults__,
-                                 cells if f.__closure__ else None)
-        new.__kwdefaults__ = f.__kwdefaults__
-        rebuilt[id(f)] = new
-        for name, value in list(scope.items()):
-            if isinstance(value, types.FunctionType) and id(value) in functions:
-                scope[name] = rebuild(value)
-            elif _is_fused(value) and id(value._fn) in functions:
-                scope[name] = rebuild(value._fn)  # (a fused function is inlined while tracing)
-            if (key := (id(f), "global", name)) in trees:
-                scope[name] = _overlay(value, trees[key], rebuilt)
-        for name, old, cell in zip(f.__code__.co_freevars, f.__closure__ or (), cells):
-            try:
-                value = old.cell_contents
-            except ValueError:  # not assigned yet: stays empty
-                continue
-            if isinstance(value, types.FunctionType) and id(value) in functions:
-                value = rebuild(value)
-            if (key := (id(f), "closure", name)) in trees:
-                value = _overlay(value, trees[key], rebuilt)
-            cell.cell_contents = value
-        return new
-    for f in list(functions.values()):
-        rebuild(f)
-    if self_obj is not None:
-        self_obj = _overlay(self_obj, self_tree, rebuilt)
-    return rebuilt.get(id(fn), fn), self_obj
-
-
-def _overlay(obj: Any, tree: Any, rebuilt: dict[int, Any]) -> Any:
-    """``obj`` as the trace sees it: the steps in ``tree`` lead to proxies instead, and its
-    methods are the ``rebuilt`` functions."""
-    if not isinstance(tree, dict):
-        return tree  # the proxy itself
-    if type(obj) in (dict, list, tuple):
-        items = dict(obj) if type(obj) is dict else list(obj)
-        for step, sub in tree.items():
-            if step.kind != "item":
-                return obj
-            items[step.key] = _overlay(obj[step.key], sub, rebuilt)
-        return tuple(items) if type(obj) is tuple else items
-    attrs = {}
-    for step, sub in tree.items():
-        if step.kind != "attr":
-            return obj
-        attrs[step.key] = _overlay(getattr(obj, step.key), sub, rebuilt)
-    return _AttrOverlay(obj, attrs, rebuilt)
-
-
-class _AttrOverlay:
-    """An object seen while tracing with some attributes replaced (by proxies of implicit
-    inputs); its methods (and a module's functions) are the rebuilt ones, bound to the
-    overlay, so they see the proxies too. Writes go to the object itself."""
-
-    def __init__(self, obj: Any, attrs: dict[str, Any], rebuilt: dict[int, Any]) -> None:
-        object.__setattr__(self, "_fusejit_obj", obj)
-        object.__setattr__(self, "_fusejit_attrs", attrs)
-        object.__setattr__(self, "_fusejit_rebuilt", rebuilt)
-
-    def __getattr__(self, name: str) -> Any:
-        attrs = object.__getattribute__(self, "_fusejit_attrs")
-        if name in attrs:
-            return attrs[name]
-        obj = object.__getattribute__(self, "_fusejit_obj")
-        rebuilt = object.__getattribute__(self, "_fusejit_rebuilt")
-        if isinstance(obj, types.ModuleType):
-            value = getattr(obj, name)
-            return rebuilt.get(id(value), value) if isinstance(value, types.FunctionType) \
-                else value
-        if name not in getattr(obj, "__dict__", {}):
-            raw = getattr(type(obj), name, None)
-            if _is_fused(raw):
-                raw = raw._fn
-            if isinstance(raw, types.FunctionType):
-                return types.MethodType(rebuilt.get(id(raw), raw), self)
-        return getattr(obj, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(object.__getattribute__(self, "_fusejit_obj"), name, value)

@@ -581,3 +581,33 @@ def test_helpers_and_fused_methods_see_captured_state(restore_state) -> None:
         same(block.outer(xb), Block.outer._fn(block, xb))
         block.w += 2
         block.settings.k += 1  # a module passed to a helper: its attributes are guarded
+
+
+def test_containers_used_whole_see_their_arrays_fresh(queue) -> None:
+    weights = [np.full(BIG, 1.0), np.arange(BIG, dtype=np.float64)]
+    state = {"w": weights, "bias": 0.5}
+
+    class Holder:
+        pass
+
+    holder = Holder()
+    holder.d = cla.to_device(queue, np.ones(BIG))
+
+    def total(ws):
+        return sum(w.sum() for w in ws)  # host-side NumPy over a list used whole
+
+    def f(x):
+        return x * total(state["w"]) + state["bias"] + _from_holder(holder)
+
+    fused = fuse(f)
+    x = np.ones(BIG)
+    for _ in range(3):
+        want = x * total(state["w"]) + state["bias"] + holder.d.get()
+        same(fused(x), want)
+        weights[1] += 1
+        holder.d += 2
+    assert fused.trace_count == 1
+
+
+def _from_holder(h):
+    return h.d * 1.0
