@@ -13,6 +13,7 @@ from .aot import BundleError, ShapeDtype, export, load
 from .api import CacheInfo, Fused, Lowered, fuse
 from .errors import (
     BroadcastError,
+    CapturedStateError,
     ContextMismatchError,
     DeviceUnavailableError,
     DeviceMemoryError,
@@ -39,6 +40,7 @@ __all__ = [
     "BroadcastError",
     "BundleError",
     "CacheInfo",
+    "CapturedStateError",
     "ContextMismatchError",
     "DeviceUnavailableError",
     "DeviceMemoryError",

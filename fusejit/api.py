@@ -16,8 +16,10 @@ import pyopencl as cl
 
 from . import validate
 from .aot import Compiled, ShapeDtype
+from .captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values
 from .errors import ContextMismatchError
 from .internal import internal_errors
+from .overlay import substituted
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
 from . import gemm_tune
@@ -27,6 +29,7 @@ from .recompiles import DEFAULT_CACHE_SIZE, DEFAULT_LIMIT, CallStats, SignatureL
 from .runtime import autotune
 from .runtime.backend import backend_of, default_queue
 from .runtime.devices import DeviceInfo
+from .shapes import row_major_strides
 from .runtime.executable import NO_QUEUE, Executable, OutSpec
 from .runtime.memory import check_call, compact_strides
 from .signature import (
@@ -41,7 +44,6 @@ from .signature import (
     aliases_of,
     arg_spec,
     fast_key,
-    guard_getters,
 )
 from .source import Kernel, Module, SourceModule
 from .trace import TensorProxy, Tracer, current_tracer, lift
@@ -208,7 +210,8 @@ class Fused:
         self.autotune = autotune
         self._validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
-        self._guards = guard_getters(fn)
+        # reads from outside the arguments (fusejit.captured), found on the first call
+        self._guards: list[Capture] | None = None
         self._cache = SignatureLRU(
             env_int("FUSEJIT_CACHE_SIZE", DEFAULT_CACHE_SIZE) if cache_size is None
             else cache_size, self._evicted)
@@ -262,18 +265,26 @@ class Fused:
         kwnames = tuple(sorted(kwargs))
         flat = list(args) + [kwargs[k] for k in kwnames]
         n = len(args)
+        bound_self = args[0].value if args and isinstance(args[0], StaticSelf) else None
+        if self._guards is None:
+            self._guards = find_captures(self._fn, bound_self)
+        guards, implicit = guard_values(self._guards, bound_self) if self._guards else ((), [])
+        flat += implicit  # captured arrays, read fresh: extra (read-only) arguments
+        n_given = n + len(kwnames)
         specs = []
         queue = None
         context = None
         for i, value in enumerate(flat):
-            static = (i in self._static_nums) if i < n else (kwnames[i - n] in self._static_names)
+            static = (i in self._static_nums) if i < n else (
+                i < n_given and kwnames[i - n] in self._static_names)
             if isinstance(value, StaticSelf):
                 spec = StaticSpec(Identity(value.value))
                 flat[i] = value.value
             elif isinstance(value, ShapeDtype):  # an abstract argument (f.lower, export)
                 spec = value.spec()
             else:
-                spec = arg_spec(value, static)
+                spec = arg_spec(value, static, f"argument {i}" if i < n_given else
+                                "an array the function reads from outside its arguments")
             if isinstance(spec, DeviceArraySpec):
                 if context is None:
                     context, queue = spec.context, value.queue
@@ -288,8 +299,8 @@ class Fused:
         elif queue is None:
             raise ValueError(NO_QUEUE)
         aliases = aliases_of(flat, specs) if len(specs) > 1 else ()
-        guards = tuple(get() for get in self._guards) if self._guards else ()
-        return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards), queue
+        return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards,
+                                      len(implicit)), queue
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         mono = self._mono
@@ -356,7 +367,8 @@ class Fused:
             lowered, outputs, treedef, constants = self._lowered.pop(key, None) or self._lower(
                 key, flat, kwnames, queue)
             check_call(lowered, key.specs, flat)  # too-big buffers fail here, named
-            host_mode = not any(isinstance(s, DeviceArraySpec) for s in key.specs)
+            host_mode = not any(isinstance(s, DeviceArraySpec)  # (of the arguments passed)
+                                for s in key.specs[:len(key.specs) - key.implicit])
             backend = backend_of(queue)  # builds, allocates, copies and launches
             exe = backend.executable(lowered, outputs, treedef, constants, queue, host_mode,
                                      autotune.enabled(self.autotune),
@@ -375,7 +387,8 @@ class Fused:
                queue: cl.CommandQueue) -> tuple[Lowered, list[OutSpec], Any, dict]:
         self.trace_count += 1
         self._stats.traces += 1
-        n_pos = len(flat) - len(kwnames)
+        n_pos = len(flat) - len(kwnames) - key.implicit
+        first_implicit = len(flat) - key.implicit
         same_as = {j: i for i, j, same in key.aliases if same}
         with Tracer() as tracer:
             inputs: list[Any] = []
@@ -383,6 +396,14 @@ class Fused:
                 name = f"arg{i}"
                 if i in same_as:  # the same array passed twice: one parameter, one proxy
                     inputs.append(inputs[same_as[i]])
+                elif i >= first_implicit:  # a captured array: read-only, read fresh
+                    strides = spec.strides if isinstance(spec, DeviceArraySpec) else None
+                    inputs.append(tracer.array_param(
+                        spec.dtype, spec.shape, strides if strides is not None else
+                        row_major_strides(spec.shape), f"captured{i - first_implicit}", i,
+                        writable=False, has_offset=getattr(spec, "has_offset", False),
+                        wide=getattr(spec, "wide", False)))
+                    inputs[-1]._readonly = CAPTURED_READ_ONLY
                 elif isinstance(spec, StaticSpec):
                     inputs.append(value)
                 elif isinstance(spec, DeviceArraySpec):
@@ -390,15 +411,23 @@ class Fused:
                                                      i, has_offset=spec.has_offset,
                                                      wide=spec.wide))
                 elif isinstance(spec, HostArraySpec):
-                    from .shapes import row_major_strides
-
                     strides = compact_strides(spec.shape, spec.zero) if spec.zero else \
                         row_major_strides(spec.shape)  # broadcast axes: read with stride 0
                     inputs.append(tracer.array_param(spec.dtype, spec.shape, strides, name, i,
                                                      writable=spec.writeable))
                 else:
                     inputs.append(tracer.scalar_param(value, name, i))
-            result = self._fn(*inputs[:n_pos], **dict(zip(kwnames, inputs[n_pos:])))
+            fn = self._fn
+            if key.implicit:
+                for value, proxy in zip(flat[first_implicit:], inputs[first_implicit:]):
+                    tracer.captured[id(value)] = (value, proxy)
+                bound_self = flat[0] if isinstance(key.specs[0], StaticSpec) and isinstance(
+                    key.specs[0].value, Identity) else None
+                fn, new_self = substituted(fn, self._guards, lambda v: (
+                    tracer.captured.get(id(v), (None, None))[1]), bound_self)
+                if bound_self is not None:
+                    inputs[0] = new_self
+            result = fn(*inputs[:n_pos], **dict(zip(kwnames, inputs[n_pos:])))
             leaves, treedef = tree_flatten(result)
             nodes: list[Node] = []
             outputs: list[OutSpec] = []
@@ -530,10 +559,10 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
           their dtype, shape and layout (strides, offset), not their values.
         * Python and NumPy scalars are dynamic kernel arguments: a new value does not
           recompile (Python scalars promote weakly, as NEP 50 says).
-        * Static arguments, and everything the function reads from its closure or globals
-          (captured NumPy arrays and scalars), are constants of the kernel. Captured values
-          are guarded: if one changes between calls the function is traced again (arrays
-          above 4096 elements are guarded by identity, shape and dtype, not contents).
+        * Static arguments are constants of the kernel, keyed by type and value, floats by
+          their bits (``-0.0`` is not ``0.0``; NaN hits the cache).
+        * State read from outside the arguments is never served stale (see "Captured state"
+          below).
         * Python control flow runs once, while tracing: ``if`` on a traced value raises
           ``TracerBoolConversionError`` (use ``np.where``); loops over ``range(n)`` with a
           static ``n`` unroll.
@@ -550,7 +579,6 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
             call (bad ``out=``, mismatched shapes, an index out of bounds known while
             tracing), before anything is launched.
 
-
     Caching and recompiles:
         Built programs also go to a disk cache (``FUSEJIT_CACHE_DIR``; ``=0`` turns it off),
         so a new process skips the OpenCL compiler. ``recompile_limit`` (default 8) distinct
@@ -559,6 +587,22 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
         ``dynamic``: None (default) generates kernels that take their extents at launch from
         the second distinct extent of a dimension on, so later extents reuse the program; True
         from the first call; False never (every shape specialised).
+
+    Captured state:
+        State read from outside the arguments is never served stale. Every global, closure
+        variable, ``self`` attribute (for a method) and constant attribute/subscript chain
+        from them (``cfg.alpha``, ``params["scale"]``, ``self.w``), in the function and the
+        plain Python helpers it calls, is either
+
+        * guarded (a changed value traces again): scalars, strings, NumPy scalars, containers and
+          objects made of them, NumPy arrays of at most 4096 elements (by content); or
+        * read fresh on every call: larger NumPy arrays (uploaded) and pyopencl arrays (by
+          reference), which are read-only inside the function (pass an array as an argument to
+          write it).
+
+        Modules, classes, functions and library constants (``np.pi``) are not guarded, nor state
+        the function writes while traced (``log.append(x)``). State too large to guard raises
+        ``CapturedStateError``: pass it as an argument instead.
 
     Example:
         >>> import numpy as np

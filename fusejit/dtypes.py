@@ -87,6 +87,18 @@ def check_supported(dt: np.dtype, what: str = "array") -> np.dtype:
     )
 
 
+INT64_RANGE = range(-2**63, 2**63)
+
+
+def int_range(value: int) -> str | None:
+    """Where a Python int lies beyond int64 (None: within), which decides how a dynamic int
+    compares with integer arrays exactly, as NumPy 2 does: "uint64" for [2**63, 2**64), else
+    "above" or "below" every integer dtype's range."""
+    if value in INT64_RANGE:
+        return None
+    return "uint64" if value < 2**64 and value >= 0 else "above" if value > 0 else "below"
+
+
 def scalar_type(value: Any) -> WeakType | np.dtype:
     """The promotion type of a Python or NumPy scalar: weak Python type or a strong dtype."""
     if isinstance(value, np.generic):

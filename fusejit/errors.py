@@ -66,6 +66,11 @@ class ReadOnlyError(FusejitError, ValueError):
     """A write into a read-only or broadcast view (NumPy: 'output array is read-only')."""
 
 
+class CapturedStateError(FusejitError, TypeError):
+    """State the function reads from outside its arguments that fusejit cannot guard (too large
+    to compare on each call, or of a kind it cannot see change): pass it as an argument."""
+
+
 class KernelBuildError(FusejitError, RuntimeError):
     """The OpenCL compiler rejected generated source; shows the numbered source and the log."""
 
@@ -117,6 +122,7 @@ class DeviceMemoryError(FusejitError, MemoryError):
 
 __all__ = [
     "BroadcastError",
+    "CapturedStateError",
     "ContextMismatchError",
     "DeviceMemoryError",
     "FusejitError",

@@ -27,6 +27,7 @@ from .trace import (
     cast,
     check_output_cast,
     clip,
+    is_numpy_scalar,
     lift,
     reshape,
     to_operand,
@@ -208,12 +209,16 @@ def _astype(x: Any, dtype: Any, order: str = "K", casting: str = "unsafe", subok
     if not np.can_cast(x.dtype, target, casting=casting):
         raise TypeError(f"Cannot cast array data from {x.dtype!r} to {target!r} according to "
                         f"the rule '{casting}'")
-    return TensorProxy(cast(x.node, target))
+    result = TensorProxy(cast(x.node, target))
+    result._array0d = not is_numpy_scalar(x)  # a 0-d array's astype is an array
+    return result
 
 
 @implements(np.copy, method="copy")
 def _copy(x: Any, *args: Any, **kwargs: Any) -> TensorProxy:
-    return TensorProxy(lift(x).node)
+    result = TensorProxy(lift(x).node)
+    result._array0d = not is_numpy_scalar(x)
+    return result
 
 
 def _filled_like(fill: float | None) -> Callable[..., TensorProxy]:
@@ -231,7 +236,9 @@ def _filled_like(fill: float | None) -> Callable[..., TensorProxy]:
         # NumPy fills with copyto(..., casting='unsafe'): 7.5 fills an int8 array with 7, and
         # a Python int out of the dtype's range raises OverflowError (NEP 50), as in as_node
         node = as_node(to_operand(value), target)
-        return TensorProxy(broadcast_to(node, tuple(map(int, shp))))
+        result = TensorProxy(broadcast_to(node, tuple(map(int, shp))))
+        result._array0d = True  # an array even when 0-d (mutable, unlike a NumPy scalar)
+        return result
     return impl
 
 
@@ -423,6 +430,7 @@ def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None
             keepdims: bool = False, initial: Any = _NOVALUE, where: Any = True) -> TensorProxy:
     """One REDUCE node with NumPy's result dtype, then NumPy's empty-axis rules."""
     x = lift(a)
+    axis = _zero_d_axis(x, axis)
     if where is not True:  # excluded elements become the reduction's identity (or initial)
         from .numpy_reduce import masked
 
@@ -455,6 +463,15 @@ def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None
         out.write(Ellipsis, result, as_output=True)
         return out
     return result
+
+
+def _zero_d_axis(x: TensorProxy, axis: Any) -> Any:
+    """NumPy reduces a 0-d value along an integer axis 0 or -1 (but not a tuple, and mean and
+    var do not): as over no axis at all."""
+    if x.ndim == 0 and isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) \
+            and axis in (0, -1):
+        return None
+    return axis
 
 
 def _lowest(dtype: np.dtype) -> Any:
@@ -513,6 +530,7 @@ def _all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
 
 def _arg_reduce(op: Op, a: Any, axis: Any, out: Any, keepdims: bool) -> TensorProxy:
     x = lift(a)
+    axis = _zero_d_axis(x, axis)
     name = "argmax" if op is Op.ARGMAX else "argmin"
     if axis is None and x.ndim > 1:
         # over all axes at once: the reduced index runs row-major, so it is the flat index;

@@ -170,6 +170,11 @@ def index_map(shape: Shape, key: Any) -> tuple[Shape, AffineMap, tuple[tuple[int
             raise UnsupportedOperationError(
                 "boolean-mask indexing gives a data-dependent shape and cannot be fused; "
                 "use np.where(mask, x, fill) to select values instead")
+        if not isinstance(k, (int, np.integer, slice, type(None), type(Ellipsis))) and not (
+                isinstance(k, (list, tuple, np.ndarray)) or hasattr(k, "dtype")):
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis "
+                             f"(`None`) and integer or boolean arrays are valid indices (got "
+                             f"{type(k).__name__})")
         if not isinstance(k, (int, np.integer, slice, type(None), type(Ellipsis))):
             raise UnsupportedOperationError(
                 f"advanced (integer-array) indexing with {type(k).__name__} is a gather and is "

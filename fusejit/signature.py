@@ -20,8 +20,10 @@ import pyopencl.array as cla
 from . import dtypes as dt
 from .errors import UnsupportedDTypeError, UnsupportedOperationError
 from .ir import Graph
+from .keys import StaticKey, static_key
 from .runtime.backend import DeviceArray
 from .runtime.memory import zero_axes
+from .trace import MASKED
 
 # -- argument specs ---------------------------------------------------------------------------------
 
@@ -86,24 +88,23 @@ _AUTO_STATIC = (type(None), str, bytes, tuple, list, slice, type(Ellipsis), np.d
 _WIDE = 2**31 - 1
 
 
-def _static_key(value: Any) -> Any:
-    if isinstance(value, list):
-        return ("list", tuple(_static_key(v) for v in value))
-    if isinstance(value, tuple):
-        return ("tuple", tuple(_static_key(v) for v in value))
-    try:
-        hash(value)
-    except TypeError:
-        raise TypeError(f"static argument {value!r} is not hashable; static arguments are part "
-                        "of the cache key") from None
-    return (type(value), value)
+def _static_key(value: Any) -> StaticKey:
+    return static_key(value)  # floats by their bits, at any depth (see fusejit.keys)
 
 
-def arg_spec(value: Any, static: bool) -> Spec:
+def arg_spec(value: Any, static: bool, what: str = "argument") -> Spec:
     if static:
         return StaticSpec(_static_key(value))
     if isinstance(value, (cla.Array, DeviceArray)):
-        dtype = dt.check_supported(value.dtype, "argument")
+        dtype = dt.check_supported(value.dtype, what)
+        if not value.dtype.isnative:
+            # kernels read device memory in the device's byte order (NumPy arrays are
+            # converted on upload; a device array would be computed on its raw bytes)
+            raise UnsupportedDTypeError(
+                f"{what} is a pyopencl array of non-native byte order {value.dtype!r}; fusejit "
+                "computes in the device's byte order. Convert it first, e.g. "
+                "cla.to_device(queue, x.get().astype(x.dtype.newbyteorder('='))) (pyopencl's "
+                "own astype cannot map that dtype)")
         item = value.dtype.itemsize
         if any(s % item for s in value.strides):
             raise ValueError("array strides must be multiples of the item size")
@@ -115,12 +116,18 @@ def arg_spec(value: Any, static: bool) -> Spec:
         return DeviceArraySpec(dtype, value.shape, strides, value.offset != 0, wide,
                                value.context)
     if isinstance(value, np.ndarray):
+        if isinstance(value, (np.ma.MaskedArray, np.matrix)):
+            raise TypeError(f"{what}: " + (MASKED if isinstance(value, np.ma.MaskedArray) else
+                                           "np.matrix is not supported by fusejit (its * is a "
+                                           "matrix product); pass np.asarray(x)"))
         dtype = dt.check_supported(value.dtype, "argument")
         return HostArraySpec(dtype, value.shape, bool(value.flags.writeable), zero_axes(value))
     if isinstance(value, (bool, int, float, np.generic)):
         if isinstance(value, np.generic):
             dt.check_supported(value.dtype, "scalar argument")
             return ScalarSpec(value.dtype)
+        if type(value) is int and (cls := dt.int_range(value)) is not None:
+            return ScalarSpec((int, cls))  # compared exactly with integer arrays: see trace
         return ScalarSpec(type(value))
     if isinstance(value, _AUTO_STATIC):
         return StaticSpec(_static_key(value))
@@ -138,7 +145,8 @@ class CallKey:
     kwnames: tuple[str, ...]
     context: cl.Context
     aliases: tuple[tuple[int, int, bool], ...] = ()
-    guards: tuple[Any, ...] = ()  # closure/global data values read by the function
+    guards: tuple[Any, ...] = ()  # values read from outside the arguments (fusejit.captured)
+    implicit: int = 0  # captured arrays read fresh, appended to the arguments
 
 
 class CacheInfo(NamedTuple):
@@ -151,6 +159,7 @@ class CacheInfo(NamedTuple):
     disk_hits: int = 0  # programs loaded from the disk cache instead
 
 
+_I64 = 2**63
 BIG_OFFSET = 2**30  # bytes; arrays starting further into their buffer take the full path
 
 
@@ -182,6 +191,8 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
             host += 1
             parts.append(("host", a.dtype, a.shape, a.flags.writeable or zero_axes(a)))
         elif t is float or t is int or t is bool:
+            if t is int and not -_I64 <= a < _I64:
+                return None  # the full path keys a Python int beyond int64 by its range
             parts.append(t)
         elif isinstance(a, np.generic):
             parts.append(a.dtype)
@@ -227,67 +238,6 @@ def aliases_of(flat: list[Any], specs: Sequence[Spec]) -> tuple[tuple[int, int, 
                 continue
             out.append((i, j, same))
     return tuple(out)
-
-
-_SMALL_ARRAY = 4096  # captured arrays up to this size are keyed on their contents
-
-
-def _guard_value(value: Any) -> Any:
-    """A hashable stand-in for a captured value: equal exactly when a trace would be equal."""
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str, bytes)):
-        return (type(value), value)
-    if isinstance(value, float):
-        return (float, value.hex())
-    if isinstance(value, complex):
-        return (complex, value.real.hex(), value.imag.hex())
-    if isinstance(value, np.generic):
-        return (value.dtype.str, value.tobytes())
-    if isinstance(value, np.ndarray):
-        content = value.tobytes() if value.size <= _SMALL_ARRAY else None
-        return ("ndarray", id(value), value.shape, value.dtype.str, content)
-    if isinstance(value, tuple):
-        return (tuple, tuple(_guard_value(v) for v in value))
-    return ("object", id(value))
-
-
-def _is_data(value: Any) -> bool:
-    # lists and dicts are left out: closures commonly mutate them for side effects (logging)
-    return isinstance(value, (bool, int, float, complex, str, bytes, np.generic, np.ndarray,
-                              tuple)) or value is None
-
-
-def _code_names(code: Any) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            names |= _code_names(const)
-    return names
-
-
-def guard_getters(fn: Callable[..., Any]) -> list[Callable[[], Any]]:
-    """Getters for the data a function reads from its closure and globals.
-
-    Their values join the cache key, so a closure constant or a global that changes between
-    calls is traced again instead of being served by a stale kernel. Modules, functions and
-    classes are not guarded (their identity rarely changes and costs a lookup per call);
-    arrays larger than 4096 elements are keyed on identity, shape and dtype only.
-    """
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return []
-    getters: list[Callable[[], Any]] = []
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            current = cell.cell_contents
-        except ValueError:  # an empty cell (a variable assigned after the definition)
-            continue
-        if _is_data(current):
-            getters.append(lambda cell=cell: _guard_value(cell.cell_contents))
-    module_globals = getattr(fn, "__globals__", {})
-    for name in sorted(_code_names(code)):
-        if name in module_globals and _is_data(module_globals[name]):
-            getters.append(lambda name=name: _guard_value(module_globals.get(name)))
-    return getters
 
 
 def alias_classes(pairs: Sequence[tuple[int, int, bool]], graph: Graph

@@ -55,6 +55,8 @@ class Tracer:
         self.param_proxies: dict[int, TensorProxy] = {}
         self.constants: dict[int, np.ndarray] = {}  # param index -> captured constant array
         self.values: list[Node] = []  # every value the function computed (explain: unused)
+        # id -> (array, proxy): arrays read from outside the arguments, read fresh on each call
+        self.captured: dict[int, tuple[Any, TensorProxy]] = {}
 
     def __enter__(self) -> Self:
         if _current.get() is not None:
@@ -87,7 +89,9 @@ class Tracer:
             proxy = TensorProxy(Node.make(Op.SCALAR, t, (), (), (index,)))
             proxy._pybool = type(value) is bool  # promotes as np.bool_, computes as Python's
             return proxy
-        return TensorProxy(None, weak=(index, t))
+        proxy = TensorProxy(None, weak=(index, t))
+        proxy._int_range = dt.int_range(value) if t is int else None
+        return proxy
 
     def constant_array(self, value: np.ndarray) -> Node:
         """A NumPy array used inside the function: a literal if uniform, else a captured buffer."""
@@ -149,6 +153,8 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
     if isinstance(x, np.ndarray):
         tracer = current_tracer()
         assert tracer is not None
+        if (seen := tracer.captured.get(id(x))) is not None and seen[0] is x:
+            return as_node(seen[1], dtype)  # an implicit input (fusejit.captured)
         return cast(tracer.constant_array(x), dtype)
     if isinstance(x, np.generic):
         return cast(const(x, x.dtype), dtype)
@@ -165,10 +171,21 @@ def as_array_node(x: Any, dtype: np.dtype) -> Node:
     return as_node(x, dtype)  # (an int for a float result converts directly: 2**64 fits)
 
 
+MASKED = ("masked arrays (numpy.ma) are not supported by fusejit: their mask would be ignored. "
+          "Pass np.ma.getdata(x) and the mask (np.ma.getmaskarray(x)) as arrays and combine "
+          "them with np.where, or x.filled(value)")
+
+
 def to_operand(x: Any) -> Any:
     """Normalise what NumPy would accept as an array (lists, tuples) into an ndarray."""
     if isinstance(x, (list, tuple)):
         return np.asarray(x)
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(MASKED)
+    tracer = _current.get()
+    if tracer is not None and tracer.captured and (seen := tracer.captured.get(id(x))) \
+            is not None and seen[0] is x:
+        return seen[1]  # an array read from outside the arguments (fusejit.captured)
     return x
 
 
@@ -243,6 +260,9 @@ def _write_out(results: tuple[Any, ...], out: Any, casting: str, ufunc_name: str
     for target, value in zip(outs, results):
         if target is None:
             continue
+        if not (hasattr(target, "shape") and hasattr(target, "dtype")):  # not an array at all
+            raise TypeError(f"return arrays must be of ArrayType (out= got "
+                            f"{type(target).__name__})")
         if not isinstance(target, TensorProxy):
             raise UnsupportedOperationError(
                 "out= inside @fuse must be an argument of the fused function (or a view of one)")
@@ -268,6 +288,9 @@ def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None =
     if folded is not None:
         return folded
     if op in _COMPARISONS and any(isinstance(t, np.dtype) and t.kind in "iu" for t in types):
+        exact = _compare_dynamic_int(op, inputs, types)
+        if exact is not None:
+            return exact
         # NumPy 2 compares integers with any Python int exactly (uint8_array > -1 is True); a
         # dynamic one, whose value comes at call time, is compared as an int64
         types = [dt.INT64 if t is int and isinstance(x, TensorProxy) else t
@@ -315,6 +338,46 @@ def _fold_out_of_range_comparison(op: Op, inputs: Sequence[Any], types: Sequence
             shape = shapes.broadcast_shapes(_shape(inputs[0]), _shape(inputs[1]))
             return TensorProxy(const(answer, dt.BOOL, shape))
     return None
+
+
+def _compare_dynamic_int(op: Op, inputs: Sequence[Any], types: Sequence[Any]
+                         ) -> TensorProxy | None:
+    """An integer array compared with a dynamic Python int, exactly as NumPy 2 does (the int's
+    range beyond int64 is part of the cache key, see signature.arg_spec):
+
+    * an int beyond the array dtype's range gives a constant (``uint8_array < 2**63``);
+    * a uint64 array with an int of [2**63, 2**64) compares in uint64;
+    * a uint64 array with an int64 ``n`` compares in uint64 where ``n >= 0``, and is constant
+      where ``n < 0`` (int64 and uint64 meet in float64 otherwise, which rounds).
+    """
+    if len(inputs) != 2:
+        return None
+    k = next((i for i, (x, t) in enumerate(zip(inputs, types))
+              if t is int and isinstance(x, TensorProxy) and x._node is None), None)
+    other = types[1 - k] if k is not None else None
+    if k is None or not (isinstance(other, np.dtype) and other.kind in "iu"):
+        return None
+    n = inputs[k]
+    shape = shapes.broadcast_shapes(_shape(inputs[0]), _shape(inputs[1]))
+
+    def answer(n_probe: int, array_probe: int) -> Node:  # the comparison of any such pair
+        probe = [0, 0]
+        probe[k], probe[1 - k] = n_probe, array_probe
+        return const(bool(_COMPARISONS[op](*probe)), dt.BOOL, shape)
+    if n._int_range == "below":  # under every integer dtype's range
+        return TensorProxy(answer(-2**65, 0))
+    if n._int_range == "above" or (n._int_range == "uint64" and other != dt.UINT64):
+        return TensorProxy(answer(2**65, 0))  # over the dtype's range
+    if other != dt.UINT64:
+        return None  # int64 holds both: compared as an int64
+    scalar = Node.make(Op.SCALAR, dt.UINT64 if n._int_range else dt.INT64, (), (), (n._weak[0],))
+    srcs = [None, None]
+    srcs[k], srcs[1 - k] = cast(scalar, dt.UINT64), as_node(inputs[1 - k], dt.UINT64)
+    compared = Node.make(op, dt.BOOL, shape, tuple(srcs))
+    if n._int_range:
+        return TensorProxy(compared)
+    negative = Node.make(Op.LT, dt.BOOL, (), (scalar, const(0, dt.INT64)))
+    return TensorProxy(Node.make(Op.WHERE, dt.BOOL, shape, (negative, answer(-1, 0), compared)))
 
 
 # NumPy's float32/float64 power loop checks a scalar (stride-0) exponent against a table before it
@@ -470,7 +533,7 @@ class TensorProxy:
 
     def __init__(self, node: Node | None, *, weak: tuple[int, type] | None = None,
                  base: TensorProxy | None = None, vmap: shapes.AffineMap | None = None,
-                 shape: tuple[int, ...] | None = None, readonly: bool = False) -> None:
+                 shape: tuple[int, ...] | None = None, readonly: bool | str = False) -> None:
         self._node = node
         # (param index, python type) for a weak dynamic scalar argument; (None, python type)
         # with a node for a value Python arithmetic computed from weak operands only
@@ -480,9 +543,11 @@ class TensorProxy:
         self._base = base  # root proxy this one is a view of
         self._vmap = vmap  # affine map from this view's index to the root's index
         self._vshape = shape
-        self._readonly = readonly
+        self._readonly = readonly  # or why it is read-only (a captured array)
         self._param: int | None = None
         self._pybool = False  # a Python bool (argument or operator result): see _operator
+        self._array0d = False  # a 0-d array a constructor made (zeros_like): see is_numpy_scalar
+        self._int_range: str | None = None  # a dynamic Python int beyond int64: dt.int_range
 
     # -- value ------------------------------------------------------------------------------------
     @property
@@ -527,16 +592,25 @@ class TensorProxy:
 
     def write(self, key: Any, value: Any, *, as_output: bool = False) -> None:
         """``self[key] = value`` (values cast unsafely, as NumPy's setitem does)."""
-        if self._readonly or (self._base is not None and self._base._readonly):
-            raise ReadOnlyError("output array is read-only" if as_output
-                                else "assignment destination is read-only")
-        if self._weak is not None:
-            raise UnsupportedOperationError("cannot write into a scalar argument")
+        why = self._readonly or (self._base is not None and self._base._readonly)
+        if why:
+            raise ReadOnlyError(why if isinstance(why, str) else "output array is read-only"
+                                if as_output else "assignment destination is read-only")
+        if self._weak is not None:  # a Python scalar, as Python says it
+            raise TypeError(f"'{self._weak[1].__name__}' object does not support item "
+                            "assignment")
+        if is_numpy_scalar(self):  # immutable, as in NumPy
+            raise TypeError("return arrays must be of ArrayType" if as_output else
+                            f"'numpy.{self.dtype.type.__name__}' object does not support item "
+                            f"assignment ({self.describe()}, a NumPy scalar)")
         region_shape, m, _ = shapes.index_map(self.shape, key)
         root, vmap = self._root()
         full = m if vmap is None else shapes.compose(vmap, m)
         value = to_operand(value)
         vnode = as_node(value, self.dtype)
+        if not as_output and len(vnode.shape) > len(region_shape) and \
+                all(d == 1 for d in vnode.shape[:len(vnode.shape) - len(region_shape)]):
+            vnode = reshape(vnode, vnode.shape[len(vnode.shape) - len(region_shape):])
         if vnode.shape != region_shape:
             try:
                 vnode = broadcast_to(vnode, region_shape)
@@ -566,7 +640,12 @@ class TensorProxy:
         if numpy_gather.is_advanced(key):
             return numpy_gather.advanced_getitem(self, key)
         out_shape, m, _ = shapes.index_map(self.shape, key)
-        return self._view(m, out_shape)
+        result = self._view(m, out_shape)
+        keys = key if isinstance(key, tuple) else (key,)
+        if not out_shape and self.shape and not any(k is Ellipsis or k is None for k in keys):
+            # x[0] of a 1-d array is a NumPy scalar: a copy of the element, not a view
+            return TensorProxy(result.node)
+        return result
 
     def _view(self, m: shapes.AffineMap, shape: tuple[int, ...],
               readonly: bool = False) -> TensorProxy:
@@ -673,6 +752,14 @@ def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: t
     return tuple(region)
 
 
+def is_numpy_scalar(x: Any) -> bool:
+    """A 0-d value NumPy holds as an immutable scalar (``s += 1`` rebinds ``s``): a NumPy
+    scalar argument, a 0-d result of a ufunc, a reduction or integer indexing; not a 0-d array
+    argument, a view (``x[...]``) or a 0-d array a constructor made."""
+    return (isinstance(x, TensorProxy) and x._weak is None and x._base is None
+            and x._param is None and not x._array0d and not x.shape)
+
+
 def _is_python_scalar(x: Any) -> bool:
     """A Python scalar literal or a weak value (not np.float64, which subclasses float)."""
     if isinstance(x, TensorProxy):
@@ -710,7 +797,8 @@ def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False)
             result._pybool = True  # a Python bool promotes as np.bool_
             return result
         return TensorProxy(result.node, weak=(None, float if kind == "f" else int))
-    if inplace and not _is_python_scalar(operands[0]):  # b1 += x rebinds b1, like a float
+    if inplace and not _is_python_scalar(operands[0]) and not is_numpy_scalar(operands[0]):
+        # (b1 += x rebinds b1, like a float; so does s += x for a NumPy scalar s)
         apply_ufunc(ufunc, operands, {"out": operands[0]})
         return operands[0]
     return apply_ufunc(ufunc, operands, {})

@@ -275,6 +275,33 @@ def writes_readonly(x):
     x += 1
 
 
+def zero_d_reductions(x):
+    return x.sum(axis=0), x.max(axis=-1), np.prod(x, axis=0), np.argmax(x, axis=-1)
+
+
+def compare_u64(x, n):
+    return x < n, x == n, x >= n
+
+
+def assign_all(x, v):
+    x[...] = v
+
+
+def negative_nan(x):
+    return np.signbit(x + -np.nan), x * -np.nan, np.where(x > 0, x, -np.nan)
+
+
+def scalar_iadd(s, x):
+    t = s
+    s += 1
+    return x + t, s
+
+
+def scalar_iadd_array(s, x):
+    s += x
+    return s
+
+
 # -- the table --------------------------------------------------------------------------------------
 
 
@@ -421,6 +448,37 @@ ROWS = [
                                                 np.zeros(2, F32)), VALUES),
     Row("writing into a read-only array", writes_readonly, lambda: (_readonly(a([1., 2])),),
         ValueError),
+    Row("0-d reductions along axis 0 and -1", zero_d_reductions, lambda: (a(2.5, F32),), VALUES),
+    Row("0-d reduction along axis 1", lambda x: x.sum(axis=1), lambda: (a(2.5, F32),),
+        np.exceptions.AxisError),
+    Row("uint64 array compared with a dynamic 2**63", compare_u64,
+        lambda: (a([1, 2 ** 63, 2 ** 64 - 1], U64), 2 ** 63), VALUES),
+    Row("uint64 array compared with a dynamic int64", compare_u64,
+        lambda: (a([2 ** 62 + 1, 2 ** 62, 2 ** 64 - 1], U64), 2 ** 62), VALUES),
+    Row("x[...] = v, v (1, 1, 1) into (1, 1)", assign_all,
+        lambda: (np.zeros((1, 1), F32), np.ones((1, 1, 1), F32)), VALUES),
+    Row("x[...] = v, v (2, 1, 1) into (1, 1)", assign_all,
+        lambda: (np.zeros((1, 1), F32), np.ones((2, 1, 1), F32)), ValueError),
+    Row("masked array", affine, lambda: (np.ma.array([1., 2], mask=[0, 1]),), VALUES,
+        deviation=TypeError, why="a kernel would drop the mask; fusejit refuses masked arrays "
+        "(pass np.ma.getdata(x) and the mask as arrays)"),
+    Row("-nan constant keeps its sign", negative_nan, lambda: (a([1., 0, -2], F32),), VALUES),
+    Row("out= that is not an array", lambda x: np.add(x, x, out=object()), lambda: (a([1., 2]),),
+        TypeError),
+    Row("index of a float", lambda x: x[1.5], lambda: (a([1., 2]),), IndexError),
+    Row("big-endian device array", affine, lambda: (a([1.5, -2, 3], ">f4"),), VALUES,
+        deviation=UnsupportedDTypeError, device=(0,),
+        why="kernels compute in the device's byte order; fusejit refuses a non-native pyopencl "
+            "array before launching (NumPy arrays are converted on upload)"),
+    Row("big-endian array copied", lambda x: x.copy(), lambda: (a([1.5, -2, 3], ">f4"),), VALUES,
+        deviation=VALUES, fusejit_values=lambda: a([1.5, -2, 3], F32),
+        why="results are computed and returned in native byte order (the values are NumPy's)"),
+    Row("NumPy scalar argument: s += 1 rebinds s", scalar_iadd,
+        lambda: (np.float64(1), np.zeros(3)), VALUES),
+    Row("NumPy scalar argument: s += array is a new array", scalar_iadd_array,
+        lambda: (np.float32(1), np.arange(3.)), VALUES),
+    Row("0-d array argument: s += 1 writes s", scalar_iadd,
+        lambda: (a(1.0), np.zeros(3)), VALUES),
 ]
 
 

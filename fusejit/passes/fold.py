@@ -31,7 +31,7 @@ _NAN_OPERANDS: dict[Op, tuple[int, ...]] = {
     **{op: (0, 1) for op in (Op.ADD, Op.SUB, Op.MUL, Op.TRUEDIV, Op.FLOORDIV, Op.MOD, Op.FMOD,
                              Op.ARCTAN2, Op.NEXTAFTER, Op.LOGADDEXP, Op.LOGADDEXP2,
                              Op.MAXIMUM, Op.MINIMUM)},
-    Op.COPYSIGN: (0,), Op.LDEXP: (0,), Op.HEAVISIDE: (0,),
+    Op.LDEXP: (0,), Op.HEAVISIDE: (0,),  # (copysign(nan, y) takes y's sign: not folded)
 }
 
 
@@ -46,6 +46,17 @@ def _always_nan(node: Node, values: list[np.generic | None]) -> bool:
     return node.op in (Op.MOD, Op.FMOD) and values[1] is not None and values[1] == 0
 
 
+def _nan_result(node: Node, values: list[np.generic | None]) -> np.generic:
+    """The NaN NumPy computes there, with its sign: the NaN operand's (x + -nan is -nan), or
+    the invalid operation's (x % 0.0), evaluated with 1 standing in for the unknown operands."""
+    known = [np.asarray(v if v is not None else 1, dtype=s.dtype)
+             for s, v in zip(node.srcs, values)]
+    scalar = node.replace(shape=(), srcs=tuple(const(k, s.dtype) for s, k in zip(node.srcs,
+                                                                                  known)))
+    with np.errstate(all="ignore"):
+        return eval_node(scalar, known).reshape(-1)[0]
+
+
 def _fold(node: Node) -> Node | None:
     if node.op in LEAVES or node.op in (Op.SETITEM, Op.GATHER):
         return None
@@ -55,7 +66,7 @@ def _fold(node: Node) -> Node | None:
         return None if value is None else const(value, node.dtype, node.shape)
     values = [uniform_value(s) for s in node.srcs]
     if _always_nan(node, values):
-        return const(np.nan, node.dtype, node.shape)
+        return const(_nan_result(node, values), node.dtype, node.shape)
     if any(v is None for v in values):
         return None
     if node.op in REDUCE:

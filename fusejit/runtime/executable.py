@@ -225,6 +225,11 @@ class Executable:
                     plan.append(({"param": _PARAM, "output": _OUT, "temp": _TEMP,
                                   "partial": _PART}[arg.role], arg.index))
             self._plans.append([knl, record.global_size, record.local_size, tuple(plan)])
+        # arrays no kernel reads are not bound, nor uploaded (a captured array the trace did
+        # not use, an argument only returned as itself)
+        used = {index for _, _, _, plan in self._plans for kind, index in plan
+                if kind in (_PARAM, _OFFSET)}
+        self._arrays = [a for a in self._arrays if a[0] in used]
         # large, idempotent elementwise kernels get their launch shape tuned on first use
         self._to_tune = [
             i for i, (_, record) in enumerate(self.kernels)
@@ -362,7 +367,9 @@ class Executable:
             if not (isinstance(part, tuple) and len(part) == 5):
                 if part in (float, int, bool):
                     env[f"T{i}"] = part
-                    guard += [f"    if type(flat[{i}]) is not T{i}:", "        return MISS"]
+                    within = f" or not -{2**63} <= flat[{i}] < {2**63}" if part is int else ""
+                    guard += [f"    if type(flat[{i}]) is not T{i}{within}:",
+                              "        return MISS"]
                     continue
                 return None  # host arrays, NumPy scalars, static values: the keyed path
             dtype, shape, strides, has_offset, context = part

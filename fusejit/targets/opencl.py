@@ -451,8 +451,9 @@ inline float fj_rh_d(double x) {
 
 def _float_literal(value: float, dtype: np.dtype) -> str:
     suffix = "" if dtype == dt.FLOAT64 else "f"
-    if math.isnan(value):
-        return "(double)NAN" if dtype == dt.FLOAT64 else "NAN"
+    if math.isnan(value):  # (-NAN: a NaN's sign is observable, np.signbit(x + -np.nan))
+        nan = "(double)NAN" if dtype == dt.FLOAT64 else "NAN"
+        return f"(-{nan})" if math.copysign(1.0, value) < 0 else nan
     if math.isinf(value):
         inf = "(double)INFINITY" if dtype == dt.FLOAT64 else "INFINITY"
         return inf if value > 0 else f"(-{inf})"

@@ -1,0 +1,52 @@
+"""Cache keys for values a trace depends on: static arguments and captured (guarded) values.
+
+Python's ``==`` is the wrong equality for a cache key: ``-0.0 == 0.0`` (so ``x / s`` would
+reuse the kernel built for the other zero) and ``nan != nan`` (so a NaN never hits the cache).
+Floats are keyed by their type and bit pattern instead, at any depth inside tuples, lists and
+dicts, for Python and NumPy scalars alike; containers keep their order (a trace may iterate
+them) and their type (a list traces like a tuple but is a different static value).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+_pack_double = struct.Struct("<d").pack
+
+
+@dataclass(frozen=True, slots=True)
+class StaticKey:
+    """One value as a key: its exact type and a hashable payload equal exactly when two values
+    trace alike (the bits of a float, the keys of a container's items, else the value)."""
+
+    type: type
+    payload: Any
+
+
+def static_key(value: Any) -> StaticKey:
+    """The key of a static argument. Raises TypeError for a value that cannot be keyed."""
+    t = type(value)
+    if t is float:
+        return StaticKey(float, _pack_double(value))
+    if t is complex:
+        return StaticKey(complex, _pack_double(value.real) + _pack_double(value.imag))
+    if isinstance(value, np.generic):
+        # the dtype, not only the type: np.float64 and a big-endian float64 scalar differ
+        return StaticKey(t, (value.dtype.str, value.tobytes()))
+    if t is tuple or t is list:
+        return StaticKey(t, tuple(static_key(v) for v in value))
+    if t is dict:
+        return StaticKey(dict, tuple((static_key(k), static_key(v)) for k, v in value.items()))
+    if isinstance(value, (float, complex, tuple, list, dict)):  # subclasses: same rules, own type
+        base = next(b for b in (float, complex, tuple, list, dict) if isinstance(value, b))
+        return StaticKey(t, static_key(base(value)))
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"static argument {value!r} is not hashable; static arguments are part "
+                        "of the cache key") from None
+    return StaticKey(t, value)
