@@ -32,7 +32,7 @@ import pyopencl.array as cla
 
 from . import dtypes as dt
 from .errors import FusejitError
-from .ir import Graph, Node, Param, format_graph
+from .ir import Graph, Node, Param, format_graph, toposort
 from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
 from .ops import Op
 from .passes.plan import Group
@@ -191,7 +191,9 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path) -> Pat
             "params": [{"kind": p.kind, "dtype": p.dtype.str, "shape": list(p.shape),
                         "name": p.name, "source": p.source,
                         "strides": None if p.strides is None else list(p.strides),
-                        "has_offset": p.has_offset, "wide": p.wide} for p in graph.params],
+                        "has_offset": p.has_offset, "wide": p.wide,
+                        "expr": None if p.expr is None else _expr_json(p.expr)}
+                       for p in graph.params],
             "writes": [p for p, _ in graph.writes],
             "graph_outputs": [{"dtype": n.dtype.str, "shape": list(n.shape)}
                               for n in graph.outputs],
@@ -222,6 +224,37 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path) -> Pat
     path = Path(path)
     cache.atomic_write(path, data)
     return path
+
+
+def _expr_json(expr: Node) -> list[dict[str, Any]]:
+    """A derived scalar's expression (passes/hoist.py) as nodes in topological order: op
+    name, dtype, operand positions and arg (a literal's bytes as hex, a parameter index)."""
+    order = toposort([expr])
+    where = {n: i for i, n in enumerate(order)}
+    out = []
+    for n in order:
+        if n.arg is None:
+            arg = None
+        elif isinstance(n.arg, bytes):
+            arg = {"bytes": n.arg.hex()}
+        elif isinstance(n.arg, tuple) and all(isinstance(a, int) for a in n.arg):
+            arg = {"ints": list(n.arg)}
+        else:
+            raise BundleError(f"cannot export a scalar expression with {n.op.name} {n.arg!r}")
+        out.append({"op": n.op.name, "dtype": n.dtype.str, "shape": list(n.shape),
+                    "srcs": [where[x] for x in n.srcs], "arg": arg})
+    return out
+
+
+def _expr_from(nodes: list[dict[str, Any]]) -> Node:
+    built: list[Node] = []
+    for j in nodes:
+        a = j["arg"]
+        arg = None if a is None else bytes.fromhex(a["bytes"]) if "bytes" in a else \
+            tuple(int(i) for i in a["ints"])
+        built.append(Node.make(Op[j["op"]], np.dtype(j["dtype"]), _shape(j["shape"]),
+                               tuple(built[i] for i in j["srcs"]), arg))
+    return built[-1]
 
 
 def _options(exe: Executable) -> list[str]:
@@ -329,7 +362,9 @@ class Loaded:
         params = tuple(Param(p["kind"], np.dtype(p["dtype"]), _shape(p["shape"]), p["name"],
                              int(p["source"]),
                              None if p["strides"] is None else _shape(p["strides"]),
-                             bool(p["has_offset"]), bool(p["wide"])) for p in e["params"])
+                             bool(p["has_offset"]), bool(p["wide"]),
+                             _expr_from(p["expr"]) if p.get("expr") else None)
+                       for p in e["params"])
         # output placeholders: the runtime reads only their shapes and dtypes
         outputs = tuple(Node.make(Op.INPUT, np.dtype(o["dtype"]), _shape(o["shape"]), (),
                                   ("bundle output", k)) for k, o in enumerate(e["graph_outputs"]))

@@ -94,3 +94,15 @@ def test_validate_mode_sees_derived_scalars():
 def test_lower_shows_the_derived_parameter():
     f = fusejit.fuse(lambda x, t: x * 0.9 ** t)
     assert "derived" in str(f.lower(np.ones(4, np.float32), 2).graph)
+
+
+def test_a_bundle_keeps_the_derived_scalars(tmp_path):
+    from fusejit import ShapeDtype
+
+    f = fusejit.fuse(lambda x, t: x * 0.9 ** t)
+    path = fusejit.export(f, [(ShapeDtype((8,), np.float32, device=False), 3)],
+                          tmp_path / "decay.fjb")
+    loaded = fusejit.load(path)
+    x = np.arange(8, dtype=np.float32)
+    for t in (3, 11):
+        np.testing.assert_array_equal(loaded(x, t), x * 0.9 ** t)

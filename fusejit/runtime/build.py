@@ -162,15 +162,20 @@ def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: 
                 store.reject(key, f"the driver rejected the binary: {exc}".splitlines()[0])
         try:
             program = _checked(_build_uncached(ctx, source, options, name), source, name)
+            # (inside the guard: PoCL reads its cache files again to serialise the binary)
+            binary = program.get_info(cl.program_info.BINARIES)[0]
         except KernelBuildError:
             if guard is None:
                 raise
-            # PoCL reports success without the kernel when a file in its cache is corrupt
-            # (dlopen of a truncated .so): clear the cache fusejit placed and build once more
-            guard.recover(force=True)
+            program = None
+    if program is None:
+        # PoCL reports success without the kernel when a file in its cache is corrupt (dlopen
+        # of a truncated .so): clear the cache fusejit placed and build once more (outside
+        # the first build's guard: clearing waits for every build in flight)
+        guard.recover(force=True)
+        with guard.building():
             program = _checked(_build_uncached(ctx, source, options, name), source, name)
-        # (inside the guard: PoCL reads its cache files again to serialise the binary)
-        binary = program.get_info(cl.program_info.BINARIES)[0]
+            binary = program.get_info(cl.program_info.BINARIES)[0]
     if binary:
         store.put(key, cache.Entry(bytes(binary), tuple(sorted(expected))))
     return program, False

@@ -26,6 +26,7 @@ so the next process clears that directory before building (see ``PoclGuard``).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -354,6 +355,10 @@ class PoclGuard:
 
     @contextlib.contextmanager
     def building(self) -> Iterator[None]:
+        """Around one PoCL build: a marker, and a shared lock on the cache that ``clear`` waits
+        for, so a cache is never moved away under a build in another process or thread (the
+        kernel lock dies with its process, so a killed builder holds nobody up). Never call
+        ``recover``/``clear`` inside this block: they wait for every shared holder."""
         self.recover()
         marker = self.markers / f"{os.getpid()}.{threading.get_ident()}"
         try:
@@ -362,11 +367,26 @@ class PoclGuard:
         except OSError:
             marker = None
         try:
-            yield
+            with self._flock(fcntl.LOCK_SH):
+                yield
         finally:
             if marker is not None:
                 with contextlib.suppress(OSError):
                     marker.unlink()
+
+    @contextlib.contextmanager
+    def _flock(self, mode: int) -> Iterator[None]:
+        try:
+            _private_dir(self.kcache.parent)
+            fd = os.open(self.kcache.parent / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:  # no lock file possible: build unlocked (as before)
+            yield
+            return
+        try:
+            fcntl.flock(fd, mode)
+            yield
+        finally:
+            os.close(fd)  # (releases the lock)
 
     def recover(self, force: bool = False) -> bool:
         """Clear PoCL's cache when a dead process left a marker (or ``force``); once per
@@ -393,7 +413,8 @@ class PoclGuard:
             return
         aside = self.kcache.with_name(f"kcache.stale.{os.getpid()}.{os.urandom(4).hex()}")
         try:
-            os.replace(self.kcache, aside)  # atomic: another process never sees half a cache
+            with self._flock(fcntl.LOCK_EX):  # no build in flight anywhere
+                os.replace(self.kcache, aside)  # atomic: nobody sees half a cache
         except OSError:
             return
         shutil.rmtree(aside, ignore_errors=True)
