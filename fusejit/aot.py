@@ -33,6 +33,7 @@ import pyopencl.array as cla
 from . import dtypes as dt
 from .errors import FusejitError
 from .ir import Graph, Node, Param, format_graph, toposort
+from .keys import StaticKey, static_key
 from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
 from .ops import Op
 from .passes.plan import Group
@@ -112,10 +113,12 @@ def _spec_json(spec: Any) -> dict[str, Any]:
     if isinstance(spec, ScalarSpec):
         p = spec.ptype
         return {"kind": "scalar", "type": p.__name__ if isinstance(p, type) else p.str}
-    kind, value = spec.value if isinstance(spec.value, tuple) and len(spec.value) == 2 else \
-        (None, None)
-    if kind in (int, float, str, bool, type(None)):
-        return {"kind": "static", "type": kind.__name__, "value": value}
+    key = spec.value  # a StaticKey (fusejit.keys): floats by their bits
+    if isinstance(key, StaticKey) and key.type is float:
+        return {"kind": "static", "type": "float", "bits": key.payload.hex(),
+                "value": struct.unpack("<d", key.payload)[0]}
+    if isinstance(key, StaticKey) and key.type in (int, str, bool, type(None)):
+        return {"kind": "static", "type": key.type.__name__, "value": key.payload}
     raise BundleError(f"static argument {spec.value!r} cannot be exported; only int, float, "
                       "str, bool and None static values can")
 
@@ -392,7 +395,9 @@ class Loaded:
 
 
 def _matches(stored: dict[str, Any], value: Any) -> bool:
-    if stored["kind"] == "static":  # equal type and value
+    if stored["kind"] == "static":  # equal type and value (a float's bits)
+        if stored["type"] == "float":
+            return type(value) is float and static_key(value).payload.hex() == stored["bits"]
         return type(value).__name__ == stored["type"] and value == stored["value"]
     spec = arg_spec(value, False)
     return not isinstance(spec, StaticSpec) and _spec_json(spec) == stored
