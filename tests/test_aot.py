@@ -17,6 +17,8 @@ import fusejit
 from fusejit import ShapeDtype
 
 ROOT = Path(__file__).resolve().parents[1]
+# children import this checkout first, then whatever the parent could import
+CHILD_PATH = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
 
 
 def softmax(x):
@@ -63,7 +65,7 @@ _CHILD = textwrap.dedent("""
 
 
 def _child(path: Path, mode: str) -> str:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=CHILD_PATH)
     out = subprocess.run([sys.executable, "-c", _CHILD, str(path), mode], env=env,
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout + out.stderr

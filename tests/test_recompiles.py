@@ -16,6 +16,8 @@ import fusejit
 from fusejit.recompiles import RecompileWarning
 
 ROOT = Path(__file__).resolve().parents[1]
+# children import this checkout first, then whatever the parent could import
+CHILD_PATH = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
 
 
 def test_log_says_what_changed(caplog):
@@ -54,7 +56,7 @@ def test_fusejit_log_env_prints_to_stderr():
     code = ("import numpy as np, fusejit\n"
             "f = fusejit.fuse(lambda x: x + 1)\n"
             "f(np.ones(3, np.float32)); f(np.ones(5, np.float32))\n")
-    env = dict(os.environ, FUSEJIT_LOG="recompiles", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, FUSEJIT_LOG="recompiles", PYTHONPATH=CHILD_PATH)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr

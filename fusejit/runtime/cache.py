@@ -241,13 +241,16 @@ class ProgramCache:
         return entry
 
     def reject(self, key: ProgramKey, why: str) -> None:
-        """A bad entry: one warning, and removed so the rebuild rewrites it."""
+        """A bad entry: one warning; the rebuild's ``put`` replaces it (a directory or a
+        symlink in its place is removed first, ``os.replace`` could not)."""
         path = self.path(key)
         warn_once(f"entry:{path}", f"fusejit: ignoring a bad program-cache entry {path} "
-                                    f"({why}); rebuilding it")
+                                   f"({why}); rebuilding it")
         with contextlib.suppress(OSError):
-            if path.is_symlink() or path.is_dir():
-                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+            if path.is_symlink():
+                path.unlink()
+            elif path.is_dir():
+                shutil.rmtree(path)
 
     def put(self, key: ProgramKey, entry: Entry) -> None:
         path = self.path(key)
