@@ -74,6 +74,8 @@ class _Index:
             self.static = self.static.astype(np.int64)
         elif self.node.dtype.kind not in "iu":
             raise IndexError("arrays used as indices must be of integer (or boolean) type")
+        else:  # NumPy indexes with intp: an int8 index of an axis of 300 must not overflow
+            self.node = cast(self.node, dt.INT64)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -100,7 +102,7 @@ class _Index:
         i = TensorProxy(self.node)
         if mode == "wrap":
             i = apply_ufunc(np.remainder, (i, n), {})
-        elif mode != "clip" and self.node.dtype.kind == "i":
+        elif mode != "clip":
             i = where(apply_ufunc(np.less, (i, 0), {}), apply_ufunc(np.add, (i, n), {}), i)
         out.static, out.node = None, i.node
         return out

@@ -91,6 +91,14 @@ def test_traced_index_out_of_bounds_reads_the_clamped_element():
     assert_matches(got, X.reshape(-1)[np.clip(far.astype(np.uint8), 0, 19)])
 
 
+def test_narrow_traced_indices_into_a_long_axis():
+    x = np.arange(300, dtype=np.float32)
+    i = np.array([-100, 5, 127, -1], np.int8)
+    for mode in ("raise", "wrap", "clip"):
+        assert_matches(fuse(lambda x, i: np.take(x, i, mode=mode))(x, i), np.take(x, i, mode=mode))
+    assert_matches(fuse(lambda x, i: x[i])(x, i), x[i])
+
+
 def test_in_place_write_of_a_gather_is_staged():
     def f(x, i):
         x[...] = x[i]
