@@ -139,3 +139,18 @@ def test_bad_input_raises_numpys_error(fn, error):
 def test_refused_with_a_clear_error(fn):
     with pytest.raises(UnsupportedOperationError, match="inside @fuse|traced"):
         fuse(fn)(A, 2)
+
+
+BIG = np.random.default_rng(7).standard_normal((64, 128)).astype(np.float32)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: np.concatenate([a, -a], 1) * 2,
+    lambda a: np.pad(a, ((3, 5), (7, 9)), mode="reflect"),
+    lambda a: np.roll(a, 5, axis=1) + np.tile(a[:, :64], (1, 2)),
+    lambda a: np.tril(a) - np.triu(a, 3) + np.repeat(a[:, ::2], 2, axis=1),
+    lambda a: a[:, np.arange(128) * 7 % 128] - np.take_along_axis(a, a.argmax(1)[:, None], 1),
+])
+def test_vectorised_kernels(fn):
+    """Arrays large enough for vector lanes: pieces and gathers are lowered per lane."""
+    assert_matches(fuse(fn)(BIG), fn(BIG))
