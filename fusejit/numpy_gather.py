@@ -33,7 +33,6 @@ from .trace import (
     cast,
     lift,
     reshape,
-    to_operand,
     where,
 )
 
@@ -52,7 +51,7 @@ def is_advanced(key: Any) -> bool:
     for k in parts:
         if not _is_array_index(k):
             continue
-        dtype = k.dtype if isinstance(k, (TensorProxy, np.ndarray)) else np.asarray(k).dtype
+        dtype = k.dtype if isinstance(k, (TensorProxy, np.ndarray)) else _list_index(k).dtype
         if dtype == dt.BOOL:
             raise UnsupportedOperationError(_MASK_REFUSED)
         if dtype.kind not in "iu":
@@ -61,11 +60,18 @@ def is_advanced(key: Any) -> bool:
     return advanced
 
 
+def _list_index(k: Any) -> np.ndarray:
+    """A list as NumPy indexes with it: an empty list is an empty intp array, not float64."""
+    arr = np.asarray(k)
+    return arr.astype(np.intp) if arr.size == 0 else arr
+
+
 class _Index:
     """One index of a gather: host-known (``static``, an int64 array) or traced (``node``)."""
 
     def __init__(self, value: Any) -> None:
-        value = to_operand(value)
+        if isinstance(value, (list, tuple)):
+            value = _list_index(value)
         self.static = None if isinstance(value, TensorProxy) else np.asarray(value)
         self.node = value.node if isinstance(value, TensorProxy) else None
         if self.static is not None:

@@ -41,6 +41,9 @@ CASES = {
     "take_along_axis_static": (lambda x: np.take_along_axis(x, np.array([[0], [4], [2], [1]]),
                                                             1), (X,)),
     "take_along_axis_none": (lambda x, i: np.take_along_axis(x, i + 5, axis=None), (X, IDX)),
+    "empty_list": (lambda x: x[[]], (X,)),
+    "take_empty": (lambda x: np.take(x, [], axis=1), (X,)),
+    "zero_d_index": (lambda x: np.take(x, np.array(2)) + x[np.array(1)], (X,)),
     "argmax_gather": (lambda x, i: np.take_along_axis(x, x.argmax(1)[:, None], 1), (X, IDX)),
     "gather_of_reduction": (lambda x, i: x.sum(1)[i] - x[i, 0], (X, IDX)),
 }
@@ -89,6 +92,18 @@ def test_traced_index_out_of_bounds_reads_the_clamped_element():
     assert_matches(got, want)
     got = fuse(lambda x, i: np.take(x, i))(X, far.astype(np.uint8))
     assert_matches(got, X.reshape(-1)[np.clip(far.astype(np.uint8), 0, 19)])
+
+
+def test_device_array_views_with_offsets(queue):
+    import pyopencl.array as cla
+
+    from fusejit.testing import to_host
+
+    x = cla.to_device(queue, np.arange(40.0).reshape(5, 8))[1:, 2:]
+    i = cla.to_device(queue, np.array([3, 0, 2, 1]))
+    got = fuse(lambda x, i: x[i] + np.pad(x, 1, mode="wrap")[1:-1, 1:-1])(x, i)
+    host = to_host(x)
+    assert_matches(got, host[i.get()] + np.pad(host, 1, mode="wrap")[1:-1, 1:-1])
 
 
 def test_narrow_traced_indices_into_a_long_axis():
