@@ -121,6 +121,8 @@ def _take_merged(x: Node, axis: int, index: _Index) -> Node:
     if index.static is not None:
         flat = take_static(x, axis, index.static.reshape(-1))
         return reshape(flat, pre + ishape + post)
+    if x.shape[axis] == 0 and math.prod(ishape):  # every index is out of bounds there
+        raise IndexError(f"index 0 is out of bounds for axis {axis} with size 0")
     lead = len(ishape) - 1 if ishape else 0
     xb = reshape(x, pre + (1,) * lead + (x.shape[axis],) + post)
     line = reshape(index.node, (1,) * len(pre) + (ishape or (1,)) + (1,) * len(post))

@@ -36,7 +36,8 @@ CASES = {
     "take_static_clip": (lambda x: x.take([-3, 2, 9], axis=0, mode="clip"), (X,)),
     "take_scalar": (lambda x, i: np.take(x, i[1], axis=1), (X, IDX)),
     "take_along_axis": (lambda x, i: np.take_along_axis(x, i[:, None] % 5, axis=1), (X, IDX)),
-    "take_along_axis_0": (lambda x, i: np.take_along_axis(x, (i[:2, None] + np.arange(5)) % 4, axis=0),
+    "take_along_axis_0": (lambda x, i: np.take_along_axis(x, (i[:2, None] + np.arange(5)) % 4,
+                                                          axis=0),
                           (X, IDX)),
     "take_along_axis_static": (lambda x: np.take_along_axis(x, np.array([[0], [4], [2], [1]]),
                                                             1), (X,)),
@@ -137,6 +138,8 @@ def test_in_place_write_of_a_gather_is_staged():
     (lambda x, i: x[i.astype(np.float32)], IndexError),
     (lambda x, i: x[np.array([0.5])], IndexError),
     (lambda x, i: x[i, i, i], IndexError),
+    (lambda x, i: x[:0][i], IndexError),  # a traced index into an empty axis
+    (lambda x, i: x[:, :0][:, i], IndexError),
 ])
 def test_bad_input_raises_numpys_error(fn, error, launches):
     with pytest.raises(error):
@@ -154,3 +157,16 @@ def test_bad_input_raises_numpys_error(fn, error, launches):
 def test_boolean_masks_are_refused(fn):
     with pytest.raises(UnsupportedOperationError, match="data-dependent shape.*np.where"):
         fuse(fn)(X, IDX)
+
+
+def test_out_argument():
+    def f(x, i, out):
+        np.take(x, i, axis=0, out=out)
+
+    got = np.zeros((4, 5), np.float32)
+    fuse(f)(X, IDX, got)
+    assert_matches(got, np.take(X, IDX, axis=0))
+    with pytest.raises(TypeError, match="out="):
+        fuse(lambda x, i: np.take(x, i, out=np.zeros(4, np.float32)))(X, IDX)
+    with pytest.raises(TypeError, match="out="):
+        fuse(lambda x, i: np.concatenate([x, x], out=np.zeros((8, 5), np.float32)))(X, IDX)
