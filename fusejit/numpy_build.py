@@ -326,6 +326,15 @@ def _fill(value: Any, x: TensorProxy) -> Node:
     return const(np.asarray(value).item(), x.dtype)
 
 
+def along(x: TensorProxy, axis: int | None) -> tuple[Node, int]:
+    """``x`` and a normalised axis, as NumPy's functions with ``axis=None`` take them: None
+    means the flattened array along axis 0."""
+    node = x.node
+    if axis is None:
+        node, axis = reshape(node, (x.size,)), 0
+    return node, shapes.normalize_axis(axis, node.ndim)
+
+
 def _static_int(value: Any, what: str) -> int:
     if isinstance(value, TensorProxy):
         raise UnsupportedOperationError(
@@ -357,11 +366,7 @@ def tile(A: Any, reps: Any) -> TensorProxy:
 
 @implements(np.repeat, method="repeat")
 def repeat(a: Any, repeats: Any, axis: int | None = None) -> TensorProxy:
-    x = lift(a)
-    node = x.node
-    if axis is None:
-        node, axis = reshape(node, (x.size,)), 0
-    axis = shapes.normalize_axis(axis, node.ndim)
+    node, axis = along(lift(a), axis)
     n = node.shape[axis]
     if isinstance(repeats, TensorProxy):
         raise UnsupportedOperationError(

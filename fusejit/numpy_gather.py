@@ -25,7 +25,7 @@ from . import shapes
 from .errors import UnsupportedOperationError
 from .ir import Node, const
 from .numpy_api import implements
-from .numpy_build import _write_out, gather, take_static
+from .numpy_build import _write_out, along, gather, take_static
 from .trace import (
     TensorProxy,
     apply_ufunc,
@@ -191,10 +191,7 @@ def take(a: Any, indices: Any, axis: int | None = None, out: Any = None,
     x = lift(a)
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
-    node = x.node
-    if axis is None:
-        node, axis = reshape(node, (x.size,)), 0
-    axis = shapes.normalize_axis(axis, node.ndim)
+    node, axis = along(x, axis)
     index = _Index(indices)
     n = node.shape[axis]
     if n == 0 and math.prod(index.shape):

@@ -17,7 +17,7 @@ from . import dtypes as dt
 from . import shapes
 from .errors import UnsupportedOperationError
 from .numpy_api import FUNCTIONS, _as_view_source, implements, transpose
-from .numpy_build import _static_int, _write_out, concatenate, stack, take_static
+from .numpy_build import _static_int, _write_out, along, concatenate, stack, take_static
 from .trace import TensorProxy, apply_ufunc, lift, reshape
 
 
@@ -25,7 +25,7 @@ def _flip(x: TensorProxy, axis: int) -> TensorProxy:
     return x[(slice(None),) * axis + (slice(None, None, -1),)]
 
 
-# -- split ------------------------------------------------------------------------------------------
+# -- split -----------------------------------------------------------------------------------------
 
 
 def _split(x: TensorProxy, sections: Any, axis: int, equal: bool) -> list[TensorProxy]:
@@ -102,11 +102,7 @@ def append(arr: Any, values: Any, axis: int | None = None) -> TensorProxy:
 
 @implements(np.delete)
 def delete(arr: Any, obj: Any, axis: int | None = None) -> TensorProxy:
-    x = lift(arr)
-    node = x.node
-    if axis is None:
-        node, axis = reshape(node, (x.size,)), 0
-    axis = shapes.normalize_axis(axis, node.ndim)
+    node, axis = along(lift(arr), axis)
     n = node.shape[axis]
     if isinstance(obj, TensorProxy):
         raise UnsupportedOperationError(
