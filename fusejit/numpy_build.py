@@ -56,13 +56,21 @@ def assemble(shape: tuple[int, ...], dtype: np.dtype, pieces: Sequence[tuple[Key
     win where regions overlap), ``base`` (default 0) elsewhere. Values are cast unsafely and
     broadcast to their region, as NumPy's ``result[key] = value`` does."""
     node = broadcast_to(cast(base, dtype), shape) if base is not None else const(0, dtype, shape)
+    fill = _literal_bytes(node)
     for key, value in pieces:
         region_shape, _, region = shapes.index_map(shape, key)
-        if 0 in region_shape:
-            continue
         value = broadcast_to(cast(value, dtype), region_shape)
+        if 0 in region_shape or (fill is not None and _literal_bytes(value) == fill):
+            continue  # (an empty region, or the base's own literal: np.pad's zeros on zeros)
         node = Node.make(Op.SETITEM, dtype, shape, (node, value), region)
     return node
+
+
+def _literal_bytes(node: Node) -> bytes | None:
+    """The bits of a literal seen through views (None for anything else)."""
+    while node.op is Op.VIEW:
+        node = node.srcs[0]
+    return node.arg if node.op is Op.CONST else None
 
 
 def _runs(src: np.ndarray) -> list[tuple[int, int, int, int]]:
