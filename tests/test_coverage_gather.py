@@ -170,3 +170,17 @@ def test_out_argument():
         fuse(lambda x, i: np.take(x, i, out=np.zeros(4, np.float32)))(X, IDX)
     with pytest.raises(TypeError, match="out="):
         fuse(lambda x, i: np.concatenate([x, x], out=np.zeros((8, 5), np.float32)))(X, IDX)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.bool_, np.uint8, np.int64])
+def test_dtypes(dtype):
+    """Gathers and index maps over storage types with their own loads (half, uchar bools)."""
+    def fn(x, i):
+        return (x[i], np.take_along_axis(x, (i[:, None] + 8) % 8, 1),
+                np.pad(x, 2, mode="symmetric"), np.concatenate([x, x[:1]]), np.roll(x, 3, 1),
+                np.diff(x, axis=0), np.nanmax(x, 1), np.searchsorted(np.arange(3).astype(dtype), x))
+
+    x = (np.arange(40).reshape(5, 8) % 3).astype(dtype)
+    i = np.array([4, 0, -1, 2, 1])
+    for got, want in zip(fuse(fn)(x, i), fn(x, i)):
+        assert_matches(got, want)
