@@ -56,13 +56,21 @@ def assemble(shape: tuple[int, ...], dtype: np.dtype, pieces: Sequence[tuple[Key
     win where regions overlap), ``base`` (default 0) elsewhere. Values are cast unsafely and
     broadcast to their region, as NumPy's ``result[key] = value`` does."""
     node = broadcast_to(cast(base, dtype), shape) if base is not None else const(0, dtype, shape)
+    fill = _literal_bytes(node)
     for key, value in pieces:
         region_shape, _, region = shapes.index_map(shape, key)
-        if 0 in region_shape:
-            continue
         value = broadcast_to(cast(value, dtype), region_shape)
+        if 0 in region_shape or (fill is not None and _literal_bytes(value) == fill):
+            continue  # (an empty region, or the base's own literal: np.pad's zeros on zeros)
         node = Node.make(Op.SETITEM, dtype, shape, (node, value), region)
     return node
+
+
+def _literal_bytes(node: Node) -> bytes | None:
+    """The bits of a literal seen through views (None for anything else)."""
+    while node.op is Op.VIEW:
+        node = node.srcs[0]
+    return node.arg if node.op is Op.CONST else None
 
 
 def _runs(src: np.ndarray) -> list[tuple[int, int, int, int]]:
@@ -112,6 +120,7 @@ def _captured_index(src: np.ndarray, axis: int, out_shape: tuple[int, ...]) -> N
 def gather(x: Node, axis: int, index: Node) -> Node:
     """GATHER: ``x`` read along ``axis`` at ``index`` (clamped into the axis on the device);
     ``x`` is broadcast over the other axes of ``index``."""
+    assert x.shape[axis] > 0 or 0 in index.shape, "a gather from an empty axis"  # callers raise
     shape = shapes.broadcast_shapes(index.shape, x.shape[:axis] + (1,) + x.shape[axis + 1:])
     xb = broadcast_to(x, shape[:axis] + (x.shape[axis],) + shape[axis + 1:])
     return Node.make(Op.GATHER, x.dtype, shape, (xb, broadcast_to(index, shape)), axis)
@@ -325,6 +334,15 @@ def _fill(value: Any, x: TensorProxy) -> Node:
     return const(np.asarray(value).item(), x.dtype)
 
 
+def along(x: TensorProxy, axis: int | None) -> tuple[Node, int]:
+    """``x`` and a normalised axis, as NumPy's functions with ``axis=None`` take them: None
+    means the flattened array along axis 0."""
+    node = x.node
+    if axis is None:
+        node, axis = reshape(node, (x.size,)), 0
+    return node, shapes.normalize_axis(axis, node.ndim)
+
+
 def _static_int(value: Any, what: str) -> int:
     if isinstance(value, TensorProxy):
         raise UnsupportedOperationError(
@@ -356,11 +374,7 @@ def tile(A: Any, reps: Any) -> TensorProxy:
 
 @implements(np.repeat, method="repeat")
 def repeat(a: Any, repeats: Any, axis: int | None = None) -> TensorProxy:
-    x = lift(a)
-    node = x.node
-    if axis is None:
-        node, axis = reshape(node, (x.size,)), 0
-    axis = shapes.normalize_axis(axis, node.ndim)
+    node, axis = along(lift(a), axis)
     n = node.shape[axis]
     if isinstance(repeats, TensorProxy):
         raise UnsupportedOperationError(

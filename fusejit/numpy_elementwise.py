@@ -261,6 +261,30 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
     return select(_u(np.isnan, xs), xs, res)
 
 
+# -- select, choose -------------------------------------------------------------------------------
+
+
+@implements(np.select)
+def select_(condlist: Any, choicelist: Any, default: Any = 0) -> TensorProxy:
+    """np.select: the first true condition's choice, else ``default`` (NumPy's dtype rules:
+    Python scalars weak)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    if len(condlist) == 0:
+        raise ValueError("select with an empty condition list is not possible")
+    raw = [to_operand(c) for c in (*choicelist, default)]
+    dtype = dt.result_type(*(_ptype(c) for c in raw))
+    conds = [lift(to_operand(c)) for c in condlist]
+    for i, c in enumerate(conds):
+        if c.dtype != dt.BOOL:
+            raise TypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
+    options = [TensorProxy(as_node(c, dtype)) for c in raw]
+    result = options[-1]
+    for cond, choice in zip(conds[::-1], options[-2::-1]):
+        result = select(cond, choice, result)
+    return TensorProxy(cast(result.node, dtype))
+
+
 # -- choose ---------------------------------------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from . import shapes
 from .errors import UnsupportedOperationError
 from .ir import Node, const
 from .numpy_api import implements
-from .numpy_build import _write_out, gather, take_static
+from .numpy_build import _write_out, along, gather, take_static
 from .trace import (
     TensorProxy,
     apply_ufunc,
@@ -33,7 +33,6 @@ from .trace import (
     cast,
     lift,
     reshape,
-    to_operand,
     where,
 )
 
@@ -52,7 +51,7 @@ def is_advanced(key: Any) -> bool:
     for k in parts:
         if not _is_array_index(k):
             continue
-        dtype = k.dtype if isinstance(k, (TensorProxy, np.ndarray)) else np.asarray(k).dtype
+        dtype = k.dtype if isinstance(k, (TensorProxy, np.ndarray)) else _list_index(k).dtype
         if dtype == dt.BOOL:
             raise UnsupportedOperationError(_MASK_REFUSED)
         if dtype.kind not in "iu":
@@ -61,11 +60,18 @@ def is_advanced(key: Any) -> bool:
     return advanced
 
 
+def _list_index(k: Any) -> np.ndarray:
+    """A list as NumPy indexes with it: an empty list is an empty intp array, not float64."""
+    arr = np.asarray(k)
+    return arr.astype(np.intp) if arr.size == 0 else arr
+
+
 class _Index:
     """One index of a gather: host-known (``static``, an int64 array) or traced (``node``)."""
 
     def __init__(self, value: Any) -> None:
-        value = to_operand(value)
+        if isinstance(value, (list, tuple)):
+            value = _list_index(value)
         self.static = None if isinstance(value, TensorProxy) else np.asarray(value)
         self.node = value.node if isinstance(value, TensorProxy) else None
         if self.static is not None:
@@ -74,6 +80,8 @@ class _Index:
             self.static = self.static.astype(np.int64)
         elif self.node.dtype.kind not in "iu":
             raise IndexError("arrays used as indices must be of integer (or boolean) type")
+        else:  # NumPy indexes with intp: an int8 index of an axis of 300 must not overflow
+            self.node = cast(self.node, dt.INT64)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -100,7 +108,7 @@ class _Index:
         i = TensorProxy(self.node)
         if mode == "wrap":
             i = apply_ufunc(np.remainder, (i, n), {})
-        elif mode != "clip" and self.node.dtype.kind == "i":
+        elif mode != "clip":
             i = where(apply_ufunc(np.less, (i, 0), {}), apply_ufunc(np.add, (i, n), {}), i)
         out.static, out.node = None, i.node
         return out
@@ -113,6 +121,8 @@ def _take_merged(x: Node, axis: int, index: _Index) -> Node:
     if index.static is not None:
         flat = take_static(x, axis, index.static.reshape(-1))
         return reshape(flat, pre + ishape + post)
+    if x.shape[axis] == 0 and math.prod(ishape):  # every index is out of bounds there
+        raise IndexError(f"index 0 is out of bounds for axis {axis} with size 0")
     lead = len(ishape) - 1 if ishape else 0
     xb = reshape(x, pre + (1,) * lead + (x.shape[axis],) + post)
     line = reshape(index.node, (1,) * len(pre) + (ishape or (1,)) + (1,) * len(post))
@@ -181,10 +191,7 @@ def take(a: Any, indices: Any, axis: int | None = None, out: Any = None,
     x = lift(a)
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
-    node = x.node
-    if axis is None:
-        node, axis = reshape(node, (x.size,)), 0
-    axis = shapes.normalize_axis(axis, node.ndim)
+    node, axis = along(x, axis)
     index = _Index(indices)
     n = node.shape[axis]
     if n == 0 and math.prod(index.shape):

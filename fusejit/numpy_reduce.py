@@ -194,7 +194,7 @@ def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: f
     return _write_out(apply_ufunc(np.sqrt, (var,), {}), out)
 
 
-# -- average, ptp, count_nonzero --------------------------------------------------------------------
+# -- average, ptp, count_nonzero -------------------------------------------------------------------
 
 
 @implements(np.average)
@@ -246,7 +246,7 @@ def count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False) -> Tensor
     return _sum(TensorProxy(cast(x.node, dt.BOOL)), axis, np.intp, None, keepdims)
 
 
-# -- np.linalg.norm ---------------------------------------------------------------------------------
+# -- np.linalg.norm --------------------------------------------------------------------------------
 
 
 def _abs(x: TensorProxy) -> TensorProxy:
@@ -319,7 +319,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     return ret
 
 
-# -- ufunc.reduce beyond the reduction ops ----------------------------------------------------------
+# -- ufunc.reduce beyond the reduction ops ---------------------------------------------------------
 
 
 def _logaddexp_reduce(ufunc: np.ufunc, x: TensorProxy, axis: Any, dtype: Any, out: Any,

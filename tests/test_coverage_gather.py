@@ -36,11 +36,15 @@ CASES = {
     "take_static_clip": (lambda x: x.take([-3, 2, 9], axis=0, mode="clip"), (X,)),
     "take_scalar": (lambda x, i: np.take(x, i[1], axis=1), (X, IDX)),
     "take_along_axis": (lambda x, i: np.take_along_axis(x, i[:, None] % 5, axis=1), (X, IDX)),
-    "take_along_axis_0": (lambda x, i: np.take_along_axis(x, (i[:2, None] + np.arange(5)) % 4, axis=0),
+    "take_along_axis_0": (lambda x, i: np.take_along_axis(x, (i[:2, None] + np.arange(5)) % 4,
+                                                          axis=0),
                           (X, IDX)),
     "take_along_axis_static": (lambda x: np.take_along_axis(x, np.array([[0], [4], [2], [1]]),
                                                             1), (X,)),
     "take_along_axis_none": (lambda x, i: np.take_along_axis(x, i + 5, axis=None), (X, IDX)),
+    "empty_list": (lambda x: x[[]], (X,)),
+    "take_empty": (lambda x: np.take(x, [], axis=1), (X,)),
+    "zero_d_index": (lambda x: np.take(x, np.array(2)) + x[np.array(1)], (X,)),
     "argmax_gather": (lambda x, i: np.take_along_axis(x, x.argmax(1)[:, None], 1), (X, IDX)),
     "gather_of_reduction": (lambda x, i: x.sum(1)[i] - x[i, 0], (X, IDX)),
 }
@@ -91,6 +95,26 @@ def test_traced_index_out_of_bounds_reads_the_clamped_element():
     assert_matches(got, X.reshape(-1)[np.clip(far.astype(np.uint8), 0, 19)])
 
 
+def test_device_array_views_with_offsets(queue):
+    import pyopencl.array as cla
+
+    from fusejit.testing import to_host
+
+    x = cla.to_device(queue, np.arange(40.0).reshape(5, 8))[1:, 2:]
+    i = cla.to_device(queue, np.array([3, 0, 2, 1]))
+    got = fuse(lambda x, i: x[i] + np.pad(x, 1, mode="wrap")[1:-1, 1:-1])(x, i)
+    host = to_host(x)
+    assert_matches(got, host[i.get()] + np.pad(host, 1, mode="wrap")[1:-1, 1:-1])
+
+
+def test_narrow_traced_indices_into_a_long_axis():
+    x = np.arange(300, dtype=np.float32)
+    i = np.array([-100, 5, 127, -1], np.int8)
+    for mode in ("raise", "wrap", "clip"):
+        assert_matches(fuse(lambda x, i: np.take(x, i, mode=mode))(x, i), np.take(x, i, mode=mode))
+    assert_matches(fuse(lambda x, i: x[i])(x, i), x[i])
+
+
 def test_in_place_write_of_a_gather_is_staged():
     def f(x, i):
         x[...] = x[i]
@@ -114,6 +138,8 @@ def test_in_place_write_of_a_gather_is_staged():
     (lambda x, i: x[i.astype(np.float32)], IndexError),
     (lambda x, i: x[np.array([0.5])], IndexError),
     (lambda x, i: x[i, i, i], IndexError),
+    (lambda x, i: x[:0][i], IndexError),  # a traced index into an empty axis
+    (lambda x, i: x[:, :0][:, i], IndexError),
 ])
 def test_bad_input_raises_numpys_error(fn, error, launches):
     with pytest.raises(error):
@@ -131,3 +157,30 @@ def test_bad_input_raises_numpys_error(fn, error, launches):
 def test_boolean_masks_are_refused(fn):
     with pytest.raises(UnsupportedOperationError, match="data-dependent shape.*np.where"):
         fuse(fn)(X, IDX)
+
+
+def test_out_argument():
+    def f(x, i, out):
+        np.take(x, i, axis=0, out=out)
+
+    got = np.zeros((4, 5), np.float32)
+    fuse(f)(X, IDX, got)
+    assert_matches(got, np.take(X, IDX, axis=0))
+    with pytest.raises(TypeError, match="out="):
+        fuse(lambda x, i: np.take(x, i, out=np.zeros(4, np.float32)))(X, IDX)
+    with pytest.raises(TypeError, match="out="):
+        fuse(lambda x, i: np.concatenate([x, x], out=np.zeros((8, 5), np.float32)))(X, IDX)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.bool_, np.uint8, np.int64])
+def test_dtypes(dtype):
+    """Gathers and index maps over storage types with their own loads (half, uchar bools)."""
+    def fn(x, i):
+        return (x[i], np.take_along_axis(x, (i[:, None] + 8) % 8, 1),
+                np.pad(x, 2, mode="symmetric"), np.concatenate([x, x[:1]]), np.roll(x, 3, 1),
+                np.diff(x, axis=0), np.nanmax(x, 1), np.searchsorted(np.arange(3).astype(dtype), x))
+
+    x = (np.arange(40).reshape(5, 8) % 3).astype(dtype)
+    i = np.array([4, 0, -1, 2, 1])
+    for got, want in zip(fuse(fn)(x, i), fn(x, i)):
+        assert_matches(got, want)

@@ -101,7 +101,10 @@ def test_kernel_counts(fn, kernels):
     x = np.nan_to_num(F)
     low = fuse(fn).lower(x)
     assert len(low.kernels) == kernels, low
-    assert_matches(fuse(fn)(x), fn(x), ulp=16)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a row with no positive element: NumPy's empty mean
+        want = fn(x)
+    assert_matches(fuse(fn)(x), want, ulp=16)
 
 
 @pytest.mark.parametrize("fn, error", [

@@ -15,7 +15,6 @@ import pytest
 from test_reductions import assert_reduction_matches
 
 from fusejit import fuse
-from fusejit.errors import UnsupportedOperationError
 from fusejit.testing import assert_matches
 
 nan, inf = np.nan, np.inf
@@ -155,10 +154,11 @@ def test_duplicate_axes_and_tuple_axis_of_argmax_raise_like_numpy() -> None:
         fuse(lambda a: np.argmax(a, axis=(0, 1))).lower(x)
 
 
-def test_where_argument_is_refused_with_a_clear_error() -> None:
-    x = np.ones((3, 4), np.float32)
-    with pytest.raises(UnsupportedOperationError, match="where="):
-        fuse(lambda a: np.sum(a, where=a > 0)).lower(x)
+def test_where_argument_matches_numpy() -> None:
+    # (supported since issue 17; tests/test_coverage_reduce.py covers where= in full)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    got = fuse(lambda a: np.sum(a, where=a > 0))(x)
+    np.testing.assert_array_equal(got, np.sum(x, where=x > 0))
 
 
 # -- dtype=, initial= ------------------------------------------------------------------------------

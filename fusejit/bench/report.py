@@ -224,8 +224,8 @@ def plot(doc: dict[str, Any], path: str) -> str | None:
     if others:
         for impl, marker in (("fused", "*"), ("unfused", "P"), ("numpy", "s")):
             ax2.plot([], [], marker, color="black", label=f"marker: {impl}")
-    ax2.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _bytes(v)))
     ax2.set_xscale("log")
+    ax2.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _bytes(v)))  # (after set_xscale)
     ax2.set_yscale("log")
     ax2.set_xlabel("minimal bytes moved per call (inputs read once, outputs written once)")
     ax2.set_ylabel("achieved GB/s")
