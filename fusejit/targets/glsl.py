@@ -464,6 +464,9 @@ class GLSLTarget(Target):
     name = "glsl"
     vector_code = False  # GPUs scalarise vectors anyway; a buffer has one element type
     fixed_local_size = True  # local_size_x is part of the shader
+    # any/all/max/min of bools accumulate as 0/1 uint: on an H200, bool accumulators (bool
+    # registers and shared arrays) gave wrong any() results where uint ones are plain
+    bool_accumulator = dt.UINT32
     # the work-group number is a linear index folded over (x, y) when a dimension would pass
     # 65,535 groups; the launch passes the groups in dimension 0 and in all (fj_g0, fj_groups)
     global_id = "(fj_lin * gl_WorkGroupSize.x + gl_LocalInvocationID.x)"
