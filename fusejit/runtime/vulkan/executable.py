@@ -132,6 +132,7 @@ class VulkanExecutable:
         self.treedef = treedef
         self.host_mode = host_mode
         self.queue_arg = -1  # set by the caller: the first device-array argument
+        self.constants = constants  # (validate mode re-evaluates the graph with them)
         prelude = module.prelude
         self.pipelines = [_Pipeline(device, prelude, k, name) for k in module.kernels
                           if math.prod(k.global_size) > 0]
