@@ -104,7 +104,8 @@ class ReductionKernels:
                 loop = _cache_loop(top, t, it, cache, ly, R, M % lx == 0)
             elif gy > 1:
                 loop = top.nested(
-                    f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < min({t.cast(it, str(R))}, "
+                    f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < "
+                    f"min({t.cast(it, str(R))}, "
                     f"(gy_ + 1) * {chunk}); r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
             else:
                 loop = top.nested(f"for ({it} r = ly_, k = 0; active && r < {R}; "
