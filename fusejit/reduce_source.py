@@ -37,7 +37,7 @@ class ReductionKernels:
         outer = math.prod(group.outer_shape)
         base = len(self.partials)
         for r in group.reductions:
-            acc = _acc_dtype(r)
+            acc = _acc_dtype(r, self.target)
             self.partials.append(Partial(outer * st.gy, acc))
             if r.op in (Op.ARGMAX, Op.ARGMIN):
                 self.partials.append(Partial(outer * st.gy, dt.INT64))
@@ -90,7 +90,7 @@ class ReductionKernels:
         for s_i, stage in enumerate(group.stages):
             accs = []
             for j, r in enumerate(stage):
-                acc_dt = _acc_dtype(r)
+                acc_dt = _acc_dtype(r, t)
                 low.note_dtype(acc_dt)
                 ctype = t.compute_type(acc_dt) if V == 1 else t.vector_type(acc_dt, V)
                 init = _identity(t, r, acc_dt) if V == 1 else \
@@ -105,13 +105,17 @@ class ReductionKernels:
                 loop = _cache_loop(top, t, it, cache, ly, R, M % lx == 0)
             elif gy > 1:
                 loop = top.nested(
-                    f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < min({t.cast(it, str(R))}, "
+                    f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < "
+                    f"min({t.cast(it, str(R))}, "
                     f"(gy_ + 1) * {chunk}); r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
             else:
                 loop = top.nested(f"for ({it} r = ly_, k = 0; active && r < {R}; "
                                   f"r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
             for r, acc, arg, acc_dt, levels in accs:
                 v = loop.value(r.srcs[0], row_idx)
+                if acc_dt != r.srcs[0].dtype and r.srcs[0].dtype == dt.BOOL and V == 1:
+                    v = loop.emit(t.compute_type(acc_dt), t.render_cast(dt.BOOL, acc_dt, "{0}"),
+                                  v)  # a bool accumulated in the target's bool_accumulator
                 if V > 1:
                     combined = t.render_op_vector(_COMBINE[r.op], acc_dt, [acc_dt, acc_dt],
                                                   ["{0}", "{1}"], V)
@@ -172,7 +176,7 @@ class ReductionKernels:
             slot = partial_out
             for r in group.reductions:
                 value, arg = results[r]
-                acc_dt = _acc_dtype(r)
+                acc_dt = _acc_dtype(r, t)
                 ptr = low.args.buffer("partial", slot, acc_dt, write=True)
                 lines_guard.emit(None, t.store(ptr, f"o * {gy} + gy_", "{0}", acc_dt), value)
                 slot += 1
@@ -227,7 +231,7 @@ class ReductionKernels:
         M = math.prod(group.outer_shape)
         gy = st.gy
         ly = 1
-        while ly < min(gy, 256):
+        while ly < min(gy, 256) and ly * 2 <= self.barrier_group:
             ly *= 2
         top = Block(low)
         outer_idx = unravel(Expr.var("o", M), group.outer_shape)
@@ -236,7 +240,7 @@ class ReductionKernels:
         local_decls = []
         slot = base
         for j, r in enumerate(group.reductions):
-            acc_dt = _acc_dtype(r)
+            acc_dt = _acc_dtype(r, t)
             ctype = t.compute_type(acc_dt)
             ptr = low.args.buffer("partial", slot, acc_dt)
             slot += 1
@@ -296,10 +300,13 @@ def _cache_loop(top: Block, t: Target, it: str, cache: int, ly: int, R: int,
 # -- reduction helpers --------------------------------------------------------------------------------
 
 
-def _acc_dtype(r: Node) -> np.dtype:
-    """Accumulator dtype: the result dtype (float16 accumulates in float32, its compute type)."""
+def _acc_dtype(r: Node, t: Target) -> np.dtype:
+    """Accumulator dtype: the result dtype (float16 accumulates in float32, its compute type;
+    bool in the target's ``bool_accumulator`` where it has one)."""
     if r.op in (Op.ARGMAX, Op.ARGMIN):
         return r.srcs[0].dtype
+    if r.dtype == dt.BOOL and t.bool_accumulator is not None:
+        return t.bool_accumulator
     return r.dtype
 
 
@@ -438,4 +445,7 @@ def _finish(top: Block, t: Target, r: Node, value: Ref, arg: Ref | None) -> Ref:
         return top.emit(t.compute_type(dt.INT64), "({0} < 0 ? 0 : {0})", arg)
     if r.dtype == dt.FLOAT16:
         return top.emit(t.compute_type(dt.FLOAT32), t.round_to_storage(r.dtype, "{0}"), value)
+    acc = _acc_dtype(r, t)
+    if acc != r.dtype:  # a bool accumulated in the target's bool_accumulator
+        return top.emit(t.compute_type(r.dtype), t.render_cast(acc, r.dtype, "{0}"), value)
     return value

@@ -51,6 +51,9 @@ class SourceModule(ReductionKernels):
         self.limits = limits
         is_gpu = self.is_gpu = bool(getattr(limits, "is_gpu", False))
         self.default_local = min(256, getattr(limits, "max_work_group", 256)) if is_gpu else None
+        # the widest work-group a barrier may synchronise (split reductions' combine kernels)
+        self.barrier_group = getattr(limits, "max_barrier_group", 0) or \
+            getattr(limits, "max_work_group", 256)
 
     def _needs_wide(self) -> bool:
         limit = 2**31 - 1

@@ -35,7 +35,6 @@ from fusejit import (
     UnsupportedOperationError,
     fuse,
 )
-from fusejit import api as fj_api
 from fusejit.testing import to_host
 
 VALUES = "values"  # NumPy returns values: fusejit must return the same
@@ -488,7 +487,9 @@ def _readonly(x: np.ndarray) -> np.ndarray:
 
 
 def _no_fp64(mp: pytest.MonkeyPatch) -> None:
-    real = fj_api.device_info
+    from fusejit.runtime import opencl  # the backend that asks for device facts and builds
+
+    real = opencl.device_info
 
     def without_fp64(device: cl.Device) -> Any:
         return dataclasses.replace(real(device), has_fp64=False)
@@ -496,8 +497,8 @@ def _no_fp64(mp: pytest.MonkeyPatch) -> None:
     def no_build(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a kernel was built for a device without fp64")
 
-    mp.setattr(fj_api, "device_info", without_fp64)
-    mp.setattr(fj_api, "build_cached", no_build)
+    mp.setattr(opencl, "device_info", without_fp64)
+    mp.setattr(opencl, "build_cached", no_build)
 
 
 # -- the runner -------------------------------------------------------------------------------------

@@ -47,6 +47,9 @@ class DeviceLimits:
     compute_units: int = 8
     is_gpu: bool = False
     max_arg_bytes: int = 1024  # CL_DEVICE_MAX_PARAMETER_SIZE (1 KiB is the guaranteed minimum)
+    # work-items a work-group that synchronises with barriers may have (0: max_work_group);
+    # Vulkan through naga's GLSL: one subgroup, see runtime/vulkan/device.py
+    max_barrier_group: int = 0
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ def choose_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int
     memory each lane needs for the trees (the work-group must fit ``limits.local_mem``)."""
     red = math.prod(space[i] for i in axes)
     outer = math.prod(d for i, d in enumerate(space) if i not in axes)
-    wg = min(limits.max_work_group, 1024 if limits.is_gpu else 256)
+    wg = min(limits.max_barrier_group or limits.max_work_group, 1024 if limits.is_gpu else 256)
     target_groups = limits.compute_units * (8 if limits.is_gpu else 2)
     if inner_contiguous and limits.is_gpu:
         # Rows along lanes. Measured on an H200 (softmax 16384x1024, layernorm 8192x4096):

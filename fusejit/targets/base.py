@@ -131,6 +131,7 @@ class Target(abc.ABC):
     unroll_hint: str = "#pragma unroll\n    "  # before a loop the compiler should unroll
     vector_code: bool = True  # vector types for lanes of neighbouring elements (else scalar)
     fixed_local_size: bool = False  # the work-group shape is compiled in (never autotuned)
+    bool_accumulator: np.dtype | None = None  # what reductions of bools accumulate in (None: bool)
 
     def cast(self, ctype: str, x: str) -> str:
         """``x`` converted to the type named ``ctype`` (index math, iota values)."""

@@ -31,6 +31,12 @@ from .. import dtypes as dt
 from ..errors import UnsupportedDTypeError
 from ..ops import OPS, Op
 from .base import Target
+from .glsl_helpers import DERIVED as _DERIVED
+from .glsl_helpers import HELPERS as _HELPERS
+from .glsl_helpers import ISNAN as _ISNAN
+from .glsl_helpers import SPECIAL as _SPECIAL
+from .glsl_helpers import special as _special
+from .glsl_helpers import truth as _truth
 
 _GL = {"bool": "bool", "int32": "int", "uint32": "uint", "float32": "float"}
 _STORAGE = {"bool": "uint", "int32": "int", "uint32": "uint", "float32": "float"}
@@ -53,15 +59,16 @@ TOLERANCES: dict[Op, int] = {
                            Op.ARCTAN2, Op.SINH, Op.COSH, Op.TANH, Op.ARCSINH, Op.ARCCOSH,
                            Op.ARCTANH, Op.POW, Op.EXPM1, Op.LOG1P, Op.LOGADDEXP, Op.LOGADDEXP2,
                            Op.CBRT, Op.HYPOT)},
-    **{op: 64 for op in (Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG10)},
+    # exp's 3 + 2|x| ULP reaches 180 ULP at |x| = 88
+    **{op: 256 for op in (Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG10)},
     Op.TRUEDIV: 3, Op.SQRT: 3, Op.RECIPROCAL: 3,
 }
 
-# Where those bounds hold: Vulkan's sin/cos/tan bound is for |x| <= pi and lavapipe's builtins
-# reduce larger arguments only approximately, so the tolerance holds for |x| <= TRIG_DOMAIN; and
+# Where those bounds hold: Vulkan's sin/cos/tan bound is for |x| <= pi and the builtins reduce
+# larger arguments only approximately, so the tolerance holds for |x| <= TRIG_DOMAIN; and
 # the transcendental builtins may flush subnormal inputs and results (no shaderDenormPreserve
 # requirement), so those are outside the promise too.
-TRIG_DOMAIN = 65536.0
+TRIG_DOMAIN = 128.0
 TRIG_OPS = frozenset({Op.SIN, Op.COS, Op.TAN})
 
 _T: dict[tuple[Op, str], str] = {
@@ -165,280 +172,6 @@ for _op, _sym in _COMPARE.items():
                       if _op is not Op.NE else "(fj_isnan({a}) || fj_isnan({b}) || !({a} == {b}))")
     _T[(_op, "b")] = "(int({a}) " + _sym + " int({b}))"  # GLSL orders no bools
 
-# helper functions, emitted once per shader when a template names them; NaN tests by bits
-_ISNAN = """bool fj_isnan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
-float fj_divzero(float a, float b) {
-    /* a / b for b == +-0 by bit pattern: lavapipe folds x / 0.0 with a constant zero to 0 */
-    if (fj_isnan(a) || a == 0.0) return uintBitsToFloat(0x7fc00000u);
-    return uintBitsToFloat(0x7f800000u | ((floatBitsToUint(a) ^ floatBitsToUint(b)) & 0x80000000u));
-}
-float fj_div(float a, float b) { return b == 0.0 ? fj_divzero(a, b) : a / b; }
-"""
-_HELPERS: dict[str, str] = {
-    "fj_fmod": """
-float fj_fmod(float a, float b) {
-    /* exact C fmod: subtract b * 2^k (Sterbenz: exact) from the largest k down */
-    uint ua = floatBitsToUint(a) & 0x7fffffffu, ub = floatBitsToUint(b) & 0x7fffffffu;
-    if (ua >= 0x7f800000u || ub > 0x7f800000u || ub == 0u) return uintBitsToFloat(0x7fc00000u);
-    float x = uintBitsToFloat(ua), y = uintBitsToFloat(ub);
-    if (ub == 0x7f800000u || x < y) return a;
-    float t = y;
-    while (t * 2.0 <= x) t *= 2.0;
-    while (t >= y) { if (x >= t) x -= t; t *= 0.5; }
-    return uintBitsToFloat(floatBitsToUint(x) | (floatBitsToUint(a) & 0x80000000u));
-}
-""",
-    "fj_floordiv_f": """
-float fj_divmod(float a, float b, out float modulus) {
-    float mod = fj_fmod(a, b);
-    if (b == 0.0) { modulus = mod; return fj_divzero(a, b); }
-    if (fj_isnan(b) || fj_isnan(a)) { modulus = mod; return a / b; }
-    float div = (a - mod) / b;
-    if (!(mod == 0.0)) {  /* NaN too: SPIR-V's != is ordered */
-        if ((b < 0.0) != (mod < 0.0)) { mod += b; div -= 1.0; }
-    } else {
-        mod = b < 0.0 || (floatBitsToUint(b) >> 31) != 0u ? -0.0 : 0.0;
-    }
-    float floordiv;
-    if (!(div == 0.0)) {
-        floordiv = fj_isnan(div) ? div : floor(div);
-        if (div - floordiv > 0.5) floordiv += 1.0;
-    } else {
-        floordiv = (floatBitsToUint(a / b) >> 31) != 0u ? -0.0 : 0.0;
-    }
-    modulus = mod;
-    return floordiv;
-}
-float fj_floordiv_f(float a, float b) {
-    float mod;
-    if (b == 0.0) return fj_divzero(a, b);
-    return fj_divmod(a, b, mod);
-}
-float fj_remainder_f(float a, float b) {
-    float mod;
-    if (b == 0.0) return fj_fmod(a, b);
-    fj_divmod(a, b, mod);
-    return mod;
-}
-""",
-    "fj_floordiv_i": """
-int fj_floordiv_i(int a, int b) {
-    if (b == 0) return 0;
-    if (b == -1) return -a;
-    int q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
-    return q;
-}
-int fj_remainder_i(int a, int b) {
-    if (b == 0 || b == -1) return 0;
-    int r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
-}
-""",
-    "fj_pow_i": """
-uint fj_upow(uint x, uint e) {
-    uint r = 1u;
-    while (e != 0u) { if ((e & 1u) != 0u) r *= x; x *= x; e >>= 1; }
-    return r;
-}
-int fj_pow_i(int a, int b) {
-    if (b < 0) return (a == 1) ? 1 : ((a == -1) ? (((b & 1) != 0) ? -1 : 1) : 0);
-    return int(fj_upow(uint(a), uint(b)));
-}
-uint fj_pow_u(uint a, uint b) { return fj_upow(a, b); }
-""",
-    "fj_gcd_i": """
-uint fj_ugcd(uint x, uint y) {
-    while (y != 0u) { uint r = x % y; x = y; y = r; }
-    return x;
-}
-uint fj_uabs(int a) { return a < 0 ? 0u - uint(a) : uint(a); }
-int fj_gcd_i(int a, int b) { return int(fj_ugcd(fj_uabs(a), fj_uabs(b))); }
-uint fj_gcd_u(uint a, uint b) { return fj_ugcd(a, b); }
-int fj_lcm_i(int a, int b) {
-    uint g = fj_ugcd(fj_uabs(a), fj_uabs(b));
-    return g == 0u ? 0 : int((fj_uabs(a) / g) * fj_uabs(b));
-}
-uint fj_lcm_u(uint a, uint b) {
-    uint g = fj_ugcd(a, b);
-    return g == 0u ? 0u : (a / g) * b;
-}
-""",
-    "fj_pow_f": """
-float fj_pow_f(float a, float b) {
-    /* C pow's special cases; GLSL pow is undefined for a < 0 and for a == 0, b <= 0 */
-    if (b == 0.0 || a == 1.0) return 1.0;
-    if (fj_isnan(a) || fj_isnan(b)) return a + b;
-    float ab = abs(a);
-    bool b_int = floor(b) == b && (floatBitsToUint(b) & 0x7fffffffu) < 0x7f800000u;
-    bool odd = b_int && abs(b) < 16777216.0 && mod(abs(b), 2.0) == 1.0;
-    if ((floatBitsToUint(b) & 0x7fffffffu) == 0x7f800000u) {
-        if (ab == 1.0) return 1.0;
-        return (ab > 1.0) == (b > 0.0) ? uintBitsToFloat(0x7f800000u) : 0.0;
-    }
-    if (floatBitsToUint(ab) == 0x7f800000u) {
-        float r = b > 0.0 ? ab : 0.0;
-        return (a < 0.0 && odd) ? -r : r;
-    }
-    if (a == 0.0) {
-        float r = b < 0.0 ? uintBitsToFloat(0x7f800000u) : 0.0;
-        return odd ? uintBitsToFloat(floatBitsToUint(r) | (floatBitsToUint(a) & 0x80000000u)) : r;
-    }
-    if (a < 0.0 && !b_int) return uintBitsToFloat(0x7fc00000u);
-    float r = exp2(b * log2(ab));
-    return (a < 0.0 && odd) ? -r : r;
-}
-""",
-    "fj_atan2": """
-float fj_atan2(float y, float x) {
-    if (fj_isnan(x) || fj_isnan(y)) return x + y;
-    float s = (floatBitsToUint(y) >> 31) != 0u ? -1.0 : 1.0;
-    bool xneg = (floatBitsToUint(x) >> 31) != 0u;
-    bool xinf = (floatBitsToUint(x) & 0x7fffffffu) == 0x7f800000u;
-    bool yinf = (floatBitsToUint(y) & 0x7fffffffu) == 0x7f800000u;
-    if (y == 0.0) return xneg ? s * 3.14159265358979 : s * 0.0;
-    if (yinf) return s * (xinf ? (xneg ? 2.35619449019234 : 0.785398163397448) : 1.5707963267949);
-    if (xinf) return xneg ? s * 3.14159265358979 : s * 0.0;
-    if (x == 0.0) return s * 1.5707963267949;
-    return atan(y, x);
-}
-""",
-    "fj_hypot": """
-float fj_hypot(float a, float b) {
-    float x = abs(a), y = abs(b);
-    if (floatBitsToUint(x) == 0x7f800000u || floatBitsToUint(y) == 0x7f800000u)
-        return uintBitsToFloat(0x7f800000u);
-    if (fj_isnan(x) || fj_isnan(y)) return x + y;
-    float m = max(x, y), n = min(x, y);
-    if (m == 0.0) return 0.0;
-    float r = n / m;
-    return m * sqrt(1.0 + r * r);
-}
-""",
-    "fj_nextafter": """
-float fj_nextafter(float a, float b) {
-    if (fj_isnan(a) || fj_isnan(b)) return a + b;
-    if (a == b) return b;
-    if (a == 0.0) return uintBitsToFloat(b > 0.0 ? 1u : 0x80000001u);
-    uint h = floatBitsToUint(a);
-    if ((a < b) == (a > 0.0)) h += 1u; else h -= 1u;
-    return uintBitsToFloat(h);
-}
-""",
-    "fj_ldexp": """
-float fj_ldexp(float a, int e) {
-    /* in steps, so neither the scale factor nor an intermediate overflows too early */
-    if (a == 0.0 || fj_isnan(a) || (floatBitsToUint(a) & 0x7fffffffu) == 0x7f800000u) return a;
-    e = clamp(e, -400, 400);
-    while (e > 100) { a *= uintBitsToFloat(0x71800000u); e -= 100; }
-    while (e < -100) { a *= uintBitsToFloat(0x0d800000u); e += 100; }
-    return e > 0 ? a * uintBitsToFloat(uint(e + 127) << 23) :
-        (e >= -126 ? a * uintBitsToFloat(uint(e + 127) << 23)
-                   : a * uintBitsToFloat(uint(e + 126 + 127) << 23) * uintBitsToFloat(0x00800000u));
-}
-""",
-    "fj_logaddexp": """
-float fj_logaddexp(float x, float y) {
-    if (fj_isnan(x) || fj_isnan(y)) return x + y;
-    if (x == y) return x + 0.693147180559945;
-    float tmp = x - y;
-    if (tmp > 0.0) return x + fj_special_fj_log1p(exp(-tmp));
-    if (tmp <= 0.0) return y + fj_special_fj_log1p(exp(tmp));
-    return tmp;
-}
-float fj_logaddexp2(float x, float y) {
-    if (fj_isnan(x) || fj_isnan(y)) return x + y;
-    if (x == y) return x + 1.0;
-    float tmp = x - y;
-    if (tmp > 0.0) return x + 1.44269504088896 * fj_special_fj_log1p(exp2(-tmp));
-    if (tmp <= 0.0) return y + 1.44269504088896 * fj_special_fj_log1p(exp2(tmp));
-    return tmp;
-}
-""",
-}
-# The unary math ops: NaN propagates and infinities/zeros/domain edges give C's values before
-# the builtin (undefined there in GLSL) is reached. (name, argument conditions -> result)
-_INF, _NINF, _NAN = "uintBitsToFloat(0x7f800000u)", "uintBitsToFloat(0xff800000u)", \
-    "uintBitsToFloat(0x7fc00000u)"
-_SPECIAL: dict[str, list[tuple[str, str]]] = {
-    "exp": [("x == " + _INF, "x"), ("x == " + _NINF, "0.0"), ("x > 88.8", _INF)],
-    "exp2": [("x == " + _INF, "x"), ("x == " + _NINF, "0.0"), ("x >= 128.0", _INF)],
-    "fj_expm1": [("x == " + _INF, "x"), ("x == " + _NINF, "-1.0"), ("x > 88.8", _INF),
-                 ("x == 0.0", "x")],
-    "log": [("x < 0.0", _NAN), ("x == 0.0", _NINF), ("x == " + _INF, "x")],
-    "log2": [("x < 0.0", _NAN), ("x == 0.0", _NINF), ("x == " + _INF, "x")],
-    "fj_log10": [("x < 0.0", _NAN), ("x == 0.0", _NINF), ("x == " + _INF, "x")],
-    "fj_log1p": [("x < -1.0", _NAN), ("x == -1.0", _NINF), ("x == " + _INF, "x"),
-                 ("x == 0.0", "x")],
-    "sqrt": [("x < 0.0", _NAN), ("x == 0.0", "x"), ("x == " + _INF, "x")],
-    "fj_cbrt": [("x == 0.0", "x"), ("abs(x) == " + _INF, "x")],
-    "sin": [("abs(x) == " + _INF, _NAN), ("x == 0.0", "x")],
-    "cos": [("abs(x) == " + _INF, _NAN)],
-    "tan": [("abs(x) == " + _INF, _NAN), ("x == 0.0", "x")],
-    "asin": [("abs(x) > 1.0", _NAN), ("x == 0.0", "x")],
-    "acos": [("abs(x) > 1.0", _NAN)],
-    "atan": [("x == " + _INF, "1.5707963267949"), ("x == " + _NINF, "-1.5707963267949"),
-             ("x == 0.0", "x")],
-    "sinh": [("abs(x) > 89.5", "x * " + _INF), ("x == 0.0", "x"),
-             ("abs(x) < 0.01", "fj_series(x, 0.0, 0.166666667, 0.0, 0.00833333333)")],
-    "cosh": [("abs(x) > 89.5", _INF)],
-    "tanh": [("x > 9.0", "1.0"), ("x < -9.0", "-1.0"), ("x == 0.0", "x"),
-             ("abs(x) < 0.01", "fj_series(x, 0.0, -0.333333333, 0.0, 0.133333333)")],
-    # the builtins square x (log(x + sqrt(x*x +- 1))): beyond 2^60 that overflows, while
-    # asinh/acosh are log(2x) to float32 precision there
-    "asinh": [("abs(x) == " + _INF, "x"), ("x == 0.0", "x"),
-              ("abs(x) < 0.01", "fj_series(x, 0.0, -0.166666667, 0.0, 0.075)"),
-              ("x > 1.1529215e18", "log(x) + 0.693147180559945"),
-              ("x < -1.1529215e18", "-(log(-x) + 0.693147180559945)")],
-    "acosh": [("x < 1.0", _NAN), ("x == " + _INF, "x"),
-              ("x > 1.1529215e18", "log(x) + 0.693147180559945")],
-    "atanh": [("abs(x) > 1.0", _NAN), ("x == 1.0", _INF), ("x == -1.0", _NINF),
-              ("x == 0.0", "x"), ("abs(x) < 0.01", "fj_series(x, 0.0, 0.333333333, 0.0, 0.2)")],
-}
-_DERIVED = """
-float fj_series(float x, float c2, float c3, float c4, float c5) {
-    /* x + c2 x^2 + ... + c5 x^5: the small-argument branch of the functions below, where the
-       builtins (exp(x) - 1, log(1 + x), (e^x - e^-x) / 2, ...) cancel */
-    return x + x * x * (c2 + x * (c3 + x * (c4 + x * c5)));
-}
-float fj_expm1(float x) {
-    if (abs(x) < 0.01) return fj_series(x, 0.5, 0.166666667, 0.0416666667, 0.00833333333);
-    float u = exp(x);
-    if (u == 1.0) return x;
-    float um1 = u - 1.0;
-    if (um1 == -1.0) return -1.0;
-    return um1 * (x / log(u));
-}
-float fj_log1p(float x) {
-    if (abs(x) < 0.01) return fj_series(x, -0.5, 0.333333333, -0.25, 0.2);
-    float u = 1.0 + x;
-    if (u == 1.0) return x;
-    return log(u) * (x / (u - 1.0));
-}
-float fj_log10(float x) { return log2(x) * 0.301029995663981; }
-float fj_cbrt(float x) {
-    float r = exp2(log2(abs(x)) / 3.0);
-    r = r + (abs(x) / (r * r) - r) / 3.0;  /* one Newton step, without overflowing r^3 */
-    return (floatBitsToUint(x) >> 31) != 0u ? -r : r;
-}
-"""
-
-
-def _truth(dtype: np.dtype, x: str) -> str:
-    """``x != 0`` as a bool; floats by bit pattern, so NaN is true and -0.0 false."""
-    if dtype.kind == "b":
-        return x
-    if dtype.kind == "f":
-        return f"((floatBitsToUint({x}) & 0x7fffffffu) != 0u)"
-    return f"({x} != {'0u' if dtype.kind == 'u' else '0'})"
-
-
-def _special(fn: str) -> str:
-    cases = "".join(f"    if ({c}) return {r};\n" for c, r in _SPECIAL.get(fn, []))
-    return (f"float fj_special_{fn}(float x) {{\n    if (fj_isnan(x)) return x;\n{cases}"
-            f"    return {fn}(x);\n}}\n")
-
 
 def _float_literal(value: float) -> str:
     v = np.float32(value)
@@ -459,6 +192,9 @@ class GLSLTarget(Target):
     name = "glsl"
     vector_code = False  # GPUs scalarise vectors anyway; a buffer has one element type
     fixed_local_size = True  # local_size_x is part of the shader
+    # any/all/max/min of bools accumulate as 0/1 uint: on an H200, bool accumulators (bool
+    # registers and shared arrays) gave wrong any() results where uint ones are plain
+    bool_accumulator = dt.UINT32
     # the work-group number is a linear index folded over (x, y) when a dimension would pass
     # 65,535 groups; the launch passes the groups in dimension 0 and in all (fj_g0, fj_groups)
     global_id = "(fj_lin * gl_WorkGroupSize.x + gl_LocalInvocationID.x)"
@@ -477,7 +213,8 @@ class GLSLTarget(Target):
         name = dt.type_name(dtype)
         if name not in _GL:
             raise UnsupportedDTypeError(
-                f"{name} is not supported by the Vulkan target: it needs {_MISSING.get(name, name)}; "
+                f"{name} is not supported by the Vulkan target: it needs "
+                f"{_MISSING.get(name, name)}; "
                 "use float32/int32/uint32/bool arrays, or the OpenCL device "
                 "(fusejit.set_default_device('opencl'))")
         return name
@@ -633,6 +370,9 @@ class GLSLTarget(Target):
                 f"B_{name} {{ {self.storage_type(dtype)} {name}[]; }};")
 
     def scalar_param(self, name: str, dtype: np.dtype) -> str:
+        if self._check(dtype) == "bool":
+            # bool is not host-shareable: a uint word, read through a macro of the same name
+            return f"uint {name}_word; #define {name} ({name}_word != 0u)"
         return f"{self.compute_type(dtype)} {name};"
 
     def kernel_header(self, name: str, params: Sequence[str],
@@ -645,11 +385,13 @@ class GLSLTarget(Target):
                  f"layout(local_size_x = {dims[0]}, local_size_y = {dims[1]}, "
                  f"local_size_z = {dims[2]}) in;"]
         buffers = [p for p in params if p.startswith("layout(")]
-        scalars = [p for p in params if not p.startswith("layout(")]
+        scalars = [p.split(" #define ")[0] for p in params if not p.startswith("layout(")]
+        macros = ["#define " + p.split(" #define ")[1] for p in params if " #define " in p]
         lines += [b.replace("{binding}", str(i)) for i, b in enumerate(buffers)]
         members = " ".join(["uint fj_g0; uint fj_groups;", *scalars])
         lines.append(f"layout(std140, set = 0, binding = {len(buffers)}) uniform FjArgs "
                      f"{{ {members} }};")
+        lines += macros
         return "\n".join(lines) + "\nvoid main()"
 
     def prelude(self, uses_fp64: bool) -> str:

@@ -25,6 +25,7 @@ _LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size",
            "max-compute-workgroup-size-x", "max-compute-workgroup-size-y",
            "max-storage-buffers-per-shader-stage", "max-bindings-per-bind-group",
            "max-uniform-buffer-binding-size")
+BARRIER_GROUP = 32  # work-items of a Vulkan work-group that uses barrier() (see VulkanDevice)
 MAX_GROUPS = 65535  # per dispatch dimension (WebGPU's guaranteed minimum; wgpu enforces it)
 _lock = threading.Lock()
 _default: VulkanDevice | None = None
@@ -77,7 +78,12 @@ class VulkanDevice:
                 # fit_arguments counts 8 bytes per kernel argument; one binding is the
                 # uniform block
                 max_arg_bytes=8 * (min(lim["max-storage-buffers-per-shader-stage"],
-                                       lim["max-bindings-per-bind-group"]) - 1)),
+                                       lim["max-bindings-per-bind-group"]) - 1),
+                # naga's GLSL frontend turns barrier() into a control barrier of every scope
+                # including the subgroup one, and on an H200 that synchronised only each
+                # 32-lane subgroup (row reductions wrong from lane 32 on). Work-groups with
+                # barriers are kept to 32 work-items: one subgroup on NVIDIA and AMD.
+                max_barrier_group=BARRIER_GROUP),
             has_fp64=False, correctly_rounded_div_sqrt=False, is_cpu=self.is_cpu)
         self._free: dict[int, list[Any]] = {}
         self._staging: dict[int, Any] = {}
@@ -137,6 +143,9 @@ class VulkanDevice:
         enc = self.device.create_command_encoder()
         enc.copy_buffer_to_buffer(buf, lo, staging, 0, n)
         self.device.queue.submit([enc.finish()])
+        poll = getattr(self.device, "_poll_wait", None)
+        if poll is not None:
+            poll()  # the copy is done: the map below resolves without the poller's wait
         staging.map_sync(wgpu.MapMode.READ, 0, n)
         try:
             data = np.frombuffer(staging.read_mapped(0, n, copy=True), np.uint8)
@@ -147,8 +156,13 @@ class VulkanDevice:
         return data[offset - lo: offset - lo + nbytes]
 
     def finish(self) -> None:
-        """Wait until the device has run everything submitted: map a copy submitted after it
-        (wgpu-py 0.32's on_submitted_work_done_sync fails against its bundled wgpu-native)."""
+        """Wait until the device has run everything submitted: wgpuDevicePoll(wait) (wgpu-py's
+        on_submitted_work_done_sync fails against its bundled wgpu-native in 0.32; a mapped
+        read-back through its poller thread took 0.2 ms on an H200), else map a copy."""
+        poll = getattr(self.device, "_poll_wait", None)
+        if poll is not None:
+            poll()
+            return
         if self._sync is None:
             self._sync = self.device.create_buffer(size=16, usage=self.usage)
         self.download(self._sync, 0, 4)

@@ -1,0 +1,93 @@
+"""The Vulkan device's own surface: fusejit.vulkan arrays and views, choosing the device, the
+errors for what the Vulkan target lacks. (The op and reduction catalogs and the fuzz slice run
+on Vulkan through the ``device`` fixture.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusejit
+from fusejit import UnsupportedDTypeError, fuse
+
+# every test here runs on the Vulkan device (skipped with the reason where there is none)
+pytestmark = pytest.mark.parametrize("device", ["vulkan"], indirect=True)
+
+
+@pytest.fixture
+def fv(device):
+    import fusejit.vulkan
+
+    return fusejit.vulkan
+
+
+def test_arrays_views_and_results(fv, rng) -> None:
+    x = rng.standard_normal((6, 40)).astype(np.float32)
+    d = fv.to_device(x)
+    assert (d.shape, d.dtype) == (x.shape, x.dtype)
+    np.testing.assert_array_equal(d.get(), x)
+    f = fuse(lambda a: a * 2 + 1)
+    for view, host in ((d[1::2, 3:30:3], x[1::2, 3:30:3]), (d.T, x.T), (d[::-1, 5], x[::-1, 5]),
+                       (d[2], x[2])):
+        np.testing.assert_array_equal(view.get(), host)
+        out = f(view)
+        assert isinstance(out, fv.Array)
+        np.testing.assert_array_equal(out.get(), host * np.float32(2) + np.float32(1))
+
+
+def test_bool_and_integer_arrays(fv) -> None:
+    b = np.array([True, False, True, True])
+    i = np.array([5, -7, 2**31 - 1, -(2**31)], np.int32)
+    got = fuse(lambda b, i: (np.where(b, i + 1, i // 3), ~b))(fv.to_device(b), fv.to_device(i))
+    np.testing.assert_array_equal(got[0].get(), np.where(b, i + np.int32(1), i // 3))
+    np.testing.assert_array_equal(got[1].get(), ~b)
+    assert got[1].get().dtype == np.bool_
+
+
+def test_in_place_several_outputs_and_validate(fv, rng) -> None:
+    x = rng.standard_normal(1000).astype(np.float32)
+
+    @fuse(validate=True)
+    def step(p, g):
+        p -= 0.5 * g
+        return p.sum(), np.abs(g).max()
+
+    d = fv.to_device(x)
+    total, biggest = step(d, fv.to_device(x))
+    want = x - np.float32(0.5) * x
+    np.testing.assert_array_equal(d.get(), want)
+    np.testing.assert_allclose(total.get(), want.sum(), rtol=1e-5)
+    assert biggest.get() == np.abs(x).max()
+
+
+def test_default_device_picks_the_target_for_numpy_inputs(fv) -> None:
+    f = fuse(lambda a: a + 1)
+    x = np.arange(8, dtype=np.float32)
+    previous = fusejit.get_default_device()
+    try:
+        for name in ("vulkan", "opencl", "vulkan"):
+            fusejit.set_default_device(name)
+            np.testing.assert_array_equal(f(x), x + 1)
+            np.testing.assert_array_equal(f(x), x + 1)  # the fast path honours the switch
+            assert f.lower(x).device.key.startswith("vulkan") == (name == "vulkan")
+    finally:
+        fusejit.set_default_device(previous)
+    with pytest.raises(ValueError, match="unknown device"):
+        fusejit.set_default_device("metal")
+
+
+def test_missing_dtypes_name_what_is_missing(fv) -> None:
+    with pytest.raises(UnsupportedDTypeError, match="64-bit integers"):
+        fv.to_device(np.arange(4))
+    with pytest.raises(UnsupportedDTypeError, match="float16"):
+        fv.to_device(np.ones(4, np.float16))
+    d = fv.to_device(np.arange(4, dtype=np.int32))
+    with pytest.raises(UnsupportedDTypeError, match="int64"):
+        fuse(lambda a: a.sum())(d)  # NumPy sums int32 into int64
+    np.testing.assert_array_equal(fuse(lambda a: a.sum(dtype=np.int32))(d).get(), 6)
+
+
+def test_fancy_indexing_of_a_device_array_is_refused(fv) -> None:
+    d = fv.to_device(np.arange(4, dtype=np.float32))
+    with pytest.raises(TypeError, match="basic indexing"):
+        d[[0, 2]]
