@@ -79,6 +79,23 @@ def test_blockwise_is_lazy_with_numpy_broadcasting_and_one_launch_per_block(sync
     assert two_outputs.cache_info().misses <= 4
 
 
+@fuse
+def moved(x, y):
+    return x.T + y[:, None], x[1:] * 2
+
+
+def test_index_maps_keep_or_rechunk_exactly_the_axes_they_move(sync):
+    rng = np.random.default_rng(6)
+    xn, yn = rng.standard_normal((9, 7)), rng.standard_normal(7)
+    x, y = da.from_array(xn, chunks=(4, 3)), da.from_array(yn, chunks=3)
+    with pytest.warns(fdask.RechunkWarning, match=r"along axes \[0\]"):  # the slice only
+        t, d = moved(x, y)
+    # x.T reads x along both axes: its axis 1 is the sliced axis, whole too
+    assert t.chunks == ((3, 3, 1), (9,)) and d.chunks == ((8,), (3, 3, 1))
+    np.testing.assert_array_equal(t.compute(), xn.T + yn[:, None])
+    np.testing.assert_array_equal(d.compute(), xn[1:] * 2)
+
+
 def test_reductions_over_an_axis_merge_partials(sync):
     rng = np.random.default_rng(1)
     xn = rng.standard_normal((23, 6)) + 3.0
