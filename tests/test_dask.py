@@ -77,6 +77,8 @@ def test_blockwise_is_lazy_with_numpy_broadcasting_and_one_launch_per_block(sync
     np.testing.assert_allclose(ga, xn * yn + np.float32(2.0), rtol=1e-6)
     # a function compiles per distinct block shape (2 here), however many blocks
     assert two_outputs.cache_info().misses <= 4
+    z = two_outputs(da.from_array(np.float32(3.0)), np.float32(2.0), 1)[0]  # 0-d blocks stay 0-d
+    assert z.shape == z.compute().shape == () and z.compute() == 7
 
 
 @fuse

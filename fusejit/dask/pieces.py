@@ -176,7 +176,8 @@ class Pieces:
 
 
 def _host(a: Any) -> Any:
-    return np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a
+    # (not np.ascontiguousarray: it turns a 0-d block into a 1-d one)
+    return np.asarray(a, order="C") if isinstance(a, np.ndarray) else a
 
 
 def block_task(fused: Fused, single: bool, *args: Any) -> Any:

@@ -27,7 +27,7 @@ from ..ir import Graph, Node, const_value, toposort
 from ..ops import ELEMENTWISE, REDUCE, Op
 from ..passes.plan import leaves_of
 from ..shapes import row_major_strides
-from ..signature import arg_spec
+from ..signature import ScalarSpec, arg_spec
 from ..trace import TensorProxy, Tracer, lift
 
 MERGE = {Op.SUM: "sum", Op.PROD: "prod", Op.MAX: "max", Op.MIN: "min", Op.ANY: "any",
@@ -144,7 +144,10 @@ def trace_full(fn: Any, args: tuple, static_nums: frozenset[int]) -> tuple[Graph
                                                  row_major_strides(shape), f"arg{i}", i,
                                                  writable=False))
             else:
-                arg_spec(a, False)  # the same named error as a direct call for a bad argument
+                if not isinstance(arg_spec(a, False), ScalarSpec):  # (bad ones raise here)
+                    raise TypeError(
+                        f"argument {i} is a {type(a).__name__}; with dask arrays pass NumPy "
+                        "arrays or scalars (each block runs on its worker's device)")
                 inputs.append(tracer.scalar_param(a, f"arg{i}", i))
         leaves, treedef = tree_flatten(fn(*inputs))
         nodes = [(leaf if isinstance(leaf, TensorProxy) else lift(leaf)).node for leaf in leaves]
