@@ -48,7 +48,8 @@ def stats0(x):
 
 @fuse
 def stats_all(x):
-    return x.sum(), np.argmax(x), np.argmin(x), x.mean(), x.var(ddof=1), x.max(keepdims=True)
+    return (x.sum(), np.argmax(x), np.argmin(x), x.mean(), x.var(ddof=1), x.max(keepdims=True),
+            x - 1)  # (an output with no reduction: blockwise beside the tree reduction)
 
 
 @fuse
@@ -127,6 +128,8 @@ def test_reductions_over_all_axes_float32_and_nan(sync):
     np.testing.assert_allclose(got[3], want[3], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[4], want[4], rtol=1e-5)  # Chan's merge, float32
     np.testing.assert_array_equal(got[5], want[5])
+    np.testing.assert_array_equal(got[6], want[6])
+    assert stats_all.explain(x).kind == "reduction"
     xn[3, 2] = xn[8, 9] = np.nan  # NumPy: the first NaN is the argmax and the argmin
     got = dask.compute(*stats_all(da.from_array(xn, chunks=(5, 6))))
     assert got[1] == got[2] == np.argmax(xn) == 3 * 13 + 2

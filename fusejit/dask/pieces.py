@@ -155,7 +155,7 @@ class Pieces:
                     call.append(TensorProxy(node, readonly=True))
                 else:
                     call.append(next(it))
-            roots = _roots(fn(*call))
+            roots = [n for k, n in enumerate(_roots(fn(*call))) if k not in recipe.plain]
             reds = _reductions(roots, recipe, "aggregate")
             new = substitute(roots, {r: cast(v.node, r.dtype) for r, v in zip(reds, values)})
             if set(toposort(new)) & set(dummies):  # (make_recipe checked this at full shape)
@@ -163,6 +163,12 @@ class Pieces:
                                    "their reductions at the block shapes")
             return tuple(TensorProxy(n) for n in new)
 
+        def plain(*args: Any) -> tuple[Any, ...]:  # the outputs with no reduction
+            leaves, _ = tree_flatten(fn(*args))
+            return tuple(leaves[k] for k in recipe.plain)
+
+        plain.__name__ = f"{getattr(fn, '__name__', 'fn')}_plain"
+        self.plain = Fused(plain, static_argnums=tuple(statics))
         chunk.__name__ = f"{getattr(fn, '__name__', 'fn')}_chunk"
         combine.__name__ = f"{getattr(fn, '__name__', 'fn')}_combine"
         aggregate.__name__ = f"{getattr(fn, '__name__', 'fn')}_aggregate"
@@ -184,6 +190,13 @@ def block_task(fused: Fused, single: bool, *args: Any) -> Any:
     """A blockwise task: the whole function on one block of every argument."""
     leaves, _ = tree_flatten(fused(*map(_host, args)))
     return leaves[0] if single else tuple(leaves)
+
+
+def plain_task(fused: Fused, recipe: Recipe, single: bool, *args: Any) -> Any:
+    """A blockwise task of a reduction plan: only the outputs that reduce nothing."""
+    leaves = pieces_for(fused, recipe).plain(*map(_host, args))
+    leaves = leaves if isinstance(leaves, tuple) else (leaves,)
+    return leaves[0] if single else leaves
 
 
 def pick(block: Any, k: int) -> Any:

@@ -81,6 +81,7 @@ class Recipe:
     entries: tuple[Entry, ...] = ()
     sizes: tuple[tuple[int, int], ...] = ()  # label -> full length
     why: str = ""
+    plain: tuple[int, ...] = ()  # reduction: outputs with no reduction, computed blockwise
 
     def size(self, label: int) -> int:
         return dict(self.sizes)[label]
@@ -328,7 +329,9 @@ def make_recipe(fn: Any, args: tuple, static_nums: frozenset[int]) -> tuple[Reci
         why = "an index map that moves data along an axis (a slice, a reversal, a reshape, " \
             "arange) or a captured constant array" if whole else ""
         return Recipe("blockwise", whole=tuple(sorted(whole)), why=why, **common), treedef
-    entries, why = _entries(reductions, red, env, lab, reduced_sets, whole, outputs)
+    plain = tuple(k for k, n in enumerate(outputs) if not (set(toposort([n])) & red))
+    entries, why = _entries(reductions, red, env, lab, reduced_sets, whole,
+                            [n for k, n in enumerate(outputs) if k not in plain])
     if entries is None:
         reduced = set().union(*reduced_sets)
         return Recipe("rechunk", whole=tuple(sorted(whole | reduced)), why=why, **common), \
@@ -341,7 +344,7 @@ def make_recipe(fn: Any, args: tuple, static_nums: frozenset[int]) -> tuple[Reci
     order_red = tuple(x for x in space if x in reduced_set)
     entries = tuple(_place(e, r, env, lab, order_red) for e, r in zip(entries, reductions))
     return Recipe("reduction", reduced=order_red, space=tuple(space), entries=entries,
-                  **common), treedef
+                  plain=plain, **common), treedef
 
 
 def _entries(reductions: list[Node], red: set[Node], env: dict[Node, list[int]], lab: Labels,
