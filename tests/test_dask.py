@@ -116,6 +116,23 @@ def test_reductions_over_an_axis_merge_partials(sync):
     assert got[6][2] == 5
 
 
+@fuse
+def scaled_mean(x, b, s):
+    return x.mean(0) * b + s
+
+
+def test_an_epilogue_reading_arrays_is_one_more_blockwise_step(sync):
+    rng = np.random.default_rng(7)
+    xn, bn = rng.standard_normal((10, 7)), rng.standard_normal(7)
+    x = da.from_array(xn, chunks=(4, 3))
+    for b in (da.from_array(bn, chunks=2), bn):  # a dask or NumPy array, no rechunk either way
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            r = scaled_mean(x, b, 2.0)
+        assert r.shape == (7,) and scaled_mean.explain(x, b, 2.0).kind == "reduction"
+        np.testing.assert_allclose(r.compute(), xn.mean(0) * bn + 2.0, rtol=1e-12)
+
+
 def test_reductions_over_all_axes_float32_and_nan(sync):
     rng = np.random.default_rng(2)
     xn = rng.standard_normal((11, 13)).astype(np.float32)

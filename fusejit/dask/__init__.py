@@ -226,15 +226,31 @@ def _reduction(fused: Fused, recipe: Recipe, pairs: list[Any], present: set[int]
     partials = da.blockwise(partial(pieces.chunk_task, fused, recipe), space, *pairs,
                             adjust_chunks={_letter(x): 1 for x in recipe.reduced},
                             concatenate=True, meta=_meta(len(space)), token=f"{name}-chunk")
-    others = tuple(a for a, info in zip(pairs[:2 * len(recipe.args):2], recipe.args)
-                   if info.kind != "array")
+    epi = recipe.epilogue_args  # (None stands for an epilogue array's block)
+    others = tuple(None if i in epi else a
+                   for i, (a, info) in enumerate(zip(pairs[:2 * len(recipe.args):2], recipe.args))
+                   if info.kind != "array" or i in epi)
     axis = tuple(recipe.space.index(x) for x in recipe.reduced)
     kept = tuple(_letter(x) for x in recipe.space if x not in recipe.reduced)
+    final = partial(pieces.combine_task, fused, recipe) if epi else \
+        partial(pieces.aggregate_task, fused, recipe, others)
     agg = da.reduction(partials, chunk=pieces.identity,
-                       combine=partial(pieces.combine_task, fused, recipe),
-                       aggregate=partial(pieces.aggregate_task, fused, recipe, others),
+                       combine=partial(pieces.combine_task, fused, recipe), aggregate=final,
                        axis=axis, keepdims=False, dtype=float, concatenate=False,
                        meta=_meta(len(kept)), name=f"{name}-reduce")
+    reduced_outs = [k for k in range(len(recipe.out_shapes)) if k not in plain]
+    if epi:  # the epilogue reads arrays too: one more blockwise step over them and the states
+        labels = list(dict.fromkeys(x for k in reduced_outs for x in recipe.out_labels[k]
+                                    if x >= 0))
+        kept = tuple(map(_letter, labels))
+        agg = da.blockwise(partial(pieces.epilogue_task, fused, recipe, others), kept,
+                           agg, tuple(_letter(x) for x in recipe.space
+                                      if x not in recipe.reduced),
+                           *[v for i in epi for v in pairs[2 * i:2 * i + 2]],
+                           concatenate=False, meta=_meta(len(kept)),
+                           new_axes={_letter(x): recipe.size(x) for x in labels
+                                     if x not in recipe.space and x not in present},
+                           token=f"{name}-epilogue")
     outs, j = [], 0
     for k in range(len(recipe.out_shapes)):
         if k in plain:

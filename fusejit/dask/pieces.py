@@ -125,7 +125,9 @@ class Pieces:
         fn = fused._fn
         statics = set(recipe.static_nums)
         n_flat = sum(_N_PARTS.get(e.kind, 1) for e in recipe.entries)
-        others = [i for i, a in enumerate(recipe.args) if a.kind != "array"]
+        # the aggregate's arguments after the states: scalars, statics, epilogue arrays
+        others = [i for i, a in enumerate(recipe.args)
+                  if a.kind != "array" or i in recipe.epilogue_args]
         axes = [tuple(sorted(e.red_pos)) for e in recipe.entries]
 
         def chunk(*args: Any) -> tuple[Any, ...]:
@@ -148,7 +150,7 @@ class Pieces:
             it = iter(rest[n_flat:])
             call, dummies = [], []
             for i, a in enumerate(recipe.args):
-                if a.kind == "array":  # never a parameter: only reductions may read it
+                if i not in others:  # never a parameter: only reductions may read it
                     node = Node.make(Op.INPUT, np.dtype(a.dtype), vshapes[len(dummies)], (),
                                      -1 - i)
                     dummies.append(node)
@@ -278,11 +280,27 @@ def combine_task(fused: Fused, recipe: Recipe, nested: Any, axis: Any = None,
 def aggregate_task(fused: Fused, recipe: Recipe, others: tuple[Any, ...], nested: Any,
                    axis: Any = None, keepdims: bool = False, **_: Any) -> tuple[Any, ...]:
     """Final merge and epilogue of one output block: the output leaves as a tuple."""
-    states = _concat(recipe, nested)
+    return _aggregate(fused, recipe, _concat(recipe, nested), others)
+
+
+def epilogue_task(fused: Fused, recipe: Recipe, others: tuple[Any, ...], states: Any,
+                  *blocks: Any) -> tuple[Any, ...]:
+    """The epilogue of one output block when it reads arrays (``x.sum(0) + b``): the merged
+    states (of a contracted index: the first, all equal) and those arrays' blocks."""
+    while isinstance(states, list):
+        states = states[0]
+    it = iter(blocks)
+    args = tuple(next(it) if a is None else a for a in others)  # None: an epilogue array
+    return _aggregate(fused, recipe, states, tuple(map(_host, args)))
+
+
+def _aggregate(fused: Fused, recipe: Recipe, states: Any, others: tuple[Any, ...]
+               ) -> tuple[Any, ...]:
     kept = {label: states[i][0].shape[pos] for i, e in enumerate(recipe.entries)
             for pos, label in e.kept}
     vshapes = tuple(tuple(recipe.size(x) if x in recipe.reduced else kept.get(x, recipe.size(x))
                           if x >= 0 else 1 for x in a.labels)
-                    for a in recipe.args if a.kind == "array")
+                    for i, a in enumerate(recipe.args)
+                    if a.kind == "array" and i not in recipe.epilogue_args)
     outs = pieces_for(fused, recipe).aggregate(vshapes, *_flat(states), *others)
     return outs if isinstance(outs, tuple) else (outs,)

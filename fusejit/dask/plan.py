@@ -82,6 +82,7 @@ class Recipe:
     sizes: tuple[tuple[int, int], ...] = ()  # label -> full length
     why: str = ""
     plain: tuple[int, ...] = ()  # reduction: outputs with no reduction, computed blockwise
+    epilogue_args: tuple[int, ...] = ()  # reduction: arrays the epilogue reads (not reduced)
 
     def size(self, label: int) -> int:
         return dict(self.sizes)[label]
@@ -276,12 +277,6 @@ def _centred_square(r: Node, reductions: list[Node]) -> int:
     return reductions.index(inner)
 
 
-def _reads_only(roots: list[Node], stop: set[Node]) -> bool:
-    """No array parameter is read by ``roots`` except through ``stop`` nodes."""
-    return not any(leaf.op in (Op.INPUT, Op.IOTA) and leaf not in stop
-                   for root in roots for leaf in leaves_of(root, stop))
-
-
 # -- the recipe -----------------------------------------------------------------------------------
 
 
@@ -337,6 +332,12 @@ def make_recipe(fn: Any, args: tuple, static_nums: frozenset[int]) -> tuple[Reci
         return Recipe("rechunk", whole=tuple(sorted(whole | reduced)), why=why, **common), \
             treedef
     (reduced_set,) = reduced_sets
+    epilogue = _epilogue_args(graph, [n for k, n in enumerate(outputs) if k not in plain], red,
+                              env, lab, reduced_set)
+    if epilogue is None:
+        why = "outputs that read the arguments along the reduced axes (row fusion)"
+        return Recipe("rechunk", whole=tuple(sorted(whole | reduced_set)), why=why,
+                      **common), treedef
     first = reductions[0].srcs[0]
     space = [lab.find(x) for x in env[first] if x >= 0]
     for r in reductions[1:]:
@@ -344,7 +345,7 @@ def make_recipe(fn: Any, args: tuple, static_nums: frozenset[int]) -> tuple[Reci
     order_red = tuple(x for x in space if x in reduced_set)
     entries = tuple(_place(e, r, env, lab, order_red) for e, r in zip(entries, reductions))
     return Recipe("reduction", reduced=order_red, space=tuple(space), entries=entries,
-                  plain=plain, **common), treedef
+                  plain=plain, epilogue_args=epilogue, **common), treedef
 
 
 def _entries(reductions: list[Node], red: set[Node], env: dict[Node, list[int]], lab: Labels,
@@ -372,9 +373,23 @@ def _entries(reductions: list[Node], red: set[Node], env: dict[Node, list[int]],
         if ref < 0 or deps != {reductions[ref]} or out[ref][0] != "sum":
             return None, "a reduction that reads another reduction's result (row fusion)"
         out.append(("m2", ref))
-    if not _reads_only(outputs, red):
-        return None, "outputs that read the arguments besides their reductions (row fusion)"
     return out, ""
+
+
+def _epilogue_args(graph: Graph, outputs: list[Node], red: set[Node], env: dict[Node, list[int]],
+                   lab: Labels, reduced: frozenset[int]) -> tuple[int, ...] | None:
+    """The call arguments the epilogue reads besides the reductions (``x.sum(0) + b``): each
+    is cut into blocks along the kept axes; None when one varies along a reduced axis (row
+    fusion: softmax) or is not an argument (arange, a captured constant)."""
+    found = set()
+    for leaf in {leaf for root in outputs for leaf in leaves_of(root, red)}:
+        if leaf.op is Op.IOTA or (leaf.op is Op.INPUT and graph.params[leaf.arg].kind != "array"):
+            return None
+        if leaf.op is Op.INPUT:
+            if any(x >= 0 and lab.find(x) in reduced for x in env[leaf]):
+                return None
+            found.add(graph.params[leaf.arg].source)
+    return tuple(sorted(found))
 
 
 def _place(kind_ref: tuple[str, int], r: Node, env: dict[Node, list[int]], lab: Labels,
