@@ -201,11 +201,17 @@ def plain_task(fused: Fused, recipe: Recipe, single: bool, *args: Any) -> Any:
     return leaves[0] if single else leaves
 
 
-def pick(block: Any, k: int) -> Any:
-    """Output ``k`` of a block task's tuple (the first block of a contracted index: equal)."""
+def first(block: Any) -> Any:
+    """A block under contracted indices (nested lists): the first, as they are all equal (an
+    index the values do not vary along, or a single length-1 block)."""
     while isinstance(block, list):
         block = block[0]
-    return block[k]
+    return block
+
+
+def pick(block: Any, k: int) -> Any:
+    """Output ``k`` of a block task's tuple."""
+    return first(block)[k]
 
 
 def identity(x: Any, axis: Any = None, keepdims: bool = True, **_: Any) -> Any:
@@ -287,9 +293,8 @@ def epilogue_task(fused: Fused, recipe: Recipe, others: tuple[Any, ...], states:
                   *blocks: Any) -> tuple[Any, ...]:
     """The epilogue of one output block when it reads arrays (``x.sum(0) + b``): the merged
     states (of a contracted index: the first, all equal) and those arrays' blocks."""
-    while isinstance(states, list):
-        states = states[0]
-    it = iter(blocks)
+    states = first(states)
+    it = iter(map(first, blocks))
     args = tuple(next(it) if a is None else a for a in others)  # None: an epilogue array
     return _aggregate(fused, recipe, states, tuple(map(_host, args)))
 
