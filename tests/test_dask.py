@@ -48,7 +48,8 @@ def stats0(x):
 
 @fuse
 def stats_all(x):
-    return x.sum(), np.argmax(x), np.argmin(x), x.mean(), x.var(ddof=1), x.max(keepdims=True)
+    return (x.sum(), np.argmax(x), np.argmin(x), x.mean(), x.var(ddof=1), x.max(keepdims=True),
+            x - 1)  # (an output with no reduction: blockwise beside the tree reduction)
 
 
 @fuse
@@ -77,6 +78,25 @@ def test_blockwise_is_lazy_with_numpy_broadcasting_and_one_launch_per_block(sync
     np.testing.assert_allclose(ga, xn * yn + np.float32(2.0), rtol=1e-6)
     # a function compiles per distinct block shape (2 here), however many blocks
     assert two_outputs.cache_info().misses <= 4
+    z = two_outputs(da.from_array(np.float32(3.0)), np.float32(2.0), 1)[0]  # 0-d blocks stay 0-d
+    assert z.shape == z.compute().shape == () and z.compute() == 7
+
+
+@fuse
+def moved(x, y):
+    return x.T + y[:, None], x[1:] * 2
+
+
+def test_index_maps_keep_or_rechunk_exactly_the_axes_they_move(sync):
+    rng = np.random.default_rng(6)
+    xn, yn = rng.standard_normal((9, 7)), rng.standard_normal(7)
+    x, y = da.from_array(xn, chunks=(4, 3)), da.from_array(yn, chunks=3)
+    with pytest.warns(fdask.RechunkWarning, match=r"along axes \[0\]"):  # the slice only
+        t, d = moved(x, y)
+    # x.T reads x along both axes: its axis 1 is the sliced axis, whole too
+    assert t.chunks == ((3, 3, 1), (9,)) and d.chunks == ((8,), (3, 3, 1))
+    np.testing.assert_array_equal(t.compute(), xn.T + yn[:, None])
+    np.testing.assert_array_equal(d.compute(), xn[1:] * 2)
 
 
 def test_reductions_over_an_axis_merge_partials(sync):
@@ -96,6 +116,23 @@ def test_reductions_over_an_axis_merge_partials(sync):
     assert got[6][2] == 5
 
 
+@fuse
+def scaled_mean(x, b, s):
+    return x.mean(0) * b + s
+
+
+def test_an_epilogue_reading_arrays_is_one_more_blockwise_step(sync):
+    rng = np.random.default_rng(7)
+    xn, bn = rng.standard_normal((10, 7)), rng.standard_normal(7)
+    x = da.from_array(xn, chunks=(4, 3))
+    for b in (da.from_array(bn, chunks=2), bn):  # a dask or NumPy array, no rechunk either way
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            r = scaled_mean(x, b, 2.0)
+        assert r.shape == (7,) and scaled_mean.explain(x, b, 2.0).kind == "reduction"
+        np.testing.assert_allclose(r.compute(), xn.mean(0) * bn + 2.0, rtol=1e-12)
+
+
 def test_reductions_over_all_axes_float32_and_nan(sync):
     rng = np.random.default_rng(2)
     xn = rng.standard_normal((11, 13)).astype(np.float32)
@@ -108,6 +145,8 @@ def test_reductions_over_all_axes_float32_and_nan(sync):
     np.testing.assert_allclose(got[3], want[3], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[4], want[4], rtol=1e-5)  # Chan's merge, float32
     np.testing.assert_array_equal(got[5], want[5])
+    np.testing.assert_array_equal(got[6], want[6])
+    assert stats_all.explain(x).kind == "reduction"
     xn[3, 2] = xn[8, 9] = np.nan  # NumPy: the first NaN is the argmax and the argmin
     got = dask.compute(*stats_all(da.from_array(xn, chunks=(5, 6))))
     assert got[1] == got[2] == np.argmax(xn) == 3 * 13 + 2

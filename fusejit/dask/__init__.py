@@ -160,7 +160,7 @@ def _build(fused: Fused, args: tuple) -> tuple[list[Any], Any, DaskPlan]:
     pairs, plan = _inputs(recipe, args)
     present = {label for a in recipe.args for label in a.labels if label >= 0}
     if recipe.kind == "reduction":
-        leaves = _reduction(fused, recipe, pairs)
+        leaves = _reduction(fused, recipe, pairs, present)
     else:
         leaves = _blockwise(fused, recipe, pairs, present)
     return leaves, treedef, plan
@@ -182,32 +182,40 @@ def _out_index(recipe: Recipe, k: int) -> tuple[tuple[str, ...], dict[str, int]]
     return tuple(index), new
 
 
-def _blockwise(fused: Fused, recipe: Recipe, pairs: list[Any], present: set[int]) -> list[Any]:
-    n = len(recipe.out_shapes)
-    if n == 1:
-        index, new = _out_index(recipe, 0)
+def _blockwise(fused: Fused, recipe: Recipe, pairs: list[Any], present: set[int],
+               which: tuple[int, ...] | None = None) -> list[Any]:
+    """Outputs ``which`` (default all), from one task per block."""
+    which = tuple(range(len(recipe.out_shapes))) if which is None else which
+    single = len(which) == 1
+    if single:
+        index, new = _out_index(recipe, which[0])
     else:
-        labels = list(dict.fromkeys(x for ls in recipe.out_labels for x in ls if x >= 0))
+        labels = list(dict.fromkeys(x for k in which for x in recipe.out_labels[k] if x >= 0))
         index, new = tuple(map(_letter, labels)), {}
     new.update({_letter(x): recipe.size(x) for x in
-                {x for ls in recipe.out_labels for x in ls if x >= 0} - present
+                {x for k in which for x in recipe.out_labels[k] if x >= 0} - present
                 if _letter(x) in index})
-    meta = _meta(len(index), recipe.out_dtypes[0] if n == 1 else float)
-    main = da.blockwise(partial(pieces.block_task, fused, n == 1), index, *pairs,
-                        new_axes=new, concatenate=True, meta=meta,
+    meta = _meta(len(index), recipe.out_dtypes[which[0]] if single else float)
+    task = partial(pieces.block_task, fused, single) if recipe.kind != "reduction" else \
+        partial(pieces.plain_task, fused, recipe, single)
+    main = da.blockwise(task, index, *pairs, new_axes=new, concatenate=True, meta=meta,
                         token=f"{getattr(fused, '__name__', 'fused')}-block")
-    if n == 1:
+    if single:
         return [main]
     outs = []
-    for k in range(n):
+    for j, k in enumerate(which):
         idx, new_k = _out_index(recipe, k)
-        outs.append(da.blockwise(pieces.pick, idx, main, index, k=k, new_axes=new_k,
+        outs.append(da.blockwise(pieces.pick, idx, main, index, k=j, new_axes=new_k,
                                  concatenate=False,
                                  meta=_meta(len(idx), recipe.out_dtypes[k])))
     return outs
 
 
-def _reduction(fused: Fused, recipe: Recipe, pairs: list[Any]) -> list[Any]:
+def _reduction(fused: Fused, recipe: Recipe, pairs: list[Any], present: set[int]
+               ) -> list[Any]:
+    plain = dict(zip(recipe.plain, _blockwise(fused, recipe, pairs, present, recipe.plain)
+                     if recipe.plain else ()))
+    pairs = list(pairs)
     space = tuple(map(_letter, recipe.space))
     if any(e.kind in ("argmax", "argmin") for e in recipe.entries):
         for label in recipe.reduced:  # block offsets along the reduced axes, for the index
@@ -218,18 +226,38 @@ def _reduction(fused: Fused, recipe: Recipe, pairs: list[Any]) -> list[Any]:
     partials = da.blockwise(partial(pieces.chunk_task, fused, recipe), space, *pairs,
                             adjust_chunks={_letter(x): 1 for x in recipe.reduced},
                             concatenate=True, meta=_meta(len(space)), token=f"{name}-chunk")
-    others = tuple(a for a, info in zip(pairs[:2 * len(recipe.args):2], recipe.args)
-                   if info.kind != "array")
+    epi = recipe.epilogue_args  # (None stands for an epilogue array's block)
+    others = tuple(None if i in epi else a
+                   for i, (a, info) in enumerate(zip(pairs[:2 * len(recipe.args):2], recipe.args))
+                   if info.kind != "array" or i in epi)
     axis = tuple(recipe.space.index(x) for x in recipe.reduced)
     kept = tuple(_letter(x) for x in recipe.space if x not in recipe.reduced)
+    final = partial(pieces.combine_task, fused, recipe) if epi else \
+        partial(pieces.aggregate_task, fused, recipe, others)
     agg = da.reduction(partials, chunk=pieces.identity,
-                       combine=partial(pieces.combine_task, fused, recipe),
-                       aggregate=partial(pieces.aggregate_task, fused, recipe, others),
+                       combine=partial(pieces.combine_task, fused, recipe), aggregate=final,
                        axis=axis, keepdims=False, dtype=float, concatenate=False,
                        meta=_meta(len(kept)), name=f"{name}-reduce")
-    outs = []
+    reduced_outs = [k for k in range(len(recipe.out_shapes)) if k not in plain]
+    if epi:  # the epilogue reads arrays too: one more blockwise step over them and the states
+        labels = list(dict.fromkeys(x for k in reduced_outs for x in recipe.out_labels[k]
+                                    if x >= 0))
+        kept = tuple(map(_letter, labels))
+        agg = da.blockwise(partial(pieces.epilogue_task, fused, recipe, others), kept,
+                           agg, tuple(_letter(x) for x in recipe.space
+                                      if x not in recipe.reduced),
+                           *[v for i in epi for v in pairs[2 * i:2 * i + 2]],
+                           concatenate=False, meta=_meta(len(kept)),
+                           new_axes={_letter(x): recipe.size(x) for x in labels
+                                     if x not in recipe.space and x not in present},
+                           token=f"{name}-epilogue")
+    outs, j = [], 0
     for k in range(len(recipe.out_shapes)):
+        if k in plain:
+            outs.append(plain[k])
+            continue
         idx, new_k = _out_index(recipe, k)
-        outs.append(da.blockwise(pieces.pick, idx, agg, kept, k=k, new_axes=new_k,
+        outs.append(da.blockwise(pieces.pick, idx, agg, kept, k=j, new_axes=new_k,
                                  concatenate=False, meta=_meta(len(idx), recipe.out_dtypes[k])))
+        j += 1
     return outs

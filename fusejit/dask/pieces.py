@@ -125,7 +125,9 @@ class Pieces:
         fn = fused._fn
         statics = set(recipe.static_nums)
         n_flat = sum(_N_PARTS.get(e.kind, 1) for e in recipe.entries)
-        others = [i for i, a in enumerate(recipe.args) if a.kind != "array"]
+        # the aggregate's arguments after the states: scalars, statics, epilogue arrays
+        others = [i for i, a in enumerate(recipe.args)
+                  if a.kind != "array" or i in recipe.epilogue_args]
         axes = [tuple(sorted(e.red_pos)) for e in recipe.entries]
 
         def chunk(*args: Any) -> tuple[Any, ...]:
@@ -148,14 +150,14 @@ class Pieces:
             it = iter(rest[n_flat:])
             call, dummies = [], []
             for i, a in enumerate(recipe.args):
-                if a.kind == "array":  # never a parameter: only reductions may read it
+                if i not in others:  # never a parameter: only reductions may read it
                     node = Node.make(Op.INPUT, np.dtype(a.dtype), vshapes[len(dummies)], (),
                                      -1 - i)
                     dummies.append(node)
                     call.append(TensorProxy(node, readonly=True))
                 else:
                     call.append(next(it))
-            roots = _roots(fn(*call))
+            roots = [n for k, n in enumerate(_roots(fn(*call))) if k not in recipe.plain]
             reds = _reductions(roots, recipe, "aggregate")
             new = substitute(roots, {r: cast(v.node, r.dtype) for r, v in zip(reds, values)})
             if set(toposort(new)) & set(dummies):  # (make_recipe checked this at full shape)
@@ -163,6 +165,12 @@ class Pieces:
                                    "their reductions at the block shapes")
             return tuple(TensorProxy(n) for n in new)
 
+        def plain(*args: Any) -> tuple[Any, ...]:  # the outputs with no reduction
+            leaves, _ = tree_flatten(fn(*args))
+            return tuple(leaves[k] for k in recipe.plain)
+
+        plain.__name__ = f"{getattr(fn, '__name__', 'fn')}_plain"
+        self.plain = Fused(plain, static_argnums=tuple(statics))
         chunk.__name__ = f"{getattr(fn, '__name__', 'fn')}_chunk"
         combine.__name__ = f"{getattr(fn, '__name__', 'fn')}_combine"
         aggregate.__name__ = f"{getattr(fn, '__name__', 'fn')}_aggregate"
@@ -176,7 +184,8 @@ class Pieces:
 
 
 def _host(a: Any) -> Any:
-    return np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a
+    # (not np.ascontiguousarray: it turns a 0-d block into a 1-d one)
+    return np.asarray(a, order="C") if isinstance(a, np.ndarray) else a
 
 
 def block_task(fused: Fused, single: bool, *args: Any) -> Any:
@@ -185,11 +194,24 @@ def block_task(fused: Fused, single: bool, *args: Any) -> Any:
     return leaves[0] if single else tuple(leaves)
 
 
-def pick(block: Any, k: int) -> Any:
-    """Output ``k`` of a block task's tuple (the first block of a contracted index: equal)."""
+def plain_task(fused: Fused, recipe: Recipe, single: bool, *args: Any) -> Any:
+    """A blockwise task of a reduction plan: only the outputs that reduce nothing."""
+    leaves = pieces_for(fused, recipe).plain(*map(_host, args))
+    leaves = leaves if isinstance(leaves, tuple) else (leaves,)
+    return leaves[0] if single else leaves
+
+
+def first(block: Any) -> Any:
+    """A block under contracted indices (nested lists): the first, as they are all equal (an
+    index the values do not vary along, or a single length-1 block)."""
     while isinstance(block, list):
         block = block[0]
-    return block[k]
+    return block
+
+
+def pick(block: Any, k: int) -> Any:
+    """Output ``k`` of a block task's tuple."""
+    return first(block)[k]
 
 
 def identity(x: Any, axis: Any = None, keepdims: bool = True, **_: Any) -> Any:
@@ -264,11 +286,26 @@ def combine_task(fused: Fused, recipe: Recipe, nested: Any, axis: Any = None,
 def aggregate_task(fused: Fused, recipe: Recipe, others: tuple[Any, ...], nested: Any,
                    axis: Any = None, keepdims: bool = False, **_: Any) -> tuple[Any, ...]:
     """Final merge and epilogue of one output block: the output leaves as a tuple."""
-    states = _concat(recipe, nested)
+    return _aggregate(fused, recipe, _concat(recipe, nested), others)
+
+
+def epilogue_task(fused: Fused, recipe: Recipe, others: tuple[Any, ...], states: Any,
+                  *blocks: Any) -> tuple[Any, ...]:
+    """The epilogue of one output block when it reads arrays (``x.sum(0) + b``): the merged
+    states (of a contracted index: the first, all equal) and those arrays' blocks."""
+    states = first(states)
+    it = iter(map(first, blocks))
+    args = tuple(next(it) if a is None else a for a in others)  # None: an epilogue array
+    return _aggregate(fused, recipe, states, tuple(map(_host, args)))
+
+
+def _aggregate(fused: Fused, recipe: Recipe, states: Any, others: tuple[Any, ...]
+               ) -> tuple[Any, ...]:
     kept = {label: states[i][0].shape[pos] for i, e in enumerate(recipe.entries)
             for pos, label in e.kept}
     vshapes = tuple(tuple(recipe.size(x) if x in recipe.reduced else kept.get(x, recipe.size(x))
                           if x >= 0 else 1 for x in a.labels)
-                    for a in recipe.args if a.kind == "array")
+                    for i, a in enumerate(recipe.args)
+                    if a.kind == "array" and i not in recipe.epilogue_args)
     outs = pieces_for(fused, recipe).aggregate(vshapes, *_flat(states), *others)
     return outs if isinstance(outs, tuple) else (outs,)

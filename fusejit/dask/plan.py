@@ -27,7 +27,7 @@ from ..ir import Graph, Node, const_value, toposort
 from ..ops import ELEMENTWISE, REDUCE, Op
 from ..passes.plan import leaves_of
 from ..shapes import row_major_strides
-from ..signature import arg_spec
+from ..signature import ScalarSpec, arg_spec
 from ..trace import TensorProxy, Tracer, lift
 
 MERGE = {Op.SUM: "sum", Op.PROD: "prod", Op.MAX: "max", Op.MIN: "min", Op.ANY: "any",
@@ -81,6 +81,8 @@ class Recipe:
     entries: tuple[Entry, ...] = ()
     sizes: tuple[tuple[int, int], ...] = ()  # label -> full length
     why: str = ""
+    plain: tuple[int, ...] = ()  # reduction: outputs with no reduction, computed blockwise
+    epilogue_args: tuple[int, ...] = ()  # reduction: arrays the epilogue reads (not reduced)
 
     def size(self, label: int) -> int:
         return dict(self.sizes)[label]
@@ -144,7 +146,10 @@ def trace_full(fn: Any, args: tuple, static_nums: frozenset[int]) -> tuple[Graph
                                                  row_major_strides(shape), f"arg{i}", i,
                                                  writable=False))
             else:
-                arg_spec(a, False)  # the same named error as a direct call for a bad argument
+                if not isinstance(arg_spec(a, False), ScalarSpec):  # (bad ones raise here)
+                    raise TypeError(
+                        f"argument {i} is a {type(a).__name__}; with dask arrays pass NumPy "
+                        "arrays or scalars (each block runs on its worker's device)")
                 inputs.append(tracer.scalar_param(a, f"arg{i}", i))
         leaves, treedef = tree_flatten(fn(*inputs))
         nodes = [(leaf if isinstance(leaf, TensorProxy) else lift(leaf)).node for leaf in leaves]
@@ -272,12 +277,6 @@ def _centred_square(r: Node, reductions: list[Node]) -> int:
     return reductions.index(inner)
 
 
-def _reads_only(roots: list[Node], stop: set[Node]) -> bool:
-    """No array parameter is read by ``roots`` except through ``stop`` nodes."""
-    return not any(leaf.op in (Op.INPUT, Op.IOTA) and leaf not in stop
-                   for root in roots for leaf in leaves_of(root, stop))
-
-
 # -- the recipe -----------------------------------------------------------------------------------
 
 
@@ -325,12 +324,20 @@ def make_recipe(fn: Any, args: tuple, static_nums: frozenset[int]) -> tuple[Reci
         why = "an index map that moves data along an axis (a slice, a reversal, a reshape, " \
             "arange) or a captured constant array" if whole else ""
         return Recipe("blockwise", whole=tuple(sorted(whole)), why=why, **common), treedef
-    entries, why = _entries(reductions, red, env, lab, reduced_sets, whole, outputs)
+    plain = tuple(k for k, n in enumerate(outputs) if not (set(toposort([n])) & red))
+    entries, why = _entries(reductions, red, env, lab, reduced_sets, whole,
+                            [n for k, n in enumerate(outputs) if k not in plain])
     if entries is None:
         reduced = set().union(*reduced_sets)
         return Recipe("rechunk", whole=tuple(sorted(whole | reduced)), why=why, **common), \
             treedef
     (reduced_set,) = reduced_sets
+    epilogue = _epilogue_args(graph, [n for k, n in enumerate(outputs) if k not in plain], red,
+                              env, lab, reduced_set)
+    if epilogue is None:
+        why = "outputs that read the arguments along the reduced axes (row fusion)"
+        return Recipe("rechunk", whole=tuple(sorted(whole | reduced_set)), why=why,
+                      **common), treedef
     first = reductions[0].srcs[0]
     space = [lab.find(x) for x in env[first] if x >= 0]
     for r in reductions[1:]:
@@ -338,7 +345,7 @@ def make_recipe(fn: Any, args: tuple, static_nums: frozenset[int]) -> tuple[Reci
     order_red = tuple(x for x in space if x in reduced_set)
     entries = tuple(_place(e, r, env, lab, order_red) for e, r in zip(entries, reductions))
     return Recipe("reduction", reduced=order_red, space=tuple(space), entries=entries,
-                  **common), treedef
+                  plain=plain, epilogue_args=epilogue, **common), treedef
 
 
 def _entries(reductions: list[Node], red: set[Node], env: dict[Node, list[int]], lab: Labels,
@@ -366,9 +373,23 @@ def _entries(reductions: list[Node], red: set[Node], env: dict[Node, list[int]],
         if ref < 0 or deps != {reductions[ref]} or out[ref][0] != "sum":
             return None, "a reduction that reads another reduction's result (row fusion)"
         out.append(("m2", ref))
-    if not _reads_only(outputs, red):
-        return None, "outputs that read the arguments besides their reductions (row fusion)"
     return out, ""
+
+
+def _epilogue_args(graph: Graph, outputs: list[Node], red: set[Node], env: dict[Node, list[int]],
+                   lab: Labels, reduced: frozenset[int]) -> tuple[int, ...] | None:
+    """The call arguments the epilogue reads besides the reductions (``x.sum(0) + b``): each
+    is cut into blocks along the kept axes; None when one varies along a reduced axis (row
+    fusion: softmax) or is not an argument (arange, a captured constant)."""
+    found = set()
+    for leaf in {leaf for root in outputs for leaf in leaves_of(root, red)}:
+        if leaf.op is Op.IOTA or (leaf.op is Op.INPUT and graph.params[leaf.arg].kind != "array"):
+            return None
+        if leaf.op is Op.INPUT:
+            if any(x >= 0 and lab.find(x) in reduced for x in env[leaf]):
+                return None
+            found.add(graph.params[leaf.arg].source)
+    return tuple(sorted(found))
 
 
 def _place(kind_ref: tuple[str, int], r: Node, env: dict[Node, list[int]], lab: Labels,
