@@ -265,7 +265,7 @@ def test_normal_distribution():
 INTEGER_CASES = [
     (np.int64, 0, 10), (np.int64, -(2**63), 2**63 - 1), (np.int8, -128, 128),
     (np.uint8, 3, 250), (np.int32, -5, 5), (np.uint32, 0, 2**32), (np.uint64, 0, 2**64),
-    (np.int16, 7, 8), (np.uint16, 100, 60000),
+    (np.int16, 7, 8), (np.uint16, 100, 60000), (np.int64, -(2**63), 2**63),
 ]
 
 
