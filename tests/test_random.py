@@ -277,6 +277,15 @@ def test_integers_match_the_multiply_shift_reference():
         assert got.min() >= low and got.max() < high
 
 
+def test_eager_integers_take_new_bounds_without_recompiling():
+    k = fr.key(9)
+    before = fr._EAGER["integers"].cache_info().misses
+    for low, high in [(0, 10), (-50, 50), (7, 2**40)]:
+        assert_matches(fr.integers(k, low, high, (3, 11)), np_integers(k, low, high, (3, 11),
+                                                                        np.int64))
+    assert fr._EAGER["integers"].cache_info().misses == before + 1
+
+
 def test_integers_are_uniform():
     counts = np.bincount(fr.integers(fr.key(5), 6, shape=60_000), minlength=6)
     assert np.all(np.abs(counts - 10_000) < 5 * math.sqrt(10_000 * 5 / 6))
