@@ -310,7 +310,10 @@ def test_split_and_fold_in_are_the_same_on_host_and_device():
     keys = {tuple(x) for x in fr.split(k, 100)} | {tuple(fr.fold_in(k, i)) for i in range(100)}
     assert len(keys | {tuple(k)}) == 201
     a, b = fr.split(k)
-    assert not np.array_equal(fr.uniform(a, 8), fr.uniform(b, 8))
+    n = 20_000
+    streams = [fr.uniform(key, n) for key in (k, a, b, fr.fold_in(k, 0), fr.fold_in(a, 0))]
+    corr = np.corrcoef(streams)
+    assert np.all(np.abs(corr[np.triu_indices(5, 1)]) < 5 / math.sqrt(n))  # uncorrelated
     assert fr.fold_in(k, -1).tolist() == fr.fold_in(k, 2**64 - 1).tolist()
 
 
