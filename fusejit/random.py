@@ -52,7 +52,7 @@ _FOLD_TAG, _SPLIT_TAG = 1, 2
 _FLOATS = (dt.FLOAT32, dt.FLOAT64)
 
 
-# -- arguments --------------------------------------------------------------------------------------
+# -- arguments ------------------------------------------------------------------------------------
 
 def _shape(shape: Any) -> tuple[int, ...]:
     try:
@@ -146,7 +146,7 @@ class _Blocks:
         return TensorProxy(reshape(flat[:self.n].node, self.shape))
 
 
-# -- the streams, on traced values ------------------------------------------------------------------
+# -- the streams, on traced values ----------------------------------------------------------------
 
 def _bits64(words: tuple[Node, Node], shape: tuple[int, ...]) -> TensorProxy:
     """NumPy's 64-bit outputs: output i is word i % 4 of the block of counter i // 4 + 1."""
@@ -185,7 +185,7 @@ def _normal(words: tuple[Node, Node], shape: tuple[int, ...], dtype: np.dtype) -
     return blocks.result(np.sqrt(-2.0 * np.log(1.0 - a)) * np.cos(2.0 * np.pi * b))
 
 
-# -- public samplers --------------------------------------------------------------------------------
+# -- public samplers ------------------------------------------------------------------------------
 
 def _uniform_eager(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return _uniform(_traced_key(k), shape, dtype)
@@ -319,7 +319,7 @@ def integers(key: Any, low: int, high: int | None = None, shape: Any = (),
     return _integers(_traced_key(key), low, None if span == 1 << 64 else span, shape, dtype)
 
 
-# -- keys -------------------------------------------------------------------------------------------
+# -- keys -----------------------------------------------------------------------------------------
 
 def key(seed: int) -> np.ndarray:
     """The key for ``seed`` (an int in [0, 2**128)): ``[seed % 2**64, seed >> 64]`` as uint64,
