@@ -159,6 +159,21 @@ def test_same_values_whatever_the_lowering(gpu_style, monkeypatch):
         assert_matches(got[2], want[2], ulp=64, what=f"row sum {shape}")
 
 
+@pytest.mark.parametrize("gpu_style", [False, True])
+def test_same_values_in_split_reductions(gpu_style, monkeypatch):
+    """A long reduction split over work-groups and combined by a second kernel sees the same
+    values (argmax and max are exact whatever the order; the sum within its order bound)."""
+    if gpu_style:
+        _gpu_style(monkeypatch)
+    k, n = fr.key(12), 1 << 18
+    f = fuse(lambda k: (np.argmax(fr.uniform(k, n)), fr.uniform(k, n, np.float32).max(),
+                        fr.uniform(k, n).sum()))
+    u64, u32 = np_uniform(k, (n,), np.float64), np_uniform(k, (n,), np.float32)
+    arg, top, total = f(k)
+    assert int(arg) == int(np.argmax(u64)) and float(top) == float(u32.max())
+    assert abs(float(total) - u64.sum()) <= (math.log2(n) + 13) * 2**-52 * n
+
+
 def test_same_values_with_autotuned_launches(monkeypatch, tmp_path):
     monkeypatch.setattr(fusejit.runtime.autotune, "MIN_ITEMS", 1 << 10)  # tune small launches
     monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
