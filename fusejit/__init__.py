@@ -7,7 +7,7 @@
 """
 
 from . import numpy_api  # noqa: F401 - the traced NumPy surface, loaded now, not in a first call
-from . import random  # noqa: F401 - fusejit.random: keyed Philox random numbers
+from . import random  # fusejit.random: keyed Philox random numbers (in __all__)
 from . import linalg  # noqa: F401 - matrix products (@, matmul, dot, einsum, ...)
 from .aot import BundleError, ShapeDtype, export, load
 from .api import CacheInfo, Fused, Lowered, fuse

@@ -52,7 +52,7 @@ _FOLD_TAG, _SPLIT_TAG = 1, 2
 _FLOATS = (dt.FLOAT32, dt.FLOAT64)
 
 
-# -- arguments --------------------------------------------------------------------------------------
+# -- arguments ------------------------------------------------------------------------------------
 
 def _shape(shape: Any) -> tuple[int, ...]:
     try:
@@ -146,7 +146,7 @@ class _Blocks:
         return TensorProxy(reshape(flat[:self.n].node, self.shape))
 
 
-# -- the streams, on traced values ------------------------------------------------------------------
+# -- the streams, on traced values ----------------------------------------------------------------
 
 def _bits64(words: tuple[Node, Node], shape: tuple[int, ...]) -> TensorProxy:
     """NumPy's 64-bit outputs: output i is word i % 4 of the block of counter i // 4 + 1."""
@@ -185,7 +185,7 @@ def _normal(words: tuple[Node, Node], shape: tuple[int, ...], dtype: np.dtype) -
     return blocks.result(np.sqrt(-2.0 * np.log(1.0 - a)) * np.cos(2.0 * np.pi * b))
 
 
-# -- public samplers --------------------------------------------------------------------------------
+# -- public samplers ------------------------------------------------------------------------------
 
 def _uniform_eager(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return _uniform(_traced_key(k), shape, dtype)
@@ -199,15 +199,16 @@ def _bernoulli_eager(k: Any, p: Any, shape: tuple[int, ...]) -> Any:
     return _bernoulli(_traced_key(k), p, shape)
 
 
-def _integers_eager(k: Any, low: int, high: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    return _integers(_traced_key(k), low, high, shape, dtype)
+def _integers_eager(k: Any, low: Any, span: Any, full: bool, shape: tuple[int, ...],
+                    dtype: np.dtype) -> Any:
+    return _integers(_traced_key(k), low, None if full else span, shape, dtype)
 
 
 _EAGER = {
     "uniform": fuse(_uniform_eager, static_argnums=(1, 2)),
     "normal": fuse(_normal_eager, static_argnums=(1, 2)),
     "bernoulli": fuse(_bernoulli_eager, static_argnums=(2,)),
-    "integers": fuse(_integers_eager, static_argnums=(1, 2, 3, 4)),
+    "integers": fuse(_integers_eager, static_argnums=(3, 4, 5)),
 }
 
 
@@ -272,14 +273,15 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Any = ()) -> Any:
     return _bernoulli(_traced_key(key), p, shape)
 
 
-def _integers(words: tuple[Node, Node], low: int, high: int, shape: tuple[int, ...],
+def _integers(words: tuple[Node, Node], low: Any, span: Any, shape: tuple[int, ...],
               dtype: np.dtype) -> TensorProxy:
+    """``low + (bits * span) >> 64`` in uint64 (``span`` None: 2**64, the bits themselves),
+    wrapped into ``dtype``; low and span are ints or uint64 values (kernel arguments)."""
     bits = _bits64(words, shape)
-    span = high - low
-    if span < 1 << 64:  # Lemire's multiply-shift: floor(bits * span / 2**64)
-        bits = TensorProxy(Node.make(Op.MULHI, _U64, shape, (bits.node, const(span, _U64,
-                                                                                  shape))))
-    return (bits + (low & _MASK64)).astype(dtype)
+    if span is not None:  # Lemire's multiply-shift: floor(bits * span / 2**64)
+        bits = TensorProxy(Node.make(Op.MULHI, _U64, shape, (bits.node, _as_u64(span, shape))))
+    return TensorProxy(Node.make(Op.ADD, _U64, shape, (bits.node, _as_u64(low, shape)))
+                       ).astype(dtype)
 
 
 def integers(key: Any, low: int, high: int | None = None, shape: Any = (),
@@ -287,7 +289,8 @@ def integers(key: Any, low: int, high: int | None = None, shape: Any = (),
     """Integers uniform in ``[low, high)`` (``[0, low)`` when ``high`` is None), as NumPy's
     ``Generator.integers`` is called, of an integer ``dtype``.
 
-    ``low`` and ``high`` are Python ints known at trace time. Element ``i`` is
+    ``low`` and ``high`` are Python ints (known at trace time inside a fused function; outside
+    one they are kernel arguments, so new bounds do not recompile). Element ``i`` is
     ``low + (b * (high - low)) >> 64`` of 64-bit output ``b = `` NumPy's Philox output ``i``
     (Lemire's multiply-shift without rejection, so every element is one output): each value
     has probability within 2**-64 of ``1 / (high - low)`` (each is hit by floor or ceil of
@@ -309,12 +312,14 @@ def integers(key: Any, low: int, high: int | None = None, shape: Any = (),
         raise ValueError(f"low >= high ({low} >= {high})")
     if low < info.min or high - 1 > info.max:
         raise ValueError(f"[{low}, {high}) is out of bounds for {dtype}")
-    if current_tracer() is None:
-        return _EAGER["integers"](_host_key(key), low, high, shape, dtype)
-    return _integers(_traced_key(key), low, high, shape, dtype)
+    span = high - low
+    if current_tracer() is None:  # low and span are kernel arguments: new bounds, same kernel
+        return _EAGER["integers"](_host_key(key), np.uint64(low & _MASK64),
+                                  np.uint64(span & _MASK64), span == 1 << 64, shape, dtype)
+    return _integers(_traced_key(key), low, None if span == 1 << 64 else span, shape, dtype)
 
 
-# -- keys -------------------------------------------------------------------------------------------
+# -- keys -----------------------------------------------------------------------------------------
 
 def key(seed: int) -> np.ndarray:
     """The key for ``seed`` (an int in [0, 2**128)): ``[seed % 2**64, seed >> 64]`` as uint64,

@@ -127,7 +127,7 @@ def enter(is_tracing: Callable[[], bool]) -> None:
         _depth += 1
 
 
-def exit() -> None:  # noqa: A001 - the pair of enter()
+def exit() -> None:
     """A trace ended: put np.random back when it was the last one."""
     global _depth
     with _lock:

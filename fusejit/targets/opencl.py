@@ -340,7 +340,8 @@ inline {S} fj_pow_{t}({S} a, {S} b) {{
 # other words of one block make the same call, which the compiler computes once when told it is
 # a pure function (PoCL does not infer it: 3.4x slower float32 uniform without the attribute).
 _PHILOX_HELPER = """
-__attribute__((const)) ulong4 fj_philox4x64(ulong k0, ulong k1, ulong c0, ulong c1, ulong c2, ulong c3) {
+__attribute__((const)) ulong4 fj_philox4x64(ulong k0, ulong k1, ulong c0, ulong c1, ulong c2,
+                                            ulong c3) {
     for (int r = 0; r < 10; r++) {
         if (r > 0) { k0 += 0x9E3779B97F4A7C15UL; k1 += 0xBB67AE8584CAA73BUL; }
         ulong hi0 = mul_hi(0xD2E7470EE14C6C93UL, c0), lo0 = 0xD2E7470EE14C6C93UL * c0;
