@@ -25,6 +25,7 @@ A tensor-core variant would replace only ``_compute`` and the register tile layo
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,7 +34,7 @@ from . import dtypes as dt
 from .gemm_tune import GemmConfig, heuristic
 from .indexing import Index, unravel
 from .ir import Node
-from .kernels import Kernel
+from .kernels import Kernel, Partial
 from .lowering import LANE, Block, Imm, Lanes, Lowering, Ref, _store
 from .ops import Op
 from .passes.plan import Group, reads_of
@@ -137,7 +138,7 @@ class _Gen:
         return f"{acc} += {a} * {b};"
 
     # -- the kernel -------------------------------------------------------------------------------
-    def build(self) -> tuple[Kernel, Lowering]:
+    def build(self) -> list[tuple[Kernel, Lowering]]:
         cfg, it = self.cfg, self.it
         T = cfg.threads
         nm, nn = math.ceil(self.M / cfg.mwg), math.ceil(self.N / cfg.nwg)
@@ -146,8 +147,14 @@ class _Gen:
                      f"const {it} tn = tid % {cfg.ndimc};",
                      f"const {it} tm = tid / {cfg.ndimc};",
                      f"const {it} pid = ({it})get_group_id(0);"]
+        S = self.S = cfg.split if cfg.local else 1
+        self.Kc = self.K // S  # the K slice of one work-group (all of K without split-K)
+        if S > 1:
+            self.pre += [f"const {it} kz = ({it})get_group_id(1) % {S};",
+                         f"const {it} kbase = kz * {self.Kc};"]
         if self.B > 1:
-            self.pre.append(f"const {it} bz = ({it})get_group_id(1);")
+            self.pre.append(f"const {it} bz = ({it})get_group_id(1)" +
+                            (f" / {S};" if S > 1 else ";"))
         # grouped launch order: gm tile rows side by side walk the tile columns together
         self.pre += [f"const {it} gfirst = pid / {gm * nn} * {gm};",
                      f"const {it} gsize = min(({it}){nm} - gfirst, ({it}){gm});",
@@ -162,21 +169,75 @@ class _Gen:
             self.tiled()
         else:
             self.direct()
-        self.epilogue()
+        if S > 1:
+            self.partial_store()
+        else:
+            self.epilogue()
         renderer = Renderer()
         body = renderer.render(self.top, 1)
-        sig = self.low.args.signature(self.name)
+        name = f"{self.name}_partial" if S > 1 else self.name
+        sig = self.low.args.signature(name)
         t = self.t
         lines = [sig.render(t, (T,)), "{", *(f"    {p}" for p in self.pre), *body, "}"]
-        gsize = (nm * nn * T, self.B) if self.B > 1 else (nm * nn * T,)
-        lsize = (T, 1) if self.B > 1 else (T,)
+        gz = self.B * S
+        gsize = (nm * nn * T, gz) if gz > 1 else (nm * nn * T,)
+        lsize = (T, 1) if gz > 1 else (T,)
         reason = f"{self.group.reason}; kernel: {cfg.describe()}" + (
             f" ({cfg.why})" if cfg.why else "")
-        from dataclasses import replace
         group = replace(self.group, reason=reason, gemm_config=cfg)
-        kernel = Kernel(self.name, "\n".join(lines), sig, gsize, lsize, group,
-                        work=self.B * self.M * self.N * self.K)
-        return kernel, self.low
+        kernel = Kernel(name, "\n".join(lines), sig, gsize, lsize, group,
+                        "partial" if S > 1 else "main", work=self.B * self.M * self.N * self.K)
+        out = [(kernel, self.low)]
+        if S > 1:
+            out.append(self.combine(group))
+        return out
+
+    # -- split-K ----------------------------------------------------------------------------------
+    def partial_store(self) -> None:
+        """Each slice's accumulators, unconverted, into its part of the partials buffer."""
+        cfg, it = self.cfg, self.it
+        size = self.B * self.M * self.N
+        self.part = len(self.sm.partials)
+        self.sm.partials.append(Partial(self.S * size, self.acc))
+        ptr = self.low.args.buffer("partial", self.part, self.acc, write=True)
+        b = "bz" if self.B > 1 else "0"
+        block = self.top
+        block.emit(None, f"__global {self.actype} *slice = {ptr} + (kz * {self.B} + {b}) * "
+                         f"{self.M * self.N};")
+        for i in range(cfg.mwi):
+            block.emit(None, f"const {it} gr{i} = {self.row_of(i)};")
+        for j in range(cfg.nwi):
+            block.emit(None, f"const {it} gc{j} = {self.col_of(j)};")
+        for i in range(cfg.mwi):
+            for j in range(cfg.nwi):
+                block.emit(None, f"if (gr{i} < {self.M} && gc{j} < {self.N}) slice[gr{i} * "
+                                 f"{self.N} + gc{j}] = acc{i}_{j};")
+
+    def combine(self, group: Group) -> tuple[Kernel, Lowering]:
+        """The second kernel of split-K: the slices summed in order, then the epilogue."""
+        low = self.sm._lowering(group)
+        it = low.index_type
+        size = self.B * self.M * self.N
+        ptr = low.args.buffer("partial", self.part, self.acc)
+        top = Block(low)
+        loop = top.nested(f"for ({it} w = gid; w < {size}; w += gsz) {{",
+                          loop_vars=frozenset({"w"}))
+        terms = " + ".join(f"{ptr}[{z * size} + w]" for z in range(self.S))
+        loop.emit(None, f"const {self.actype} sum = {terms};")
+        idx = unravel(Expr.var("w", size), self.m.shape)
+        low.bound[(self.m, idx)] = self.final(loop, "sum")
+        for st in group.stores:
+            _store(loop, st, idx, low, loop.value(st.node, idx))
+        body = Renderer().render(top, 1)
+        sig = low.args.signature(self.name)
+        local = 256 if self.sm.is_gpu else None
+        items = min(size, 1 << 20)
+        gsize = (-(-items // local) * local,) if local else (items,)
+        lines = [sig.render(self.t, (local,) if local else None), "{",
+                 f"    const {it} gid = ({it})get_global_id(0);",
+                 f"    const {it} gsz = ({it})get_global_size(0);", *body, "}"]
+        return (Kernel(self.name, "\n".join(lines), sig, gsize, (local,) if local else None,
+                       group, "combine", work=size), low)
 
     # -- tiled kernel -----------------------------------------------------------------------------
     def tiled(self) -> None:
@@ -189,26 +250,28 @@ class _Gen:
         a_size, b_size = cfg.kwg * cfg.mwg, cfg.kwg * cfg.nwg
         self.pre += [f"__local {self.actype} Al[{2 * a_size}] __attribute__((aligned(16)));",
                      f"__local {self.actype} Bl[{2 * b_size}] __attribute__((aligned(16)));"]
-        rem = K % cfg.kwg
+        Kc = self.Kc
+        rem = Kc % cfg.kwg
         k_first = rem - cfg.kwg if rem else 0
-        steps = math.ceil(K / cfg.kwg)
+        steps = math.ceil(Kc / cfg.kwg)
+        base = "kbase + " if self.S > 1 else ""
         top = self.top
         # the first step's tiles, into buffer 0
-        stores = self.load(top, True, la, str(k_first), "_0", "0", first=True)
-        stores += self.load(top, False, lb, str(k_first), "_0", "0", first=True)
+        stores = self.load(top, True, la, f"({base}{k_first})", "_0", "0", first=True)
+        stores += self.load(top, False, lb, f"({base}{k_first})", "_0", "0", first=True)
         for tmpl, refs in stores:
             top.emit(None, tmpl, *refs)
         top.emit(None, self.t.barrier_local)
         names = frozenset(f"{p}{kind}{s}" for p in ("a_n", "b_n") for kind in ("k", "kq")
                           for s in range(256))
         if steps > 1:
-            loop = top.nested(f"for ({it} kt = {k_first}; kt < {K - cfg.kwg}; "
+            loop = top.nested(f"for ({it} kt = {k_first}; kt < {Kc - cfg.kwg}; "
                               f"kt += {cfg.kwg}) {{", loop_vars=names | {"kt"})
             loop.emit(None, f"const {it} cur = ((kt - ({k_first})) / {cfg.kwg}) & 1;")
             loop.emit(None, f"const {it} nxt = kt + {cfg.kwg};")
             # the next step's loads go first: their latency hides behind this step's FMAs
-            stores = self.load(loop, True, la, "nxt", "_n", "(cur ^ 1)", first=False)
-            stores += self.load(loop, False, lb, "nxt", "_n", "(cur ^ 1)", first=False)
+            stores = self.load(loop, True, la, f"({base}nxt)", "_n", "(cur ^ 1)", first=False)
+            stores += self.load(loop, False, lb, f"({base}nxt)", "_n", "(cur ^ 1)", first=False)
             self.compute(loop, "cur")
             for tmpl, refs in stores:
                 loop.emit(None, tmpl, *refs)
@@ -225,7 +288,7 @@ class _Gen:
         local = "Al" if is_a else "Bl"
         p = ("a" if is_a else "b") + sfx
         T = cfg.threads
-        k_guard = first and K % cfg.kwg != 0
+        k_guard = first and self.Kc % cfg.kwg != 0
         V = 1
         if layout == "k":  # a vector lies wholly before k = 0 or wholly after
             V = next(v for v in (4, 2, 1) if cfg.kwg % v == 0 and K % v == 0)
@@ -430,9 +493,9 @@ def _gpu_limits(sm: object):
     return DeviceLimits(is_gpu=bool(getattr(sm, "is_gpu", False)))
 
 
-def gemm_kernel(sm: SourceModule, name: str, group: Group) -> tuple[Kernel, Lowering]:
-    """The kernel of one gemm group (see the module docstring)."""
+def gemm_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
+    """The kernel of one gemm group, two with split-K (see the module docstring)."""
     return _Gen(sm, name, group).build()
 
 
-__all__ = ["accumulator", "gemm_kernel"]
+__all__ = ["accumulator", "gemm_kernels"]

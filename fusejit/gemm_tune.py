@@ -40,6 +40,7 @@ class GemmConfig:
     vw: int = 4
     group_m: int = 8
     local: bool = True  # False: the direct kernel (global loads straight into registers)
+    split: int = 1  # split-K: work-groups per output tile summing slices of K (then combined)
     why: str = ""
 
     @property
@@ -69,7 +70,9 @@ class GemmConfig:
                     f"{self.threads}, {self.mwi}x{self.nwi} per work-item, no local memory")
         return (f"tile {self.mwg}x{self.nwg}x{self.kwg}, {self.mdimc}x{self.ndimc} work-items "
                 f"with {self.mwi}x{self.nwi} register tiles, local reads of {self.vw}, "
-                f"double-buffered, launch grouped by {self.group_m} tile rows")
+                f"double-buffered, launch grouped by {self.group_m} tile rows" +
+                (f", K split over {self.split} work-groups per tile (a second kernel sums "
+                 "the slices and runs the epilogue)" if self.split > 1 else ""))
 
 
 def _words(dtype: np.dtype) -> int:
@@ -119,6 +122,20 @@ def rank(cands: list[GemmConfig], m: int, n: int, batch: int, units: int
         deep = 1.02 if c.kwg == 8 and c.mwg * c.nwg >= 128 * 128 else 1.0
         return c.mwi * c.nwi * fill / waste * deep * (1 + c.threads / 4096)
     return sorted(cands, key=score, reverse=True)
+
+
+def with_split(cfg: GemmConfig, m: int, n: int, k: int, batch: int, units: int
+               ) -> GemmConfig:
+    """Split K when the output has too few tiles to keep the compute units busy and K is long
+    (skinny products): slices of at least 512, whole steps of KWG each."""
+    if not cfg.local:
+        return cfg
+    tiles = math.ceil(m / cfg.mwg) * math.ceil(n / cfg.nwg) * batch
+    split = 1
+    while tiles * split < 2 * units and split < 16 and k % (2 * split * cfg.kwg) == 0 and \
+            k // (2 * split) >= 512:
+        split *= 2
+    return replace(cfg, split=split) if split != cfg.split else cfg
 
 
 def heuristic(m: int, n: int, k: int, batch: int, limits: DeviceLimits, acc: np.dtype
@@ -224,6 +241,8 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits,
             cfg = tuner(g, key, space(limits, acc))
         if cfg is None:
             cfg = heuristic(m, n, k, b, limits, acc)
+        if not _forced and limits.is_gpu:
+            cfg = with_split(cfg, m, n, k, b, limits.compute_units)
         groups.append(replace(g, gemm_config=cfg))
     return replace(plan, groups=tuple(groups))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from . import dtypes as dt
-from .gemm_source import gemm_kernel
+from .gemm_source import gemm_kernels
 from .indexing import Index, broadcast_index, unravel
 from .ir import Graph, toposort
 from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
@@ -73,7 +73,7 @@ class SourceModule(ReductionKernels):
             if group.kind == "elementwise":
                 made = [self._elementwise(f"fj_k{i}", group)]
             elif group.kind == "gemm":
-                made = [gemm_kernel(self, f"fj_k{i}", group)]
+                made = gemm_kernels(self, f"fj_k{i}", group)
             else:
                 made = self._reduce(f"fj_k{i}", group)
             for kernel, low in made:

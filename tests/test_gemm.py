@@ -376,3 +376,22 @@ def test_float_bound_over_k(k) -> None:
         _bound_ok(np.asarray(got), a, b, a @ b)
     h, g = a.astype(np.float16), b.astype(np.float16)
     _bound_ok(np.asarray(fuse(lambda x, y: x @ y)(h, g)), h, g, h @ g)
+
+
+def test_split_k_and_explain() -> None:
+    """Split-K (slices of K summed by a second kernel that runs the epilogue), and explain()
+    naming the GEMM, what it fused and the configuration."""
+    rng = np.random.default_rng(14)
+    a = rng.standard_normal((2, 13, 64)).astype(np.float32)
+    b = rng.standard_normal((2, 64, 11)).astype(np.float32)
+    c = rng.standard_normal(11).astype(np.float32)
+    f = fuse(lambda a, b, c: (np.maximum(a @ b + c, 0), a @ b))
+    with gemm_tune.forced(GemmConfig(16, 16, 4, 4, 4, 2, split=4)):
+        relu, prod = f(a, b, c)
+        low = f.lower(a, b, c)
+        text = str(f.explain(a, b, c))
+    assert [k.role for k in low.kernels] == ["partial", "combine"]
+    np.testing.assert_allclose(relu, np.maximum(a @ b + c, 0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(prod, a @ b, rtol=1e-5, atol=1e-5)
+    assert "GEMM batched 2x13x11x64" in text and "K split over 4" in text
+    assert "epilogue stores output 0 (where, add, le), output 1" in text

@@ -12,7 +12,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..gemm_tune import GemmConfig, problem, rank, remember
+from ..gemm_tune import GemmConfig, problem, rank, remember, with_split
 from ..ir import Graph, Node, Param
 from ..ops import Op
 from ..passes.plan import Dest, Group, Plan, Store
@@ -46,15 +46,21 @@ def make_tuner(queue: cl.CommandQueue, info: DeviceInfo
         remaining = BUDGET_S - spent[0]
         if remaining < 0.3:
             return None  # this call's tuning budget is spent: the heuristic decides
-        cands = rank(cands, m, n, b, info.limits.compute_units)[:MAX_CANDIDATES]
+        units = info.limits.compute_units
+        cands = [with_split(c, m, n, k, b, units)
+                 for c in rank(cands, m, n, b, units)[:MAX_CANDIDATES]]
         sources, kernels = [], []
         for i, cfg in enumerate(cands):
             g = Group("gemm", node.shape, (Store(node, Dest("output", 0)),), "tuning",
                       matmul=node, gemm_config=cfg)
             mod = SourceModule(graph, Plan((g,), ()), OpenCLTarget(), info.limits).build()
             kern = mod.kernels[0]
+            if len(mod.kernels) > 1:  # split-K: time the slices' kernel (the sum is cheap)
+                continue
             sources.append(mod.source.replace(kern.name + "(", f"fj_tune{i}("))
-            kernels.append(kern)
+            kernels.append((i, kern))
+        if not kernels:
+            return None
         options = build_options(info)
         nvidia = "NVIDIA" in info.key
         if nvidia:
@@ -69,7 +75,8 @@ def make_tuner(queue: cl.CommandQueue, info: DeviceInfo
                 for s in (a_shape, b_shape)]
         out = cla.empty(queue, node.shape, dtype)
         best: tuple[float, GemmConfig] | None = None
-        for i, (cfg, kern) in enumerate(zip(cands, kernels)):
+        for i, kern in kernels:
+            cfg = cands[i]
             if best is not None and time.perf_counter() - start > remaining:
                 break
             regs, spills = usage.get(f"fj_tune{i}", (0, 0))
