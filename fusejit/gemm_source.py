@@ -35,7 +35,7 @@ from .gemm_tune import GemmConfig, heuristic
 from .indexing import Index, unravel
 from .ir import Node
 from .kernels import Kernel, Partial
-from .lowering import LANE, Block, Imm, Lanes, Lowering, Ref, _store
+from .lowering import LANE, Block, Imm, LaneOf, Lanes, Lowering, Ref, _store
 from .ops import Op
 from .passes.plan import Group, reads_of
 from .render import Renderer
@@ -133,7 +133,9 @@ class _Gen:
                           Imm(acc))
 
     def fma(self, a: str, b: str, acc: str) -> str:
-        if self.acc.kind == "f":
+        # fma on GPUs (one instruction); a rounded product and a sum on CPUs, where PoCL
+        # calls a software fma (30x slower). Both keep the summation bound of the README.
+        if self.acc.kind == "f" and self.sm.is_gpu:
             return f"{acc} = fma({a}, {b}, {acc});"
         return f"{acc} += {a} * {b};"
 
@@ -162,16 +164,19 @@ class _Gen:
                      f"const {it} pn = (pid % {gm * nn}) / gsize;",
                      f"const {it} m0 = pm * {cfg.mwg};",
                      f"const {it} n0 = pn * {cfg.nwg};"]
+        simd = not cfg.local and cfg.vw > 1
         for i in range(cfg.mwi):
-            for j in range(cfg.nwi):
+            for j in range(0 if simd else cfg.nwi):
                 self.pre.append(f"{self.actype} acc{i}_{j} = ({self.actype})0;")
-        if cfg.local:
+        if simd:
+            self.simd()
+        elif cfg.local:
             self.tiled()
         else:
             self.direct()
         if S > 1:
             self.partial_store()
-        else:
+        elif not simd:
             self.epilogue()
         renderer = Renderer()
         body = renderer.render(self.top, 1)
@@ -404,6 +409,62 @@ class _Gen:
         for i, a in enumerate(av):
             for j, b in enumerate(bv):
                 loop.emit(None, self.fma("{0}", "{1}", f"acc{i}_{j}"), a, b)
+
+    # -- direct kernel over vectors (CPUs) -----------------------------------------------------
+    def simd(self) -> None:
+        """Each work-item: MWI consecutive rows by NWI consecutive columns held in vectors of
+        VW (OpenCL vector types, which PoCL turns into AVX; work-items are not vectorised
+        across a loop over K). Needs N % VW == 0 (whole vectors inside or beyond N)."""
+        cfg, it, t, low = self.cfg, self.it, self.t, self.low
+        V, nb = cfg.vw, cfg.nwi // cfg.vw
+        vt = f"{self.actype}{V}"
+        top = self.top
+        for i in range(cfg.mwi):
+            for jb in range(nb):
+                self.pre.append(f"{vt} vacc{i}_{jb} = ({vt})(0);")
+        rows = []
+        for i in range(cfg.mwi):
+            top.emit(None, f"const {it} dr{i} = min(m0 + tm * {cfg.mwi} + {i}, "
+                           f"({it}){self.M - 1});")
+            rows.append(_var(f"dr{i}", self.M - 1))
+        lane = Expr.var(LANE, V)
+        cols = []
+        for jb in range(nb):
+            top.emit(None, f"const {it} dq{jb} = min((n0 + (tn * {nb} + {jb}) * {V}) / {V}, "
+                           f"({it}){self.N // V - 1});")
+            cols.append(_var(f"dq{jb}", self.N // V - 1) * V + lane)
+        loop = top.nested(f"for ({it} k = 0; k < {self.K}; k++) {{", loop_vars=frozenset({"k"}))
+        k = _var("k", self.K - 1)
+        low.lanes = V
+        try:
+            av = [loop.value(self.a, self.a_index(r, k)) for r in rows]
+            bv = [low.as_vector(loop, loop.value(self.b, self.b_index(k, c)), self.b.dtype)
+                  for c in cols]
+        finally:
+            low.lanes = 1
+        for i, a in enumerate(av):
+            for jb, b in enumerate(bv):
+                # (no vector fma: PoCL computes it in software, 30x slower than mul + add)
+                loop.emit(None, f"vacc{i}_{jb} += ({vt})({{0}}) * {{1}};", a, b)
+        # epilogue: whole rows and whole vectors are inside or outside the result
+        for i in range(cfg.mwi):
+            row_ok = top.nested(f"if (m0 + tm * {cfg.mwi} + {i} < {self.M}) {{")
+            row = _var(f"dr{i}", self.M - 1)
+            for jb in range(nb):
+                inner = row_ok.nested(f"if (n0 + (tn * {nb} + {jb}) * {V} < {self.N}) {{")
+                idx = (*self.bidx, row, cols[jb])
+                text = f"vacc{i}_{jb}"
+                if self.m.dtype == dt.FLOAT16:
+                    text = t.round_to_storage_vector(dt.FLOAT16, text, V)
+                vec = inner.emit(vt, text)
+                low.lanes = V
+                try:
+                    low.bound[(self.m, idx)] = Lanes(tuple(
+                        LaneOf(vec, l, t.lane(self.acc, l)) for l in range(V)))
+                    for st in self.group.stores:
+                        _store(inner, st, idx, low, inner.value(st.node, idx))
+                finally:
+                    low.lanes = 1
 
     def row_of(self, i: int) -> str:
         cfg = self.cfg
