@@ -15,7 +15,8 @@ from fusejit.gemm_tune import GemmConfig
 
 TILED = GemmConfig(16, 16, 4, 4, 4, 2)  # small enough to have many edge tiles at test sizes
 TILED_WIDE = GemmConfig(32, 32, 8, 8, 8, 4)
-CONFIGS = {"default": None, "tiled": TILED, "tiled4": TILED_WIDE}
+SIMD = GemmConfig(12, 16, 1, 2, 2, 4, 1, local=False)  # the CPU kernel: vectors of columns
+CONFIGS = {"default": None, "tiled": TILED, "tiled4": TILED_WIDE, "simd": SIMD}
 
 
 def _data(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
@@ -62,13 +63,14 @@ DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, 
 
 
 @pytest.mark.parametrize("dtype,config", [(d, "default") for d in DTYPES] + [
-    (d, "tiled") for d in (np.bool_, np.int8, np.uint64, np.float16, np.float32)],
+    (d, "tiled") for d in (np.bool_, np.int8, np.uint64, np.float16, np.float32)] + [
+    (d, "simd") for d in (np.float16, np.float32, np.float64)],
     ids=lambda v: v if isinstance(v, str) else np.dtype(v).name)
 def test_matmul_dtypes(dtype, config, has_fp64) -> None:
     if np.dtype(dtype) == np.float64 and not has_fp64:
         pytest.skip("the device has no float64")
     rng = np.random.default_rng(1)
-    a, b = _data((19, 23), dtype, rng), _data((23, 17), dtype, rng)
+    a, b = _data((19, 23), dtype, rng), _data((23, 20 if config == "simd" else 17), dtype, rng)
     if np.dtype(dtype).kind in "iu":  # wrapping: values large enough to overflow the dtype
         a = (a * 3).astype(dtype)
 
@@ -355,10 +357,10 @@ def test_in_place_forms(queue) -> None:
 def test_batched_broadcast_tiled() -> None:
     rng = np.random.default_rng(12)
     a = rng.standard_normal((3, 1, 18, 9)).astype(np.float32)
-    b = rng.standard_normal((4, 9, 21)).astype(np.float32)
-    bias = rng.standard_normal((4, 1, 21)).astype(np.float32)
+    bias = rng.standard_normal((4, 1, 24)).astype(np.float32)
+    b = rng.standard_normal((4, 9, 24)).astype(np.float32)
     f = fuse(lambda a, b, bias: np.tanh(a @ b + bias))
-    for cfg in (None, TILED_WIDE):
+    for cfg in (None, TILED_WIDE, SIMD):
         with gemm_tune.forced(cfg) if cfg else _nothing():
             got = f(a, b, bias)
         f.cache_clear()
