@@ -397,3 +397,14 @@ def test_split_k_and_explain() -> None:
     np.testing.assert_allclose(prod, a @ b, rtol=1e-5, atol=1e-5)
     assert "GEMM batched 2x13x11x64" in text and "K split over 4" in text
     assert "epilogue stores output 0 (where, add, le), output 1" in text
+
+
+def test_validate_mode_checks_products() -> None:
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((9, 33)).astype(np.float32)
+    w = rng.standard_normal((33, 7)).astype(np.float32)
+    q = rng.integers(-100, 100, (33, 7)).astype(np.int16)
+    f = fuse(validate=True)(lambda x, w, q: (np.tanh(x @ w + 1), (x > 0).astype(np.int16) @ q))
+    y, z = f(x, w, q)
+    np.testing.assert_allclose(y, np.tanh(x @ w + 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(z, (x > 0).astype(np.int16) @ q)

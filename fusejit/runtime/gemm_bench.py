@@ -20,8 +20,12 @@ from ..shapes import row_major_strides
 from .build import build_options, build_program
 from .devices import DeviceInfo
 
-BUDGET_S = 1.0  # tuning time per compile: a first call stays under ~2 s on an H200
-MAX_CANDIDATES = 6
+# Tuning time per compile of a fused function, all its products together: with the final
+# build (~0.4 s) a first call stays under 2 s on an H200. Measured there: 6 candidates cost
+# 2.8 s of a 3.4 s first call at 4096^3, so the budget now buys 2 or 3.
+BUDGET_S = 1.0
+COMPILE_S = 0.33
+MAX_CANDIDATES = 3
 
 
 def make_tuner(queue: cl.CommandQueue, info: DeviceInfo
@@ -44,11 +48,14 @@ def make_tuner(queue: cl.CommandQueue, info: DeviceInfo
         node = Node.make(Op.MATMUL, dtype, mm.shape, (an, bn))
         graph = Graph(params, (node,))
         remaining = BUDGET_S - spent[0]
-        if remaining < 0.3:
+        # building a candidate costs ~0.3 s on an H200 (the unrolled 8x8 tiles): as many as
+        # the budget pays for, timing included
+        count = min(MAX_CANDIDATES, int((remaining - 0.1) / COMPILE_S))
+        if count < 2:
             return None  # this call's tuning budget is spent: the heuristic decides
         units = info.limits.compute_units
         cands = [with_split(c, m, n, k, b, units)
-                 for c in rank(cands, m, n, b, units)[:MAX_CANDIDATES]]
+                 for c in rank(cands, m, n, b, units)[:count]]
         sources, kernels = [], []
         for i, cfg in enumerate(cands):
             g = Group("gemm", node.shape, (Store(node, Dest("output", 0)),), "tuning",
