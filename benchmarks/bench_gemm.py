@@ -19,11 +19,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
 import pytest
+from conftest import run_checked
 
 from fusejit.bench.backends import Backend
-from fusejit.bench.runner import matches
 from fusejit.bench.workloads import Workload, scale_from_env, workloads
 
 SCALE = scale_from_env()
@@ -34,14 +33,4 @@ CASES = workloads(SCALE, ("gemm", "mlp"))
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("wl", CASES, ids=lambda w: w.name)
 def test_gemm(benchmark: Any, backends: dict[str, Backend], impl: str, wl: Workload) -> None:
-    backend = backends[impl]
-    host = wl.make_inputs()
-    prepared = backend.prepare(wl, host)
-    first = prepared.run()  # builds (and, for fusejit, tunes); checked once, not timed
-    prepared.run()
-    want = wl.fn(np, *host)
-    ok, err = matches(prepared.to_numpy(first), [want])
-    assert ok, f"{impl} disagrees with NumPy on {wl.name} (max rel err {err:.2e})"
-    benchmark.group = wl.name
-    benchmark.extra_info.update(impl=impl, flops=wl.params["flops"], device=backend.device)
-    benchmark(prepared.run)
+    run_checked(benchmark, backends[impl], impl, wl, wl.name, flops=wl.params["flops"])

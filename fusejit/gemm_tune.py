@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
@@ -261,12 +260,9 @@ _loaded = False
 
 
 def _cache_file() -> Path:
-    base = os.environ.get("FUSEJIT_CACHE_DIR")
-    if base:
-        return Path(base) / "gemm.json"
-    import platformdirs
+    from .runtime.autotune import _cache_file as cache_file  # next to the launch tuning data
 
-    return Path(platformdirs.user_cache_dir("fusejit")) / "gemm.json"
+    return cache_file("gemm.json")
 
 
 def bucket(m: int, n: int, k: int, batch: int) -> str:
@@ -301,14 +297,9 @@ def lookup(key: str) -> GemmConfig | None:
 def remember(key: str, cfg: GemmConfig) -> None:
     with _lock:
         _memory[key] = asdict(cfg)
-        path = _cache_file()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(_memory, indent=0, sort_keys=True))
-            tmp.replace(path)
-        except OSError:
-            pass  # a read-only home: keep the in-memory result
+        from .runtime.autotune import write_json
+
+        write_json(_cache_file(), _memory)
 
 
 __all__ = ["GemmConfig", "bucket", "configure", "forced", "heuristic", "lookup", "rank", "remember",

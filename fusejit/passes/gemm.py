@@ -31,6 +31,7 @@ from ..ir import Graph, Node, Param
 from ..ops import MOVEMENT, REDUCE, Op
 from ..shapes import row_major_strides
 from ..symbolic import Expr
+from .inplace import stage
 from .partition import Dest, DeviceLimits, Group, Plan, Store, partition
 from .plan import leaves_of, reads_of
 
@@ -354,11 +355,7 @@ def _inplace(graph: Graph, groups: list[Group], temps: list[Node],
                 why = f"a later kernel reads argument {st.dest.index}"
             if why is None:
                 continue
-            stores[si] = Store(st.node, Dest("temp", len(temps)))
-            temps.append(st.node)
-            copies.append(Group("elementwise", st.node.shape, (st,),
-                                f"in-place write to argument {st.dest.index} staged through a "
-                                f"temporary: {why}"))
+            stores[si] = stage(st, temps, copies, why)
         out.append(replace(g, stores=tuple(stores)))
     return out + copies, temps
 

@@ -76,13 +76,19 @@ def inplace_safety(graph: Graph, groups: list[Group], temps: list[Node],
                     None)
                 if why is None:
                     continue
-                lst[si] = Store(st.node, Dest("temp", len(temps)))
-                temps.append(st.node)
-                copies.append(Group("elementwise", st.node.shape, (st,),
-                                    f"in-place write to argument {p} staged through a "
-                                    f"temporary: {why}"))
+                lst[si] = stage(st, temps, copies, why)
         out.append(replace(g, stores=tuple(stores), row_stores=tuple(rows)))
     return out + copies, temps
+
+
+def stage(st: Store, temps: list[Node], copies: list[Group], why: str) -> Store:
+    """``st`` redirected into a new temporary, and the kernel that copies the temporary into
+    the argument afterwards appended to ``copies``."""
+    temps.append(st.node)
+    copies.append(Group("elementwise", st.node.shape, (st,),
+                        f"in-place write to argument {st.dest.index} staged through a "
+                        f"temporary: {why}"))
+    return Store(st.node, Dest("temp", len(temps) - 1))
 
 
 def _group_reads(g: Group, family: set[int], temps: list[Node]) -> bool:

@@ -39,13 +39,14 @@ def enabled(flag: bool | None) -> bool:
     return os.environ.get("FUSEJIT_AUTOTUNE", "1") not in ("0", "", "false")
 
 
-def _cache_file() -> Path:
+def _cache_file(name: str = "autotune.json") -> Path:
+    """A file in the user cache directory (``FUSEJIT_CACHE_DIR`` overrides it)."""
     base = os.environ.get("FUSEJIT_CACHE_DIR")
     if base:
-        return Path(base) / "autotune.json"
+        return Path(base) / name
     import platformdirs
 
-    return Path(platformdirs.user_cache_dir("fusejit")) / "autotune.json"
+    return Path(platformdirs.user_cache_dir("fusejit")) / name
 
 
 def _load() -> None:
@@ -62,14 +63,18 @@ def _load() -> None:
 
 
 def _save() -> None:
-    path = _cache_file()
+    write_json(_cache_file(), _memory)
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Replace ``path`` with ``data`` atomically (a read-only home keeps results in memory)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(_memory, indent=0, sort_keys=True))
+        tmp.write_text(json.dumps(data, indent=0, sort_keys=True))
         tmp.replace(path)
     except OSError:
-        pass  # a read-only home: keep the in-memory results
+        pass
 
 
 def key(device_key: str, source: str, items: int) -> str:
