@@ -33,6 +33,12 @@ def make_tuner(queue: cl.CommandQueue, info: DeviceInfo
     spent = [0.0]  # tuning time of this compile, over all its products
 
     def tune(group: Group, key: str, cands: list[GemmConfig]) -> GemmConfig | None:
+        try:
+            return _tune(group, key, cands)
+        except (cl.Error, MemoryError, ValueError):  # no room to time in: the heuristic
+            return None
+
+    def _tune(group: Group, key: str, cands: list[GemmConfig]) -> GemmConfig | None:
         from ..source import SourceModule
         from ..targets.opencl import OpenCLTarget
 
