@@ -170,6 +170,19 @@ def run(scale: str, epilogue: bool, sweep: bool) -> dict[str, Any]:
                              "gemm_then_epilogue_ms": t_sep * 1e3,
                              "ratio": t_sep / t_fused})
             print(json.dumps(epi_rows[-1]), flush=True)
+    if epilogue and scale == "full":  # the MLP block's kernels one by one
+        t, d = 8192, 4096
+        x = cla.to_device(queue, rng.standard_normal((t, d)).astype(np.float32))
+        w = cla.to_device(queue, (rng.standard_normal((d, d)) / 64).astype(np.float32))
+        b = cla.to_device(queue, rng.standard_normal(d).astype(np.float32))
+        parts = {"x @ w1": (fuse(lambda x, w: x @ w), (x, w)),
+                 "gelu(x @ w1 + b1)": (fuse(lambda x, w, b: dense_gelu(np, x, w, b)), (x, w, b)),
+                 "x + h @ w2 + b2": (fuse(lambda x, h, w, b: x + h @ w + b), (x, x, w, b))}
+        for label, (fn, args) in parts.items():
+            t_part = _steady(lambda: fn(*args), queue.finish)
+            epi_rows.append({"case": f"MLP part {label} (8192x4096x4096)",
+                             "ms": t_part * 1e3})
+            print(json.dumps(epi_rows[-1]), flush=True)
     sweep_rows = []
     if sweep:
         sweep_rows = _sweep(queue)
