@@ -37,7 +37,7 @@ from .ir import Node
 from .kernels import Kernel, Partial
 from .lowering import LANE, Block, Imm, LaneOf, Lanes, Lowering, Ref, _store
 from .ops import Op
-from .passes.plan import Group, reads_of
+from .passes.plan import Group, Store, reads_of
 from .render import Renderer
 from .symbolic import Expr, Var
 
@@ -131,6 +131,16 @@ class _Gen:
             return block.emit("uchar", "((uchar)({0} != 0))", Imm(acc))
         return block.emit(t.compute_type(m.dtype), t.render_cast(self.acc, m.dtype, "{0}"),
                           Imm(acc))
+
+    def store(self, block: Block, st: Store, idx: Index, low: Lowering | None = None) -> None:
+        """Store ``st`` at the product's index ``idx`` (a root may lack or add length-1 axes:
+        ``vector @ matrix + b``)."""
+        low = low or self.low
+        node_idx = idx
+        if st.node.shape != self.m.shape:
+            rest = iter(e for e, d in zip(idx, self.m.shape) if d != 1)
+            node_idx = tuple(Expr(0) if d == 1 else next(rest) for d in st.node.shape)
+        _store(block, st, node_idx, low, block.value(st.node, node_idx))
 
     def fma(self, a: str, b: str, acc: str) -> str:
         # fma on GPUs (one instruction); a rounded product and a sum on CPUs, where PoCL
@@ -232,7 +242,7 @@ class _Gen:
         idx = unravel(Expr.var("w", size), self.m.shape)
         low.bound[(self.m, idx)] = self.final(loop, "sum")
         for st in group.stores:
-            _store(loop, st, idx, low, loop.value(st.node, idx))
+            self.store(loop, st, idx, low)
         body = Renderer().render(top, 1)
         sig = low.args.signature(self.name)
         local = 256 if self.sm.is_gpu else None
@@ -462,7 +472,7 @@ class _Gen:
                     low.bound[(self.m, idx)] = Lanes(tuple(
                         LaneOf(vec, l, t.lane(self.acc, l)) for l in range(V)))
                     for st in self.group.stores:
-                        _store(inner, st, idx, low, inner.value(st.node, idx))
+                        self.store(inner, st, idx)
                 finally:
                     low.lanes = 1
 
@@ -517,7 +527,7 @@ class _Gen:
                     vals = tuple(self.final(block, f"acc{i}_{jb * vw + l}") for l in range(vw))
                     low.bound[(self.m, idx)] = Lanes(vals) if vw > 1 else vals[0]
                     for st in self.group.stores:
-                        _store(block, st, idx, low, block.value(st.node, idx))
+                        self.store(block, st, idx)
         finally:
             low.lanes = 1
 
@@ -529,16 +539,16 @@ class _Gen:
             block.emit(None, f"const {it} gr{i} = {self.row_of(i)};")
         for j in range(cfg.nwi):
             block.emit(None, f"const {it} gc{j} = {self.col_of(j)};")
-        for i in range(cfg.mwi):
-            row = _var(f"gr{i}", m_pad - 1)
+        for i in range(cfg.mwi):  # (a length-1 axis is indexed by 0, as broadcasting does)
+            row = _var(f"gr{i}", m_pad - 1) if self.M > 1 else Expr(0)
             inside_row = block.nested(f"if (gr{i} < {self.M}) {{")
             for j in range(cfg.nwi):
-                col = _var(f"gc{j}", n_pad - 1)
+                col = _var(f"gc{j}", n_pad - 1) if self.N > 1 else Expr(0)
                 inner = inside_row.nested(f"if (gc{j} < {self.N}) {{")
                 idx = (*self.bidx, row, col)
                 low.bound[(self.m, idx)] = self.final(inner, f"acc{i}_{j}")
                 for st in self.group.stores:
-                    _store(inner, st, idx, low, inner.value(st.node, idx))
+                    self.store(inner, st, idx)
 
 
 def _raw(block: Block, text: str):

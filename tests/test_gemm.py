@@ -408,3 +408,21 @@ def test_validate_mode_checks_products() -> None:
     y, z = f(x, w, q)
     np.testing.assert_allclose(y, np.tanh(x @ w + 1), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(z, (x > 0).astype(np.int16) @ q)
+
+
+def test_vector_products_fuse_their_epilogue() -> None:
+    """A 1-d operand's product (M or N of 1) takes the bias and activation in its own kernel,
+    through the edge tiles' guarded stores too."""
+    rng = np.random.default_rng(16)
+    v = rng.standard_normal(24).astype(np.float32)
+    w = rng.standard_normal((24, 19)).astype(np.float32)
+    b = rng.standard_normal(19).astype(np.float32)
+    c = rng.standard_normal(24).astype(np.float32)
+    f = fuse(lambda v, w, b, c: (np.maximum(v @ w + b, 0), np.tanh(w.T @ c) * 2))
+    for cfg in (None, TILED):
+        with gemm_tune.forced(cfg) if cfg else _nothing():
+            assert _kernels(f, v, w, b, c) == 2
+            relu, t = f(v, w, b, c)
+        f.cache_clear()
+        np.testing.assert_allclose(relu, np.maximum(v @ w + b, 0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(t, np.tanh(w.T @ c) * 2, rtol=1e-5, atol=1e-5)

@@ -74,10 +74,12 @@ class _GemmPartition:
         if not deps or any(x in self.red_set for x in leaves):
             return None
         g = max(deps, key=self.pos.__getitem__)
-        if node.shape != g.shape:
+        # the product's space, up to length-1 axes (a 1-d operand's product reshaped back)
+        if [d for d in node.shape if d != 1] != [d for d in g.shape if d != 1]:
             return None
-        idx = _index(node.shape)
-        if all(tuple(i) == tuple(idx) for n, i in reads_of(node, idx, stop) if n is g):
+        at = _index(g.shape)  # (the same expressions as node's index on the other axes)
+        if all(tuple(i) == tuple(at) for n, i in reads_of(node, _index(node.shape), stop)
+               if n is g):
             return g
         return None
 
