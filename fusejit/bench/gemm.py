@@ -186,29 +186,35 @@ def run(scale: str, epilogue: bool, sweep: bool) -> dict[str, Any]:
     sweep_rows = []
     if sweep:
         sweep_rows = _sweep(queue)
+        sweep_rows += _sweep(queue, dense_gelu, 8192, 4096, 4096, top=8)
     return {"anchor": name, "device": queue.device.name, "rows": rows, "epilogue": epi_rows,
             "sweep": sweep_rows}
 
 
-def _sweep(queue: cl.CommandQueue, n: int = 4096) -> list[dict[str, Any]]:
+def _sweep(queue: cl.CommandQueue, fn: Callable[..., Any] = plain, m: int = 4096,
+           n: int = 4096, k: int = 4096, top: int | None = None) -> list[dict[str, Any]]:
+    """Every candidate of the space (or the ``top`` best-ranked) timed on one product."""
     from fusejit.runtime.devices import device_info
 
     info = device_info(queue.device)
     rng = np.random.default_rng(1)
-    a = cla.to_device(queue, rng.standard_normal((n, n)).astype(np.float32))
-    b = cla.to_device(queue, rng.standard_normal((n, n)).astype(np.float32))
+    args = [cla.to_device(queue, rng.standard_normal(s).astype(np.float32))
+            for s in ((m, k), (k, n), (n,))][:3 if fn is not plain else 2]
+    cands = gemm_tune.space(info.limits, np.dtype(np.float32))
+    if top:
+        cands = gemm_tune.rank(cands, m, n, 1, info.limits.compute_units)[:top]
     out = []
-    for cfg in gemm_tune.space(info.limits, np.dtype(np.float32)):
-        f = fuse(lambda x, y: x @ y)
+    for cfg in cands:
+        f = fuse(lambda *a: fn(np, *a))
         with gemm_tune.forced(cfg):
             try:
-                f(a, b)
+                f(*args)
             except Exception as exc:  # noqa: BLE001 - report and go on
                 out.append({"config": cfg.describe(), "error": str(exc)[:200]})
                 continue
-            t = _steady(lambda: f(a, b), queue.finish, budget=0.2)
-        out.append({"config": cfg.describe(), "ms": t * 1e3,
-                    "tflops": 2 * n ** 3 / t / 1e12})
+            t = _steady(lambda: f(*args), queue.finish, budget=0.2)
+        out.append({"case": f"{fn.__name__} {m}x{n}x{k}", "config": cfg.describe(),
+                    "ms": t * 1e3, "tflops": 2 * m * n * k / t / 1e12})
         print(json.dumps(out[-1]), flush=True)
     return out
 
