@@ -223,11 +223,15 @@ def layout(group: Group) -> str:
     return "".join(parts)
 
 
-def configure(plan: Plan, device_key: str, limits: DeviceLimits,
-              tuner: Callable[[Group, str, list[GemmConfig]], GemmConfig | None] | None = None
+Tuner = Callable[[Group, str, list[GemmConfig], float], "GemmConfig | None"]
+
+
+def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuner: Tuner | None = None
               ) -> Plan:
     """The plan with a configuration on every gemm group: forced (tests), tuned before (the
-    persisted table), tuned now (``tuner``, on first use) or the heuristic."""
+    persisted table), tuned now (``tuner``, on first use, each product given its share of
+    the call's tuning budget) or the heuristic."""
+    products = sum(g.kind == "gemm" for g in plan.groups)
     groups = []
     for g in plan.groups:
         if g.kind != "gemm" or g.gemm_config is not None:
@@ -243,7 +247,7 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits,
         if cfg is not None and not _forced:
             cfg = replace(cfg, why=f"tuned on first use, kept under {key!r}")
         if cfg is None and tuner is not None and limits.is_gpu and m * n * k * b >= 1 << 24:
-            cfg = tuner(g, key, space(limits, acc))
+            cfg = tuner(g, key, space(limits, acc), 1 / products)
         if cfg is None:
             cfg = heuristic(m, n, k, b, limits, acc)
         if not _forced and limits.is_gpu:
@@ -306,8 +310,7 @@ __all__ = ["GemmConfig", "bucket", "configure", "forced", "heuristic", "lookup",
            "space", "tune_key"]
 
 
-def tuner(queue: object, info: object, flag: bool | None
-          ) -> Callable[[Group, str, list[GemmConfig]], GemmConfig | None] | None:
+def tuner(queue: object, info: object, flag: bool | None) -> Tuner | None:
     """The first-use tuner for this queue's device, or None when autotuning is off."""
     from .runtime import autotune
 

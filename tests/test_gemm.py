@@ -426,3 +426,31 @@ def test_vector_products_fuse_their_epilogue() -> None:
         f.cache_clear()
         np.testing.assert_allclose(relu, np.maximum(v @ w + b, 0), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(t, np.tanh(w.T @ c) * 2, rtol=1e-5, atol=1e-5)
+
+
+def test_first_use_tuning_persists(queue, tmp_path, monkeypatch) -> None:
+    """The tuner builds the candidates in one program, times them, keeps the winner in
+    gemm.json in the cache directory; NVIDIA's register report is parsed per kernel."""
+    from fusejit import gemm_tune as gt
+    from fusejit.runtime import gemm_bench
+    from fusejit.runtime.devices import device_info
+
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(gt, "_memory", {})
+    x = np.ones((40, 24), np.float32)
+    f = fuse(lambda a, b: a @ b)
+    group = next(g for g in f.lower(x, x.T.copy()).plan.groups if g.kind == "gemm")
+    cands = [TILED, TILED_WIDE]
+    tune = gemm_bench.make_tuner(queue, device_info(queue.device))
+    best = tune(group, "test-key", cands, 1.0)
+    assert best is not None and gt.replace(best, why="") in cands
+    assert "tuned now over 2 candidates" in best.why
+    assert gt.lookup("test-key") in cands and (tmp_path / "gemm.json").exists()
+    log = ("ptxas info    : Compiling entry function 'fj_tune0' for 'sm_90'\n"
+           "ptxas info    : Function properties for fj_tune0\n"
+           "    8 bytes stack frame, 16 bytes spill stores, 16 bytes spill loads\n"
+           "ptxas info    : Used 255 registers, 380 bytes cmem[0]\n"
+           "ptxas info    : Compiling entry function 'fj_tune1' for 'sm_90'\n"
+           "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+           "ptxas info    : Used 128 registers\n")
+    assert gemm_bench.parse_ptxas(log) == {"fj_tune0": (255, 16), "fj_tune1": (128, 0)}

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..gemm_tune import GemmConfig, problem, rank, remember, with_split
+from ..gemm_tune import GemmConfig, Tuner, problem, rank, remember, with_split
 from ..ir import Graph, Node, Param
 from ..ops import Op
 from ..passes.plan import Dest, Group, Plan, Store
@@ -28,17 +27,18 @@ COMPILE_S = 0.33
 MAX_CANDIDATES = 3
 
 
-def make_tuner(queue: cl.CommandQueue, info: DeviceInfo
-               ) -> Callable[[Group, str, list[GemmConfig]], GemmConfig | None]:
+def make_tuner(queue: cl.CommandQueue, info: DeviceInfo) -> Tuner:
     spent = [0.0]  # tuning time of this compile, over all its products
 
-    def tune(group: Group, key: str, cands: list[GemmConfig]) -> GemmConfig | None:
+    def tune(group: Group, key: str, cands: list[GemmConfig], share: float = 1.0
+             ) -> GemmConfig | None:
         try:
-            return _tune(group, key, cands)
+            return _tune(group, key, cands, share)
         except (cl.Error, MemoryError, ValueError):  # no room to time in: the heuristic
             return None
 
-    def _tune(group: Group, key: str, cands: list[GemmConfig]) -> GemmConfig | None:
+    def _tune(group: Group, key: str, cands: list[GemmConfig], share: float
+              ) -> GemmConfig | None:
         from ..source import SourceModule
         from ..targets.opencl import OpenCLTarget
 
@@ -53,7 +53,7 @@ def make_tuner(queue: cl.CommandQueue, info: DeviceInfo
         bn = Node.make(Op.INPUT, dtype, b_shape, (), 1)
         node = Node.make(Op.MATMUL, dtype, mm.shape, (an, bn))
         graph = Graph(params, (node,))
-        remaining = BUDGET_S - spent[0]
+        remaining = min(BUDGET_S * share, BUDGET_S - spent[0])
         # building a candidate costs ~0.3 s on an H200 (the unrolled 8x8 tiles): as many as
         # the budget pays for, timing included
         count = min(MAX_CANDIDATES, int((remaining - 0.1) / COMPILE_S))
@@ -130,6 +130,11 @@ def ptxas_usage(program: cl.Program, device: cl.Device) -> dict[str, tuple[int, 
         log = program.get_build_info(device, cl.program_build_info.LOG)
     except cl.Error:
         return {}
+    return parse_ptxas(log)
+
+
+def parse_ptxas(log: str) -> dict[str, tuple[int, int]]:
+    """(registers, bytes of spill stores) per entry function of a ptxas verbose log."""
     out: dict[str, tuple[int, int]] = {}
     current = None
     regs = spills = 0
