@@ -39,6 +39,17 @@ class SourceModule(ReductionKernels):
         self.target = target
         self.aliased = set(aliased)
         self.materialized = {node: i for i, node in enumerate(plan.temps)}
+        # the kernel that writes each temporary: only later kernels load it (an earlier one
+        # computing the same value, e.g. before an in-place write is staged, computes it)
+        self.writer: dict[int, int] = {}
+        for gi, g in enumerate(plan.groups):
+            for st in g.stores + g.row_stores:
+                if st.dest.kind == "temp":
+                    self.writer.setdefault(st.dest.index, gi)
+            for r in g.reductions:
+                if r in self.materialized:
+                    self.writer.setdefault(self.materialized[r], gi)
+        self.current = len(plan.groups)  # the group being generated (build sets it)
         self.written = {st.dest.index for g in plan.groups for st in g.stores + g.row_stores
                         if st.dest.kind == "param"}
         self.wide = self._needs_wide()
@@ -60,7 +71,14 @@ class SourceModule(ReductionKernels):
         args = ArgTable(self.graph, self.written, self.aliased, index_dtype)
         # what this group itself stores into temporaries it computes, never loads
         own = {st.node for st in group.stores + group.row_stores if st.dest.kind == "temp"}
-        materialized = {n: t for n, t in self.materialized.items() if n not in own}
+        materialized: dict = {}
+        for t, n in enumerate(self.plan.temps):
+            if n not in own and n not in materialized and \
+                    self.writer.get(t, len(self.plan.groups)) < self.current:
+                materialized[n] = t
+        for r in group.reductions:  # its own results, bound where it reads them
+            if r in self.materialized:
+                materialized.setdefault(r, self.materialized[r])
         low = Lowering(self.target, self.graph, args, materialized,
                        self.target.index_type(self.wide))
         low.vector_ops = not self.is_gpu
@@ -70,6 +88,7 @@ class SourceModule(ReductionKernels):
         kernels: list[Kernel] = []
         uses_fp64 = False
         for i, group in enumerate(self.plan.groups):
+            self.current = i
             if group.kind == "elementwise":
                 made = [self._elementwise(f"fj_k{i}", group)]
             elif group.kind == "gemm":

@@ -454,3 +454,28 @@ def test_first_use_tuning_persists(queue, tmp_path, monkeypatch) -> None:
            "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
            "ptxas info    : Used 128 registers\n")
     assert gemm_bench.parse_ptxas(log) == {"fj_tune0": (255, 16), "fj_tune1": (128, 0)}
+
+
+def test_in_place_writes_before_a_product_reads_them(queue) -> None:
+    """An argument written in place by one kernel and read by a later GEMM's tile loads (or
+    the reverse) keeps NumPy's order: the write is staged through a temporary."""
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    w = rng.standard_normal((5, 4)).astype(np.float32)
+
+    def bump_then_multiply(x, w):
+        x += 1
+        return x @ w, (x * 2).sum()
+
+    def multiply_then_bump(x, w):
+        y = x @ w
+        x *= 3
+        return y
+    for fn in (bump_then_multiply, multiply_then_bump):
+        dx, ref_x = cla.to_device(queue, x), x.copy()
+        got = fuse(fn)(dx, cla.to_device(queue, w))
+        ref = fn(ref_x, w)
+        for g, r in zip(got if isinstance(got, tuple) else (got,),
+                        ref if isinstance(ref, tuple) else (ref,)):
+            np.testing.assert_allclose(g.get(), r, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(dx.get(), ref_x, rtol=1e-6)
