@@ -305,11 +305,13 @@ def _reason(m: Node, stores: list[Store], stored: set[Node]) -> str:
     text = f"GEMM {'batched ' if batch else ''}{shape} (batch x M x N x K) in {m.dtype.name}"
     for name, src in (("a", a), ("b", b)):
         ops = _ops(src, stored - {m})
+        if _strip(src) in stored:
+            text += f"; {name} is read from the temporary an earlier kernel stored"
         if ops:
             text += f"; prologue of {name} fused into its tile loads: {', '.join(ops)}"
     epi = []
     for st in stores:
-        ops = _ops(st.node, stored | {m}) if st.node is not m else []
+        ops = _ops(st.node, (stored - {st.node}) | {m}) if st.node is not m else []
         where = {"output": "output", "param": "argument", "temp": "temporary"}[st.dest.kind]
         epi.append(f"{where} {st.dest.index}" + (f" ({', '.join(ops)})" if ops else ""))
     return text + "; epilogue stores " + ", ".join(epi)
