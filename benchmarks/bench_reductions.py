@@ -21,11 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
+from conftest import run_checked
 
 from fusejit.bench.backends import Backend
-from fusejit.bench.runner import matches
 from fusejit.bench.workloads import Workload, scale_from_env, workloads
 
 SCALE = scale_from_env()
@@ -38,15 +37,6 @@ ROWS = workloads(SCALE, ("softmax", "layernorm"))
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("wl", ROWS, ids=lambda w: w.name)
 def test_rows(benchmark: Any, backends: dict[str, Backend], impl: str, wl: Workload) -> None:
-    backend = backends[impl]
-    host = wl.make_inputs()
-    prepared = backend.prepare(wl, host)
-    first = prepared.run()  # builds (and, for fusejit, autotunes); checked once, not timed
-    prepared.run()
-    want = wl.fn(np, *host)
-    ok, err = matches(prepared.to_numpy(first), [want])
-    assert ok, f"{impl} disagrees with NumPy on {wl.name} (max rel err {err:.2e})"
-    benchmark.group = f"{wl.name} {'x'.join(map(str, wl.inputs[0].shape))}"
-    benchmark.extra_info.update(impl=impl, bytes=wl.bytes, shape=wl.inputs[0].shape,
-                                device=backend.device)
-    benchmark(prepared.run)
+    run_checked(benchmark, backends[impl], impl, wl,
+                f"{wl.name} {'x'.join(map(str, wl.inputs[0].shape))}", bytes=wl.bytes,
+                shape=wl.inputs[0].shape)

@@ -32,3 +32,22 @@ def backends(request: pytest.FixtureRequest, queue: cl.CommandQueue) -> dict[str
         assert backend.probe() is None
         out[name] = backend
     return out
+
+
+def run_checked(benchmark: object, backend: Backend, impl: str, wl: object, group: str,
+                **info: object) -> None:
+    """Build (the first call: compiles and, for fusejit, tunes), check the result against
+    NumPy once, then benchmark the calls (timings are never asserted)."""
+    import numpy as np
+
+    from fusejit.bench.runner import matches
+
+    host = wl.make_inputs()
+    prepared = backend.prepare(wl, host)
+    first = prepared.run()
+    prepared.run()
+    ok, err = matches(prepared.to_numpy(first), [wl.fn(np, *host)])
+    assert ok, f"{impl} disagrees with NumPy on {wl.name} (max rel err {err:.2e})"
+    benchmark.group = group
+    benchmark.extra_info.update(impl=impl, device=backend.device, **info)
+    benchmark(prepared.run)

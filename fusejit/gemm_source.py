@@ -25,6 +25,7 @@ A tensor-core variant would replace only ``_compute`` and the register tile layo
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,10 +34,10 @@ from . import dtypes as dt
 from .gemm_tune import GemmConfig, heuristic
 from .indexing import Index, unravel
 from .ir import Node
-from .kernels import Kernel
-from .lowering import LANE, Block, Imm, Lanes, Lowering, Ref, _store
+from .kernels import Kernel, Partial
+from .lowering import LANE, Block, Imm, LaneOf, Lanes, Lowering, Ref, _store
 from .ops import Op
-from .passes.plan import Group, reads_of
+from .passes.plan import Group, Store, reads_of
 from .render import Renderer
 from .symbolic import Expr, Var
 
@@ -131,13 +132,25 @@ class _Gen:
         return block.emit(t.compute_type(m.dtype), t.render_cast(self.acc, m.dtype, "{0}"),
                           Imm(acc))
 
+    def store(self, block: Block, st: Store, idx: Index, low: Lowering | None = None) -> None:
+        """Store ``st`` at the product's index ``idx`` (a root may lack or add length-1 axes:
+        ``vector @ matrix + b``)."""
+        low = low or self.low
+        node_idx = idx
+        if st.node.shape != self.m.shape:
+            rest = iter(e for e, d in zip(idx, self.m.shape) if d != 1)
+            node_idx = tuple(Expr(0) if d == 1 else next(rest) for d in st.node.shape)
+        _store(block, st, node_idx, low, block.value(st.node, node_idx))
+
     def fma(self, a: str, b: str, acc: str) -> str:
-        if self.acc.kind == "f":
+        # fma on GPUs (one instruction); a rounded product and a sum on CPUs, where PoCL
+        # calls a software fma (30x slower). Both keep the summation bound of the README.
+        if self.acc.kind == "f" and self.sm.is_gpu:
             return f"{acc} = fma({a}, {b}, {acc});"
         return f"{acc} += {a} * {b};"
 
     # -- the kernel -------------------------------------------------------------------------------
-    def build(self) -> tuple[Kernel, Lowering]:
+    def build(self) -> list[tuple[Kernel, Lowering]]:
         cfg, it = self.cfg, self.it
         T = cfg.threads
         nm, nn = math.ceil(self.M / cfg.mwg), math.ceil(self.N / cfg.nwg)
@@ -146,8 +159,14 @@ class _Gen:
                      f"const {it} tn = tid % {cfg.ndimc};",
                      f"const {it} tm = tid / {cfg.ndimc};",
                      f"const {it} pid = ({it})get_group_id(0);"]
+        S = self.S = cfg.split if cfg.local else 1
+        self.Kc = self.K // S  # the K slice of one work-group (all of K without split-K)
+        if S > 1:
+            self.pre += [f"const {it} kz = ({it})get_group_id(1) % {S};",
+                         f"const {it} kbase = kz * {self.Kc};"]
         if self.B > 1:
-            self.pre.append(f"const {it} bz = ({it})get_group_id(1);")
+            self.pre.append(f"const {it} bz = ({it})get_group_id(1)" +
+                            (f" / {S};" if S > 1 else ";"))
         # grouped launch order: gm tile rows side by side walk the tile columns together
         self.pre += [f"const {it} gfirst = pid / {gm * nn} * {gm};",
                      f"const {it} gsize = min(({it}){nm} - gfirst, ({it}){gm});",
@@ -155,28 +174,85 @@ class _Gen:
                      f"const {it} pn = (pid % {gm * nn}) / gsize;",
                      f"const {it} m0 = pm * {cfg.mwg};",
                      f"const {it} n0 = pn * {cfg.nwg};"]
+        simd = not cfg.local and cfg.vw > 1
         for i in range(cfg.mwi):
-            for j in range(cfg.nwi):
+            for j in range(0 if simd else cfg.nwi):
                 self.pre.append(f"{self.actype} acc{i}_{j} = ({self.actype})0;")
-        if cfg.local:
+        if simd:
+            self.simd()
+        elif cfg.local:
             self.tiled()
         else:
             self.direct()
-        self.epilogue()
+        if S > 1:
+            self.partial_store()
+        elif not simd:
+            self.epilogue()
         renderer = Renderer()
         body = renderer.render(self.top, 1)
-        sig = self.low.args.signature(self.name)
+        name = f"{self.name}_partial" if S > 1 else self.name
+        sig = self.low.args.signature(name)
         t = self.t
         lines = [sig.render(t, (T,)), "{", *(f"    {p}" for p in self.pre), *body, "}"]
-        gsize = (nm * nn * T, self.B) if self.B > 1 else (nm * nn * T,)
-        lsize = (T, 1) if self.B > 1 else (T,)
+        gz = self.B * S
+        gsize = (nm * nn * T, gz) if gz > 1 else (nm * nn * T,)
+        lsize = (T, 1) if gz > 1 else (T,)
         reason = f"{self.group.reason}; kernel: {cfg.describe()}" + (
             f" ({cfg.why})" if cfg.why else "")
-        from dataclasses import replace
         group = replace(self.group, reason=reason, gemm_config=cfg)
-        kernel = Kernel(self.name, "\n".join(lines), sig, gsize, lsize, group,
-                        work=self.B * self.M * self.N * self.K)
-        return kernel, self.low
+        kernel = Kernel(name, "\n".join(lines), sig, gsize, lsize, group,
+                        "partial" if S > 1 else "main", work=self.B * self.M * self.N * self.K)
+        out = [(kernel, self.low)]
+        if S > 1:
+            out.append(self.combine(group))
+        return out
+
+    # -- split-K ----------------------------------------------------------------------------------
+    def partial_store(self) -> None:
+        """Each slice's accumulators, unconverted, into its part of the partials buffer."""
+        cfg, it = self.cfg, self.it
+        size = self.B * self.M * self.N
+        self.part = len(self.sm.partials)
+        self.sm.partials.append(Partial(self.S * size, self.acc))
+        ptr = self.low.args.buffer("partial", self.part, self.acc, write=True)
+        b = "bz" if self.B > 1 else "0"
+        block = self.top
+        block.emit(None, f"__global {self.actype} *slice = {ptr} + (kz * {self.B} + {b}) * "
+                         f"{self.M * self.N};")
+        for i in range(cfg.mwi):
+            block.emit(None, f"const {it} gr{i} = {self.row_of(i)};")
+        for j in range(cfg.nwi):
+            block.emit(None, f"const {it} gc{j} = {self.col_of(j)};")
+        for i in range(cfg.mwi):
+            for j in range(cfg.nwi):
+                block.emit(None, f"if (gr{i} < {self.M} && gc{j} < {self.N}) slice[gr{i} * "
+                                 f"{self.N} + gc{j}] = acc{i}_{j};")
+
+    def combine(self, group: Group) -> tuple[Kernel, Lowering]:
+        """The second kernel of split-K: the slices summed in order, then the epilogue."""
+        low = self.sm._lowering(group)
+        it = low.index_type
+        size = self.B * self.M * self.N
+        ptr = low.args.buffer("partial", self.part, self.acc)
+        top = Block(low)
+        loop = top.nested(f"for ({it} w = gid; w < {size}; w += gsz) {{",
+                          loop_vars=frozenset({"w"}))
+        terms = " + ".join(f"{ptr}[{z * size} + w]" for z in range(self.S))
+        loop.emit(None, f"const {self.actype} sum = {terms};")
+        idx = unravel(Expr.var("w", size), self.m.shape)
+        low.bound[(self.m, idx)] = self.final(loop, "sum")
+        for st in group.stores:
+            self.store(loop, st, idx, low)
+        body = Renderer().render(top, 1)
+        sig = low.args.signature(self.name)
+        local = 256 if self.sm.is_gpu else None
+        items = min(size, 1 << 20)
+        gsize = (-(-items // local) * local,) if local else (items,)
+        lines = [sig.render(self.t, (local,) if local else None), "{",
+                 f"    const {it} gid = ({it})get_global_id(0);",
+                 f"    const {it} gsz = ({it})get_global_size(0);", *body, "}"]
+        return (Kernel(self.name, "\n".join(lines), sig, gsize, (local,) if local else None,
+                       group, "combine", work=size), low)
 
     # -- tiled kernel -----------------------------------------------------------------------------
     def tiled(self) -> None:
@@ -189,26 +265,28 @@ class _Gen:
         a_size, b_size = cfg.kwg * cfg.mwg, cfg.kwg * cfg.nwg
         self.pre += [f"__local {self.actype} Al[{2 * a_size}] __attribute__((aligned(16)));",
                      f"__local {self.actype} Bl[{2 * b_size}] __attribute__((aligned(16)));"]
-        rem = K % cfg.kwg
+        Kc = self.Kc
+        rem = Kc % cfg.kwg
         k_first = rem - cfg.kwg if rem else 0
-        steps = math.ceil(K / cfg.kwg)
+        steps = math.ceil(Kc / cfg.kwg)
+        base = "kbase + " if self.S > 1 else ""
         top = self.top
         # the first step's tiles, into buffer 0
-        stores = self.load(top, True, la, str(k_first), "_0", "0", first=True)
-        stores += self.load(top, False, lb, str(k_first), "_0", "0", first=True)
+        stores = self.load(top, True, la, f"({base}{k_first})", "_0", "0", first=True)
+        stores += self.load(top, False, lb, f"({base}{k_first})", "_0", "0", first=True)
         for tmpl, refs in stores:
             top.emit(None, tmpl, *refs)
         top.emit(None, self.t.barrier_local)
         names = frozenset(f"{p}{kind}{s}" for p in ("a_n", "b_n") for kind in ("k", "kq")
                           for s in range(256))
         if steps > 1:
-            loop = top.nested(f"for ({it} kt = {k_first}; kt < {K - cfg.kwg}; "
+            loop = top.nested(f"for ({it} kt = {k_first}; kt < {Kc - cfg.kwg}; "
                               f"kt += {cfg.kwg}) {{", loop_vars=names | {"kt"})
             loop.emit(None, f"const {it} cur = ((kt - ({k_first})) / {cfg.kwg}) & 1;")
             loop.emit(None, f"const {it} nxt = kt + {cfg.kwg};")
             # the next step's loads go first: their latency hides behind this step's FMAs
-            stores = self.load(loop, True, la, "nxt", "_n", "(cur ^ 1)", first=False)
-            stores += self.load(loop, False, lb, "nxt", "_n", "(cur ^ 1)", first=False)
+            stores = self.load(loop, True, la, f"({base}nxt)", "_n", "(cur ^ 1)", first=False)
+            stores += self.load(loop, False, lb, f"({base}nxt)", "_n", "(cur ^ 1)", first=False)
             self.compute(loop, "cur")
             for tmpl, refs in stores:
                 loop.emit(None, tmpl, *refs)
@@ -225,7 +303,7 @@ class _Gen:
         local = "Al" if is_a else "Bl"
         p = ("a" if is_a else "b") + sfx
         T = cfg.threads
-        k_guard = first and K % cfg.kwg != 0
+        k_guard = first and self.Kc % cfg.kwg != 0
         V = 1
         if layout == "k":  # a vector lies wholly before k = 0 or wholly after
             V = next(v for v in (4, 2, 1) if cfg.kwg % v == 0 and K % v == 0)
@@ -342,6 +420,62 @@ class _Gen:
             for j, b in enumerate(bv):
                 loop.emit(None, self.fma("{0}", "{1}", f"acc{i}_{j}"), a, b)
 
+    # -- direct kernel over vectors (CPUs) -----------------------------------------------------
+    def simd(self) -> None:
+        """Each work-item: MWI consecutive rows by NWI consecutive columns held in vectors of
+        VW (OpenCL vector types, which PoCL turns into AVX; work-items are not vectorised
+        across a loop over K). Needs N % VW == 0 (whole vectors inside or beyond N)."""
+        cfg, it, t, low = self.cfg, self.it, self.t, self.low
+        V, nb = cfg.vw, cfg.nwi // cfg.vw
+        vt = f"{self.actype}{V}"
+        top = self.top
+        for i in range(cfg.mwi):
+            for jb in range(nb):
+                self.pre.append(f"{vt} vacc{i}_{jb} = ({vt})(0);")
+        rows = []
+        for i in range(cfg.mwi):
+            top.emit(None, f"const {it} dr{i} = min(m0 + tm * {cfg.mwi} + {i}, "
+                           f"({it}){self.M - 1});")
+            rows.append(_var(f"dr{i}", self.M - 1))
+        lane = Expr.var(LANE, V)
+        cols = []
+        for jb in range(nb):
+            top.emit(None, f"const {it} dq{jb} = min((n0 + (tn * {nb} + {jb}) * {V}) / {V}, "
+                           f"({it}){self.N // V - 1});")
+            cols.append(_var(f"dq{jb}", self.N // V - 1) * V + lane)
+        loop = top.nested(f"for ({it} k = 0; k < {self.K}; k++) {{", loop_vars=frozenset({"k"}))
+        k = _var("k", self.K - 1)
+        low.lanes = V
+        try:
+            av = [loop.value(self.a, self.a_index(r, k)) for r in rows]
+            bv = [low.as_vector(loop, loop.value(self.b, self.b_index(k, c)), self.b.dtype)
+                  for c in cols]
+        finally:
+            low.lanes = 1
+        for i, a in enumerate(av):
+            for jb, b in enumerate(bv):
+                # (no vector fma: PoCL computes it in software, 30x slower than mul + add)
+                loop.emit(None, f"vacc{i}_{jb} += ({vt})({{0}}) * {{1}};", a, b)
+        # epilogue: whole rows and whole vectors are inside or outside the result
+        for i in range(cfg.mwi):
+            row_ok = top.nested(f"if (m0 + tm * {cfg.mwi} + {i} < {self.M}) {{")
+            row = _var(f"dr{i}", self.M - 1)
+            for jb in range(nb):
+                inner = row_ok.nested(f"if (n0 + (tn * {nb} + {jb}) * {V} < {self.N}) {{")
+                idx = (*self.bidx, row, cols[jb])
+                text = f"vacc{i}_{jb}"
+                if self.m.dtype == dt.FLOAT16:
+                    text = t.round_to_storage_vector(dt.FLOAT16, text, V)
+                vec = inner.emit(vt, text)
+                low.lanes = V
+                try:
+                    low.bound[(self.m, idx)] = Lanes(tuple(
+                        LaneOf(vec, l, t.lane(self.acc, l)) for l in range(V)))
+                    for st in self.group.stores:
+                        self.store(inner, st, idx)
+                finally:
+                    low.lanes = 1
+
     def row_of(self, i: int) -> str:
         cfg = self.cfg
         if not cfg.local:
@@ -393,7 +527,7 @@ class _Gen:
                     vals = tuple(self.final(block, f"acc{i}_{jb * vw + l}") for l in range(vw))
                     low.bound[(self.m, idx)] = Lanes(vals) if vw > 1 else vals[0]
                     for st in self.group.stores:
-                        _store(block, st, idx, low, block.value(st.node, idx))
+                        self.store(block, st, idx)
         finally:
             low.lanes = 1
 
@@ -405,16 +539,16 @@ class _Gen:
             block.emit(None, f"const {it} gr{i} = {self.row_of(i)};")
         for j in range(cfg.nwi):
             block.emit(None, f"const {it} gc{j} = {self.col_of(j)};")
-        for i in range(cfg.mwi):
-            row = _var(f"gr{i}", m_pad - 1)
+        for i in range(cfg.mwi):  # (a length-1 axis is indexed by 0, as broadcasting does)
+            row = _var(f"gr{i}", m_pad - 1) if self.M > 1 else Expr(0)
             inside_row = block.nested(f"if (gr{i} < {self.M}) {{")
             for j in range(cfg.nwi):
-                col = _var(f"gc{j}", n_pad - 1)
+                col = _var(f"gc{j}", n_pad - 1) if self.N > 1 else Expr(0)
                 inner = inside_row.nested(f"if (gc{j} < {self.N}) {{")
                 idx = (*self.bidx, row, col)
                 low.bound[(self.m, idx)] = self.final(inner, f"acc{i}_{j}")
                 for st in self.group.stores:
-                    _store(inner, st, idx, low, inner.value(st.node, idx))
+                    self.store(inner, st, idx)
 
 
 def _raw(block: Block, text: str):
@@ -430,9 +564,9 @@ def _gpu_limits(sm: object):
     return DeviceLimits(is_gpu=bool(getattr(sm, "is_gpu", False)))
 
 
-def gemm_kernel(sm: SourceModule, name: str, group: Group) -> tuple[Kernel, Lowering]:
-    """The kernel of one gemm group (see the module docstring)."""
+def gemm_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
+    """The kernel of one gemm group, two with split-K (see the module docstring)."""
     return _Gen(sm, name, group).build()
 
 
-__all__ = ["accumulator", "gemm_kernel"]
+__all__ = ["accumulator", "gemm_kernels"]

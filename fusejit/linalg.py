@@ -120,43 +120,31 @@ def _matmul_ufunc(a: Any, b: Any, out: Any = None, dtype: Any = None,
 GUFUNCS[np.matmul] = _matmul_ufunc
 
 
-def _vecdot_ufunc(a: Any, b: Any, out: Any = None, dtype: Any = None,
-                  casting: str = "same_kind") -> Any:
-    """np.vecdot (n),(n)->(): a matmul of a row by a column per batch element (real values:
-    no conjugation)."""
-    a, b = lift(a), lift(b)
-    if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-1]:
-        raise _numpy_error(np.vecdot, _stand_in(a), _stand_in(b), fallback="vecdot mismatch")
-    r = matmul_nodes(TensorProxy(reshape(a.node, a.shape[:-1] + (1, a.shape[-1]))),
-                     TensorProxy(reshape(b.node, b.shape[:-1] + (b.shape[-1], 1))), dtype,
-                     "vecdot")
-    return _write(TensorProxy(reshape(r.node, r.shape[:-2])), out, "vecdot", casting)
+def _vector_form(name: str, a_vec: bool, b_vec: bool) -> Any:
+    """np.vecdot (n),(n)->(), np.matvec (m,n),(n)->(m), np.vecmat (n),(n,m)->(m): a matmul
+    with a vector operand as a row (the first) or a column (the second), its length-1 axis
+    dropped again (real values: no conjugation)."""
+    def impl(a: Any, b: Any, out: Any = None, dtype: Any = None,
+             casting: str = "same_kind") -> Any:
+        a, b = lift(a), lift(b)
+        if a.ndim < (1 if a_vec else 2) or b.ndim < (1 if b_vec else 2) or \
+                a.shape[-1] != b.shape[-1 if b_vec else -2]:
+            raise _numpy_error(getattr(np, name), _stand_in(a), _stand_in(b),
+                               fallback=f"{name}: shapes do not match")
+        an = reshape(a.node, a.shape[:-1] + (1, a.shape[-1])) if a_vec else a.node
+        bn = reshape(b.node, b.shape + (1,)) if b_vec else b.node
+        r = matmul_nodes(TensorProxy(an), TensorProxy(bn), dtype, name)
+        shape = r.shape[:-1] if b_vec else r.shape
+        if a_vec:
+            shape = shape[:-1] if b_vec else shape[:-2] + shape[-1:]
+        return _write(TensorProxy(reshape(r.node, shape)), out, name, casting)
+    return impl
 
 
-def _matvec_ufunc(a: Any, b: Any, out: Any = None, dtype: Any = None,
-                  casting: str = "same_kind") -> Any:
-    a, b = lift(a), lift(b)
-    if a.ndim < 2 or b.ndim == 0 or a.shape[-1] != b.shape[-1]:
-        raise _numpy_error(np.matvec, _stand_in(a), _stand_in(b), fallback="matvec mismatch")
-    r = matmul_nodes(a, TensorProxy(reshape(b.node, b.shape + (1,))), dtype, "matvec")
-    return _write(TensorProxy(reshape(r.node, r.shape[:-1])), out, "matvec", casting)
-
-
-def _vecmat_ufunc(a: Any, b: Any, out: Any = None, dtype: Any = None,
-                  casting: str = "same_kind") -> Any:
-    a, b = lift(a), lift(b)
-    if b.ndim < 2 or a.ndim == 0 or a.shape[-1] != b.shape[-2]:
-        raise _numpy_error(np.vecmat, _stand_in(a), _stand_in(b), fallback="vecmat mismatch")
-    r = matmul_nodes(TensorProxy(reshape(a.node, a.shape[:-1] + (1, a.shape[-1]))), b, dtype,
-                     "vecmat")
-    return _write(TensorProxy(reshape(r.node, r.shape[:-2] + r.shape[-1:])), out, "vecmat",
-                  casting)
-
-
-for _name, _impl in (("vecdot", _vecdot_ufunc), ("matvec", _matvec_ufunc),
-                     ("vecmat", _vecmat_ufunc)):
+for _name, _a_vec, _b_vec in (("vecdot", True, True), ("matvec", False, True),
+                              ("vecmat", True, False)):
     if isinstance(getattr(np, _name, None), np.ufunc):
-        GUFUNCS[getattr(np, _name)] = _impl
+        GUFUNCS[getattr(np, _name)] = _vector_form(_name, _a_vec, _b_vec)
 
 
 # -- dot, vdot, inner, tensordot --------------------------------------------------------------------

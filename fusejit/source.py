@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from . import dtypes as dt
-from .gemm_source import gemm_kernel
+from .gemm_source import gemm_kernels
 from .indexing import Index, broadcast_index, unravel
 from .ir import Graph, toposort
 from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
@@ -44,6 +44,17 @@ class SourceModule(ReductionKernels):
         self.target = target
         self.aliased = set(aliased)
         self.materialized = {node: i for i, node in enumerate(plan.temps)}
+        # the kernel that writes each temporary: only later kernels load it (an earlier one
+        # computing the same value, e.g. before an in-place write is staged, computes it)
+        self.writer: dict[int, int] = {}
+        for gi, g in enumerate(plan.groups):
+            for st in g.stores + g.row_stores:
+                if st.dest.kind == "temp":
+                    self.writer.setdefault(st.dest.index, gi)
+            for r in g.reductions:
+                if r in self.materialized:
+                    self.writer.setdefault(self.materialized[r], gi)
+        self.current = len(plan.groups)  # the group being generated (build sets it)
         self.written = {st.dest.index for g in plan.groups for st in g.stores + g.row_stores
                         if st.dest.kind == "param"}
         self.wide = self._needs_wide()
@@ -66,7 +77,13 @@ class SourceModule(ReductionKernels):
     def _lowering(self, group: Group) -> Lowering:
         index_dtype = dt.INT64 if self.wide else dt.INT32
         args = ArgTable(self.graph, self.written, self.aliased, index_dtype)
-        materialized = loaded(self.plan.temps, self.plan.staged, group)
+        # what the schedule says the kernel loads (passes/schedule.py), and of that only what an
+        # earlier kernel wrote (the GEMM partitioner's plans are not scheduled there)
+        materialized = {n: t for n, t in loaded(self.plan.temps, self.plan.staged, group).items()
+                        if self.writer.get(t, len(self.plan.groups)) < self.current}
+        for r in group.reductions:  # its own results, bound where it reads them
+            if r in self.materialized:
+                materialized.setdefault(r, self.materialized[r])
         low = Lowering(self.target, self.graph, args, materialized,
                        self.target.index_type(self.wide))
         low.vector_ops = not self.is_gpu
@@ -76,10 +93,11 @@ class SourceModule(ReductionKernels):
         kernels: list[Kernel] = []
         uses_fp64 = False
         for i, group in enumerate(self.plan.groups):
+            self.current = i
             if group.kind == "elementwise":
                 made = [self._elementwise(f"fj_k{i}", group)]
             elif group.kind == "gemm":
-                made = [gemm_kernel(self, f"fj_k{i}", group)]
+                made = gemm_kernels(self, f"fj_k{i}", group)
             else:
                 made = self._reduce(f"fj_k{i}", group)
             for kernel, low in made:

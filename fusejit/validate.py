@@ -144,6 +144,8 @@ def _bound(node: Node, srcs: list[Bound], values: Sequence[Any]) -> Bound:
         return Bound(ref, err)
     if op in _REDUCTIONS:
         return _reduce(node, srcs[0])
+    if op is Op.MATMUL:
+        return _matmul(node, *srcs)
     return _pointwise(node, srcs)
 
 
@@ -302,6 +304,33 @@ def _reduce(node: Node, src: Bound) -> Bound:
     else:  # integer sums and products wrap the same way; arg-reductions need exact operands
         out = np.where(unknown | inexact, np.inf, 0.0)
     return Bound(ref, np.broadcast_to(out, node.shape))
+
+
+def _matmul(node: Node, a: Bound, b: Bound) -> Bound:
+    """A matrix product: the operands' bounds carried through the sums of products, plus
+    summing K products in any order in the accumulator dtype, ``K·u·Σ|a||b|``, and the final
+    rounding; integer and bool products are exact from exact operands."""
+    ea = np.broadcast_to(a.err, a.ref.shape)
+    eb = np.broadcast_to(b.err, b.ref.shape)
+    unknown = (np.matmul(np.isinf(ea).astype(_F64), np.ones(b.ref.shape)) +
+               np.matmul(np.ones(a.ref.shape), np.isinf(eb).astype(_F64))) > 0
+    if node.dtype.kind != "f":
+        ref = np.asarray(eval_node(node, [a.ref.astype(node.dtype), b.ref.astype(node.dtype)]))
+        inexact = (np.matmul((ea != 0).astype(_F64), np.ones(b.ref.shape)) +
+                   np.matmul(np.ones(a.ref.shape), (eb != 0).astype(_F64))) > 0
+        return Bound(ref, np.where(unknown | inexact, np.inf, 0.0))
+    ref = np.asarray(eval_node(_wide(node), [a.ref, b.ref]))
+    acc = np.dtype(np.float32) if node.dtype.itemsize < 4 else node.dtype
+    u = np.finfo(acc).eps / 2
+    fa = np.where(np.isinf(ea), 0.0, ea)
+    fb = np.where(np.isinf(eb), 0.0, eb)
+    ma = np.where(np.isfinite(a.ref), np.abs(a.ref), 0.0)
+    mb = np.where(np.isfinite(b.ref), np.abs(b.ref), 0.0)
+    k = a.ref.shape[-1]
+    carried = fa @ mb + ma @ fb + fa @ fb
+    total = carried + k * u * ((ma + fa) @ (mb + fb)) + 0.5 * _ulp(ref, node.dtype)
+    over = (ma + fa) @ (mb + fb) > np.finfo(acc).max
+    return Bound(ref, np.where(unknown | over | np.isnan(total), np.inf, total))
 
 
 # -- comparison ------------------------------------------------------------------------------------

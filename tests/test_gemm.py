@@ -15,7 +15,8 @@ from fusejit.gemm_tune import GemmConfig
 
 TILED = GemmConfig(16, 16, 4, 4, 4, 2)  # small enough to have many edge tiles at test sizes
 TILED_WIDE = GemmConfig(32, 32, 8, 8, 8, 4)
-CONFIGS = {"default": None, "tiled": TILED, "tiled4": TILED_WIDE}
+SIMD = GemmConfig(12, 16, 1, 2, 2, 4, 1, local=False)  # the CPU kernel: vectors of columns
+CONFIGS = {"default": None, "tiled": TILED, "tiled4": TILED_WIDE, "simd": SIMD}
 
 
 def _data(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
@@ -62,13 +63,14 @@ DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, 
 
 
 @pytest.mark.parametrize("dtype,config", [(d, "default") for d in DTYPES] + [
-    (d, "tiled") for d in (np.bool_, np.int8, np.uint64, np.float16, np.float32)],
+    (d, "tiled") for d in (np.bool_, np.int8, np.uint64, np.float16, np.float32)] + [
+    (d, "simd") for d in (np.float16, np.float32, np.float64)],
     ids=lambda v: v if isinstance(v, str) else np.dtype(v).name)
 def test_matmul_dtypes(dtype, config, has_fp64) -> None:
     if np.dtype(dtype) == np.float64 and not has_fp64:
         pytest.skip("the device has no float64")
     rng = np.random.default_rng(1)
-    a, b = _data((19, 23), dtype, rng), _data((23, 17), dtype, rng)
+    a, b = _data((19, 23), dtype, rng), _data((23, 20 if config == "simd" else 17), dtype, rng)
     if np.dtype(dtype).kind in "iu":  # wrapping: values large enough to overflow the dtype
         a = (a * 3).astype(dtype)
 
@@ -150,6 +152,9 @@ def test_spellings(dtype) -> None:
     cases = [(n, fn, s) for n, fn, s in SPELLINGS
              if n not in ("vecdot", "matvec", "vecmat") or isinstance(getattr(np, n, None),
                                                                       np.ufunc)]
+    if np.dtype(dtype).kind != "f":  # integer dtypes: the promoting and reshaping spellings
+        cases = [c for c in cases if c[0] in ("dotnd", "dotscalar", "vdot", "inner",
+                                              "tensordot_axes", "einsum_sum", "einsum_perm")]
     rng = np.random.default_rng(3)
     args = [_data(s, dtype, rng) for _, _, pair in cases for s in pair]
 
@@ -355,10 +360,10 @@ def test_in_place_forms(queue) -> None:
 def test_batched_broadcast_tiled() -> None:
     rng = np.random.default_rng(12)
     a = rng.standard_normal((3, 1, 18, 9)).astype(np.float32)
-    b = rng.standard_normal((4, 9, 21)).astype(np.float32)
-    bias = rng.standard_normal((4, 1, 21)).astype(np.float32)
+    bias = rng.standard_normal((4, 1, 24)).astype(np.float32)
+    b = rng.standard_normal((4, 9, 24)).astype(np.float32)
     f = fuse(lambda a, b, bias: np.tanh(a @ b + bias))
-    for cfg in (None, TILED_WIDE):
+    for cfg in (None, TILED_WIDE, SIMD):
         with gemm_tune.forced(cfg) if cfg else _nothing():
             got = f(a, b, bias)
         f.cache_clear()
@@ -376,3 +381,139 @@ def test_float_bound_over_k(k) -> None:
         _bound_ok(np.asarray(got), a, b, a @ b)
     h, g = a.astype(np.float16), b.astype(np.float16)
     _bound_ok(np.asarray(fuse(lambda x, y: x @ y)(h, g)), h, g, h @ g)
+
+
+def test_split_k_and_explain() -> None:
+    """Split-K (slices of K summed by a second kernel that runs the epilogue), and explain()
+    naming the GEMM, what it fused and the configuration."""
+    rng = np.random.default_rng(14)
+    a = rng.standard_normal((2, 13, 64)).astype(np.float32)
+    b = rng.standard_normal((2, 64, 11)).astype(np.float32)
+    c = rng.standard_normal(11).astype(np.float32)
+    f = fuse(lambda a, b, c: (np.maximum(a @ b + c, 0), a @ b))
+    with gemm_tune.forced(GemmConfig(16, 16, 4, 4, 4, 2, split=4)):
+        relu, prod = f(a, b, c)
+        low = f.lower(a, b, c)
+        text = str(f.explain(a, b, c))
+    assert [k.role for k in low.kernels] == ["partial", "combine"]
+    np.testing.assert_allclose(relu, np.maximum(a @ b + c, 0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(prod, a @ b, rtol=1e-5, atol=1e-5)
+    assert "GEMM batched 2x13x11x64" in text and "K split over 4" in text
+    assert "epilogue stores output 0 (where, add, le), output 1" in text
+
+
+def test_validate_mode_checks_products() -> None:
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((9, 33)).astype(np.float32)
+    w = rng.standard_normal((33, 7)).astype(np.float32)
+    q = rng.integers(-100, 100, (33, 7)).astype(np.int16)
+    f = fuse(validate=True)(lambda x, w, q: (np.tanh(x @ w + 1), (x > 0).astype(np.int16) @ q))
+    y, z = f(x, w, q)
+    np.testing.assert_allclose(y, np.tanh(x @ w + 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(z, (x > 0).astype(np.int16) @ q)
+
+
+def test_vector_products_fuse_their_epilogue() -> None:
+    """A 1-d operand's product (M or N of 1) takes the bias and activation in its own kernel,
+    through the edge tiles' guarded stores too."""
+    rng = np.random.default_rng(16)
+    v = rng.standard_normal(24).astype(np.float32)
+    w = rng.standard_normal((24, 19)).astype(np.float32)
+    b = rng.standard_normal(19).astype(np.float32)
+    c = rng.standard_normal(24).astype(np.float32)
+    f = fuse(lambda v, w, b, c: (np.maximum(v @ w + b, 0), np.tanh(w.T @ c) * 2))
+    for cfg in (None, TILED):
+        with gemm_tune.forced(cfg) if cfg else _nothing():
+            assert _kernels(f, v, w, b, c) == 2
+            relu, t = f(v, w, b, c)
+        f.cache_clear()
+        np.testing.assert_allclose(relu, np.maximum(v @ w + b, 0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(t, np.tanh(w.T @ c) * 2, rtol=1e-5, atol=1e-5)
+
+
+def test_first_use_tuning_persists(queue, tmp_path, monkeypatch) -> None:
+    """The tuner builds the candidates in one program, times them, keeps the winner in
+    gemm.json in the cache directory; NVIDIA's register report is parsed per kernel."""
+    from fusejit import gemm_tune as gt
+    from fusejit.runtime import gemm_bench
+    from fusejit.runtime.devices import device_info
+
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(gt, "_memory", {})
+    x = np.ones((40, 24), np.float32)
+    f = fuse(lambda a, b: a @ b)
+    group = next(g for g in f.lower(x, x.T.copy()).plan.groups if g.kind == "gemm")
+    cands = [TILED, TILED_WIDE]
+    tune = gemm_bench.make_tuner(queue, device_info(queue.device))
+    best = tune(group, "test-key", cands, 1.0)
+    assert best is not None and gt.replace(best, why="") in cands
+    assert "tuned now over 2 candidates" in best.why
+    assert gt.lookup("test-key") in cands and (tmp_path / "gemm.json").exists()
+    log = ("ptxas info    : Compiling entry function 'fj_tune0' for 'sm_90'\n"
+           "ptxas info    : Function properties for fj_tune0\n"
+           "    8 bytes stack frame, 16 bytes spill stores, 16 bytes spill loads\n"
+           "ptxas info    : Used 255 registers, 380 bytes cmem[0]\n"
+           "ptxas info    : Compiling entry function 'fj_tune1' for 'sm_90'\n"
+           "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+           "ptxas info    : Used 128 registers\n")
+    assert gemm_bench.parse_ptxas(log) == {"fj_tune0": (255, 16), "fj_tune1": (128, 0)}
+
+
+def test_in_place_writes_before_a_product_reads_them(queue) -> None:
+    """An argument written in place by one kernel and read by a later GEMM's tile loads (or
+    the reverse) keeps NumPy's order: the write is staged through a temporary."""
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    w = rng.standard_normal((5, 4)).astype(np.float32)
+
+    def bump_then_multiply(x, w):
+        x += 1
+        return x @ w, (x * 2).sum()
+
+    def multiply_then_bump(x, w):
+        y = x @ w
+        x *= 3
+        return y
+    for fn in (bump_then_multiply, multiply_then_bump):
+        dx, ref_x = cla.to_device(queue, x), x.copy()
+        got = fuse(fn)(dx, cla.to_device(queue, w))
+        ref = fn(ref_x, w)
+        for g, r in zip(got if isinstance(got, tuple) else (got,),
+                        ref if isinstance(ref, tuple) else (ref,)):
+            np.testing.assert_allclose(g.get(), r, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(dx.get(), ref_x, rtol=1e-6)
+
+
+def _softmax(s):
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("fn,shapes", [
+    (lambda q, k, v: _softmax(q @ k.swapaxes(-1, -2) / 4) @ v, ((2, 7, 4), (2, 9, 4), (2, 9, 3))),
+    (lambda x, w, v: np.exp(x @ w) @ v + (x @ w).max(), ((8, 6), (6, 5), (5, 4))),
+    (lambda x, w, v: (x @ w, (x @ w) @ v, ((x @ w) @ v).T @ (x @ w)), ((8, 6), (6, 5), (5, 4))),
+    (lambda x, w, v: ((x * 2) @ w + (x * 2).sum(), (x @ w).T + 1), ((8, 6), (6, 5), (5, 4))),
+], ids=["attention", "products_and_reductions", "chain_of_views", "shared_operand"])
+def test_programs_mixing_products_and_reductions(fn, shapes) -> None:
+    """Products read by reductions, reductions feeding products, products of products and
+    of their views: each phase's kernels run after what they read."""
+    rng = np.random.default_rng(18)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    got, ref = fuse(fn)(*args), fn(*args)
+    for g, r in zip(got if isinstance(got, tuple) else (got,),
+                    ref if isinstance(ref, tuple) else (ref,)):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4)
+
+
+def test_region_write_of_a_product_of_itself(queue) -> None:
+    rng = np.random.default_rng(19)
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 3)).astype(np.float32)
+
+    def inplace(x, w):
+        x[:, :3] = x[:, :3] @ w
+    dx, ref = cla.to_device(queue, x), x.copy()
+    fuse(inplace)(dx, cla.to_device(queue, w))
+    inplace(ref, w)
+    np.testing.assert_allclose(dx.get(), ref, rtol=1e-5, atol=1e-5)

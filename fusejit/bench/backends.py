@@ -137,6 +137,8 @@ class UnfusedBackend(Backend):
         return None
 
     def prepare(self, wl: Workload, host: list[np.ndarray]) -> Prepared:
+        if wl.family in ("gemm", "mlp"):
+            raise Unsupported("pyopencl.array has no matrix product")
         dev = [self.ns.asarray(a) for a in host]
         return Prepared(functools.partial(wl.fn, self.ns, *dev), _get, self._finish)
 
@@ -227,6 +229,9 @@ class TorchBackend(Backend):
         except ImportError:
             return "not installed"
         self.torch = torch
+        # FP32 products in FP32 (the GEMM issue's anchor): TF32 rounds the operands to 10 bits
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
         self.cuda = torch.cuda.is_available()
         self.dev = "cuda" if self.cuda else "cpu"
         self.device = f"cuda: {torch.cuda.get_device_name()}" if self.cuda else "cpu"

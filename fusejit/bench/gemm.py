@@ -25,22 +25,7 @@ import pyopencl.array as cla
 
 import fusejit
 from fusejit import fuse, gemm_tune
-
-
-def gelu(xp: Any, h: Any) -> Any:
-    return 0.5 * h * (1 + xp.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
-
-
-def dense_relu(xp: Any, x: Any, w: Any, b: Any) -> Any:
-    return xp.maximum(x @ w + b, 0)
-
-
-def dense_gelu(xp: Any, x: Any, w: Any, b: Any) -> Any:
-    return gelu(xp, x @ w + b)
-
-
-def mlp_block(xp: Any, x: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> Any:
-    return x + gelu(xp, x @ w1 + b1) @ w2 + b2
+from fusejit.bench.workloads import dense_gelu, dense_relu, gelu, mlp_block
 
 
 def plain(xp: Any, a: Any, b: Any) -> Any:
@@ -185,32 +170,51 @@ def run(scale: str, epilogue: bool, sweep: bool) -> dict[str, Any]:
                              "gemm_then_epilogue_ms": t_sep * 1e3,
                              "ratio": t_sep / t_fused})
             print(json.dumps(epi_rows[-1]), flush=True)
+    if epilogue and scale == "full":  # the MLP block's kernels one by one
+        t, d = 8192, 4096
+        x = cla.to_device(queue, rng.standard_normal((t, d)).astype(np.float32))
+        w = cla.to_device(queue, (rng.standard_normal((d, d)) / 64).astype(np.float32))
+        b = cla.to_device(queue, rng.standard_normal(d).astype(np.float32))
+        parts = {"x @ w1": (fuse(lambda x, w: x @ w), (x, w)),
+                 "gelu(x @ w1 + b1)": (fuse(lambda x, w, b: dense_gelu(np, x, w, b)), (x, w, b)),
+                 "x + h @ w2 + b2": (fuse(lambda x, h, w, b: x + h @ w + b), (x, x, w, b))}
+        for label, (fn, args) in parts.items():
+            t_part = _steady(lambda: fn(*args), queue.finish)
+            epi_rows.append({"case": f"MLP part {label} (8192x4096x4096)",
+                             "ms": t_part * 1e3})
+            print(json.dumps(epi_rows[-1]), flush=True)
     sweep_rows = []
     if sweep:
         sweep_rows = _sweep(queue)
+        sweep_rows += _sweep(queue, dense_gelu, 8192, 4096, 4096, top=8)
     return {"anchor": name, "device": queue.device.name, "rows": rows, "epilogue": epi_rows,
             "sweep": sweep_rows}
 
 
-def _sweep(queue: cl.CommandQueue, n: int = 4096) -> list[dict[str, Any]]:
+def _sweep(queue: cl.CommandQueue, fn: Callable[..., Any] = plain, m: int = 4096,
+           n: int = 4096, k: int = 4096, top: int | None = None) -> list[dict[str, Any]]:
+    """Every candidate of the space (or the ``top`` best-ranked) timed on one product."""
     from fusejit.runtime.devices import device_info
 
     info = device_info(queue.device)
     rng = np.random.default_rng(1)
-    a = cla.to_device(queue, rng.standard_normal((n, n)).astype(np.float32))
-    b = cla.to_device(queue, rng.standard_normal((n, n)).astype(np.float32))
+    args = [cla.to_device(queue, rng.standard_normal(s).astype(np.float32))
+            for s in ((m, k), (k, n), (n,))][:3 if fn is not plain else 2]
+    cands = gemm_tune.space(info.limits, np.dtype(np.float32))
+    if top:
+        cands = gemm_tune.rank(cands, m, n, 1, info.limits.compute_units)[:top]
     out = []
-    for cfg in gemm_tune.space(info.limits, np.dtype(np.float32)):
-        f = fuse(lambda x, y: x @ y)
+    for cfg in cands:
+        f = fuse(lambda *a: fn(np, *a))
         with gemm_tune.forced(cfg):
             try:
-                f(a, b)
+                f(*args)
             except Exception as exc:  # noqa: BLE001 - report and go on
                 out.append({"config": cfg.describe(), "error": str(exc)[:200]})
                 continue
-            t = _steady(lambda: f(a, b), queue.finish, budget=0.2)
-        out.append({"config": cfg.describe(), "ms": t * 1e3,
-                    "tflops": 2 * n ** 3 / t / 1e12})
+            t = _steady(lambda: f(*args), queue.finish, budget=0.2)
+        out.append({"case": f"{fn.__name__} {m}x{n}x{k}", "config": cfg.describe(),
+                    "ms": t * 1e3, "tflops": 2 * m * n * k / t / 1e12})
         print(json.dumps(out[-1]), flush=True)
     return out
 

@@ -215,6 +215,27 @@ def layernorm_ne(ev: NumexprEval, x: np.ndarray, w: np.ndarray, b: np.ndarray) -
 # -- sizes -----------------------------------------------------------------------------------------
 
 
+# -- matrix products ---------------------------------------------------------------------------------
+
+
+def dense_relu(xp: Any, x: Any, w: Any, b: Any) -> Any:
+    return xp.maximum(x @ w + b, 0)
+
+
+def dense_gelu(xp: Any, x: Any, w: Any, b: Any) -> Any:
+    """One MLP layer: x @ w + b, then GELU (tanh form)."""
+    return gelu(xp, x @ w + b)
+
+
+def mlp_block(xp: Any, x: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> Any:
+    """A transformer MLP block: x + gelu(x @ w1 + b1) @ w2 + b2."""
+    return x + gelu(xp, x @ w1 + b1) @ w2 + b2
+
+
+def _weights(name: str, k: int, n: int) -> InputSpec:
+    return InputSpec(name, (k, n), -1.7 / math.sqrt(k), 1.7 / math.sqrt(k))
+
+
 @dataclass(frozen=True)
 class Scale:
     """Problem sizes of one scale."""
@@ -226,17 +247,21 @@ class Scale:
     adam: int
     softmax: tuple[int, int]
     layernorm: tuple[int, int]
+    gemm: int = 128  # n of the n^3 dense layers
+    mlp: tuple[int, int] = (128, 128)  # (tokens, width) of the MLP block
 
 
 CHAIN_LENGTHS = (1, 2, 4, 8, 16, 32)
 SCALES: dict[str, Scale] = {
-    "tiny": Scale((2**10, 2**14), (1, 8), 2**14, 2**14, 2**14, (64, 256), (64, 256)),
+    "tiny": Scale((2**10, 2**14), (1, 8), 2**14, 2**14, 2**14, (64, 256), (64, 256), 64,
+                  (64, 64)),
     "small": Scale((2**10, 2**14, 2**18, 2**22), CHAIN_LENGTHS, 2**22, 2**20, 2**21,
-                   (1024, 1024), (512, 4096)),
+                   (1024, 1024), (512, 4096), 1024, (1024, 1024)),
     "full": Scale((2**10, 2**14, 2**18, 2**22, 2**26), CHAIN_LENGTHS, 2**26, 2**24, 2**25,
-                  (16384, 1024), (8192, 4096)),
+                  (16384, 1024), (8192, 4096), 4096, (8192, 4096)),
 }
-FAMILIES = ("chain", "gelu", "haversine", "black_scholes", "adam", "softmax", "layernorm")
+FAMILIES = ("chain", "gelu", "haversine", "black_scholes", "adam", "softmax", "layernorm", "gemm",
+            "mlp")
 
 
 def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload]:
@@ -276,6 +301,21 @@ def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload
         out.append(Workload("layernorm", "layernorm", layernorm,
                             (InputSpec("x", shape, -4.0, 4.0), InputSpec("w", (cols,), 0.5, 1.5),
                              InputSpec("b", (cols,), -0.5, 0.5)), (shape,), layernorm_ne))
+    if "gemm" in families:
+        n = scale.gemm
+        ins = (InputSpec("x", (n, n), -1.0, 1.0), _weights("w", n, n),
+               InputSpec("b", (n,), -0.5, 0.5))
+        out.append(Workload(f"dense_relu/{n}^3", "gemm", dense_relu, ins, ((n, n),),
+                            params={"flops": 2 * n ** 3}))
+        out.append(Workload(f"dense_gelu/{n}^3", "gemm", dense_gelu, ins, ((n, n),),
+                            params={"flops": 2 * n ** 3}))
+    if "mlp" in families:
+        t, d = scale.mlp
+        out.append(Workload(f"mlp_block/{t}x{d}", "mlp", mlp_block,
+                            (InputSpec("x", (t, d), -1.0, 1.0), _weights("w1", d, d),
+                             InputSpec("b1", (d,), -0.5, 0.5), _weights("w2", d, d),
+                             InputSpec("b2", (d,), -0.5, 0.5)), ((t, d),),
+                            params={"flops": 4 * t * d * d}))
     return out
 
 

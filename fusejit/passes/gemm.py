@@ -31,6 +31,7 @@ from ..ir import Graph, Node, Param
 from ..ops import MOVEMENT, REDUCE, Op
 from ..shapes import row_major_strides
 from ..symbolic import Expr
+from .inplace import stage
 from .partition import Dest, DeviceLimits, Group, Plan, Store, partition
 from .plan import leaves_of, reads_of
 
@@ -73,10 +74,12 @@ class _GemmPartition:
         if not deps or any(x in self.red_set for x in leaves):
             return None
         g = max(deps, key=self.pos.__getitem__)
-        if node.shape != g.shape:
+        # the product's space, up to length-1 axes (a 1-d operand's product reshaped back)
+        if [d for d in node.shape if d != 1] != [d for d in g.shape if d != 1]:
             return None
-        idx = _index(node.shape)
-        if all(tuple(i) == tuple(idx) for n, i in reads_of(node, idx, stop) if n is g):
+        at = _index(g.shape)  # (the same expressions as node's index on the other axes)
+        if all(tuple(i) == tuple(at) for n, i in reads_of(node, _index(node.shape), stop)
+               if n is g):
             return g
         return None
 
@@ -302,11 +305,13 @@ def _reason(m: Node, stores: list[Store], stored: set[Node]) -> str:
     text = f"GEMM {'batched ' if batch else ''}{shape} (batch x M x N x K) in {m.dtype.name}"
     for name, src in (("a", a), ("b", b)):
         ops = _ops(src, stored - {m})
+        if _strip(src) in stored:
+            text += f"; {name} is read from the temporary an earlier kernel stored"
         if ops:
             text += f"; prologue of {name} fused into its tile loads: {', '.join(ops)}"
     epi = []
     for st in stores:
-        ops = _ops(st.node, stored | {m}) if st.node is not m else []
+        ops = _ops(st.node, (stored - {st.node}) | {m}) if st.node is not m else []
         where = {"output": "output", "param": "argument", "temp": "temporary"}[st.dest.kind]
         epi.append(f"{where} {st.dest.index}" + (f" ({', '.join(ops)})" if ops else ""))
     return text + "; epilogue stores " + ", ".join(epi)
@@ -354,11 +359,7 @@ def _inplace(graph: Graph, groups: list[Group], temps: list[Node],
                 why = f"a later kernel reads argument {st.dest.index}"
             if why is None:
                 continue
-            stores[si] = Store(st.node, Dest("temp", len(temps)))
-            temps.append(st.node)
-            copies.append(Group("elementwise", st.node.shape, (st,),
-                                f"in-place write to argument {st.dest.index} staged through a "
-                                f"temporary: {why}"))
+            stores[si] = stage(st, temps, copies, why)
         out.append(replace(g, stores=tuple(stores)))
     return out + copies, temps
 

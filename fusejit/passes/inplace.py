@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..ir import Graph, Node
 from ..ops import Op
-from .plan import Store, leaves_of
+from .plan import Dest, Group, Store, leaves_of
 
 _ARG_BYTES = 8  # a buffer, offset or scalar argument takes at most 8 bytes
 
@@ -41,3 +41,13 @@ def fit_arguments(graph: Graph, bucket: list[Store], temps: set[Node], limit: in
         else:
             parts[-1] = trial
     return parts
+
+
+def stage(st: Store, temps: list[Node], copies: list[Group], why: str) -> Store:
+    """``st`` redirected into a new temporary, and the kernel that copies the temporary into
+    the argument afterwards appended to ``copies``."""
+    temps.append(st.node)
+    copies.append(Group("elementwise", st.node.shape, (st,),
+                        f"in-place write to argument {st.dest.index} staged through a "
+                        f"temporary: {why}"))
+    return Store(st.node, Dest("temp", len(temps) - 1))

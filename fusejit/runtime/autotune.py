@@ -41,9 +41,10 @@ def enabled(flag: bool | None) -> bool:
     return os.environ.get("FUSEJIT_AUTOTUNE", "1") not in ("0", "", "false")
 
 
-def _cache_file() -> Path | None:
+def _cache_file(name: str = "autotune.json") -> Path | None:
+    """A file in fusejit's cache directory (``FUSEJIT_CACHE_DIR``), or None when it is off."""
     root = cache.cache_dir()
-    return None if root is None else root / "autotune.json"
+    return None if root is None else root / name
 
 
 def _valid(value: object) -> bool:
@@ -92,11 +93,16 @@ def _save() -> None:
     path = _cache_file()
     if path is None:
         return
+    write_json(path, {k: list(v) for k, v in _memory.items()})
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Replace ``path`` with ``data`` safely (runtime/cache.atomic_write); a read-only home
+    keeps results in memory."""
     try:
-        data = json.dumps({k: list(v) for k, v in _memory.items()}, indent=0, sort_keys=True)
-        cache.atomic_write(path, data.encode())
+        cache.atomic_write(path, json.dumps(data, indent=0, sort_keys=True).encode())
     except OSError:
-        pass  # a read-only home: keep the in-memory results
+        pass
 
 
 def key(device_key: str, source: str, items: int) -> str:
