@@ -189,7 +189,9 @@ class Capture:
     chain: Chain
     get: Getter
     owner: Any = None  # the function whose code reads it
-    self_path: tuple[Step, ...] | None = None  # a self chain: where its self is in the call's
+    # a self chain: where its self is, as (anchor, steps): steps from the fused method's self
+    # (anchor None) or from a global or closure variable ((id of its function, root, name))
+    self_path: tuple[Any, tuple[Step, ...]] | None = None
 
 
 class Captures(list):
@@ -259,14 +261,14 @@ def find_captures(fn: Any, self_obj: Any = None) -> Captures:
     it to tell methods, which are analysed in turn, from data)."""
     out = Captures()
     out.functions = {}
-    out += _find(fn, self_obj, None, (), set(), out.functions)
+    out += _find(fn, self_obj, None, (None, ()), set(), out.functions)
     return out
 
 
-def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step, ...] | None,
+def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
           seen: set[tuple[int, bool]], functions: dict[int, Any]) -> list[Capture]:
     """``self_get`` finds this function's ``self`` from the fused method's (None: it is that
-    one); ``self_path``: the steps from that one to this one's (None: not reached from it)."""
+    one); ``self_path``: where it is (see ``Capture.self_path``; None: unknown)."""
     if is_fused(fn):  # its Python function
         fn = fn._fn
     code = getattr(fn, "__code__", None)
@@ -315,7 +317,7 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step
             prefix = _walk(root, chain.steps[:-1], chain)
             captures += _find(value.func.__self__, bound_self,
                               prefix if bound_self is not None else None,
-                              _sub_path(self_path, chain), seen, functions)
+                              _sub_path(self_path, chain, fn), seen, functions)
             continue
         if isinstance(value, types.ModuleType):
             if _is_library(value):
@@ -329,7 +331,7 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step
                 prefix = _walk(root, chain.steps[:-1], chain)
                 if isinstance(value.__func__, types.FunctionType):
                     captures += _find(value.__func__, value.__self__, prefix,
-                                      _sub_path(self_path, chain), seen, functions)
+                                      _sub_path(self_path, chain, fn), seen, functions)
             elif not isinstance(value, types.MethodType):
                 captures += _find(value, None, None, None, seen, functions)
             continue
@@ -345,11 +347,13 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step
     return captures
 
 
-def _sub_path(self_path: tuple[Step, ...] | None, chain: Chain) -> tuple[Step, ...] | None:
-    """Where the self of a method reached through ``chain`` is, from the fused method's self."""
+def _sub_path(self_path: Any, chain: Chain, fn: Any) -> Any:
+    """Where the self of a method reached through ``chain`` (in ``fn``) is."""
+    if chain.root in ("global", "closure"):  # conf.method(): from the variable conf
+        return (id(fn), chain.root, chain.name), chain.steps[:-1]
     if chain.root != "self" or self_path is None:
         return None
-    return self_path + chain.steps[:-1]
+    return self_path[0], self_path[1] + chain.steps[:-1]
 
 
 def _mutable(value: Any) -> bool:
@@ -437,5 +441,11 @@ def guard_values(captures: list[Capture], self_obj: Any) -> tuple[tuple[Any, ...
     """This call's guard values, and the arrays it reads fresh (its implicit inputs)."""
     implicit: list[Any] = []
     keys = tuple(guard_key(c.get(self_obj), implicit, c.chain) for c in captures
-                 if c.chain.root != "self" or self_obj is not None)
+                 if self_obj is not None or not needs_self(c))
     return keys, implicit
+
+
+def needs_self(capture: Capture) -> bool:
+    """Is it read through the fused method's self (not through a global's method)?"""
+    return capture.chain.root == "self" and (capture.self_path is None or
+                                             capture.self_path[0] is None)

@@ -611,3 +611,23 @@ def test_containers_used_whole_see_their_arrays_fresh(queue) -> None:
 
 def _from_holder(h):
     return h.d * 1.0
+
+
+class Model:
+    def __init__(self) -> None:
+        self.w = np.linspace(0, 1, BIG)
+
+    def predict(self, x):
+        return x * self.w + self.w.sum()
+
+
+model = Model()
+
+
+def test_method_of_a_global_object_sees_its_arrays_fresh() -> None:
+    f = fuse(lambda x: model.predict(x) + 1)
+    x = np.ones(BIG)
+    for _ in range(3):
+        np.testing.assert_allclose(f(x), model.predict(x) + 1, rtol=1e-12)
+        model.w *= 2
+    assert f.trace_count == 1
