@@ -133,6 +133,10 @@ def _chains(code: types.CodeType, self_name: str | None, freevars: frozenset[str
         root = _ROOT_OPS.get(i.opname)
         name = i.argval
         k += 1
+        if i.opname == "LOAD_FAST_LOAD_FAST" and self_name in name:  # (Python 3.13: two loads)
+            if name[0] == self_name:
+                out.append((Chain("self", self_name, ()), False))  # self, then another value
+            root, name = ("self", self_name) if name[1] == self_name else (None, None)
         if root is None or not isinstance(name, str) or (root == "self" and name != self_name) \
                 or (root == "closure" and name not in freevars):
             continue
