@@ -197,6 +197,8 @@ class Fused:
         self._cache: dict[CallKey, _Compiled] = {}
         # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
         self._fast: dict[tuple, _Compiled] = {}
+        # (raw attribute tuple, guard values) -> compiled, for functions reading captured values
+        self._fast_captured: dict[tuple, _Compiled] = {}
         self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
         self._guarded: dict[tuple, Callable[[tuple], Any] | None] = {}
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
@@ -216,6 +218,7 @@ class Fused:
         with self._lock:
             self._validate = bool(on)
             self._fast.clear()
+            self._fast_captured.clear()
             self._guarded.clear()
             self._mono = None
 
@@ -283,11 +286,22 @@ class Fused:
             if compiled is not None and _current_tracer() is None:
                 self._hits += 1
                 self._mono = self._guarded.get(fkey)
-                exe = compiled.executable
-                queue = args[exe.queue_arg].queue if exe.queue_arg >= 0 else default_queue()
-                leaves = exe.launch(args, queue)
-                return leaves[0] if exe.treedef == "*" else tree_unflatten(exe.treedef, leaves)
+                return self._launch(compiled, args)
+        elif not kwargs and self._fast_captured:  # guarded captured values, no captured arrays
+            fkey = fast_key(args, self._static_nums)
+            if fkey is not None and _current_tracer() is None:
+                guards, implicit = guard_values(self._guards, None)
+                compiled = None if implicit else self._fast_captured.get((fkey, guards))
+                if compiled is not None:
+                    self._hits += 1
+                    return self._launch(compiled, args)
         return self._call((), *args, **kwargs)
+
+    def _launch(self, compiled: _Compiled, args: tuple) -> Any:
+        exe = compiled.executable
+        queue = args[exe.queue_arg].queue if exe.queue_arg >= 0 else default_queue()
+        leaves = exe.launch(args, queue)
+        return leaves[0] if exe.treedef == "*" else tree_unflatten(exe.treedef, leaves)
 
     def _call(self, bound: tuple, *args: Any, **kwargs: Any) -> Any:
         if current_tracer() is not None:  # called from another fused function: inline
@@ -298,10 +312,12 @@ class Fused:
             compiled = self._compile(key, flat, kwnames, queue)
         else:
             self._hits += 1
-        if not bound and not kwnames and not key.aliases and not self._guards \
+        if not bound and not kwnames and not key.aliases and not key.implicit \
                 and not self._validate:  # (the fast paths do not validate)
             fkey = fast_key(args, self._static_nums)
-            if fkey is not None:
+            if fkey is not None and self._guards:  # keyed on the guard values too
+                self._fast_captured[(fkey, key.guards)] = compiled
+            elif fkey is not None:
                 self._fast[fkey] = compiled
                 self._mono = self._guarded[fkey] = compiled.executable.guarded(
                     fkey, compiled.executable.treedef, tree_unflatten, _MISS)
@@ -438,6 +454,7 @@ class Fused:
         with self._lock:
             self._cache.clear()
             self._fast.clear()
+            self._fast_captured.clear()
             self._guarded.clear()
             self._mono = None
             self._lowered.clear()

@@ -631,3 +631,19 @@ def test_method_of_a_global_object_sees_its_arrays_fresh() -> None:
         np.testing.assert_allclose(f(x), model.predict(x) + 1, rtol=1e-12)
         model.w *= 2
     assert f.trace_count == 1
+
+
+SCALE_GLOBAL = 2.0
+
+
+def test_guarded_calls_take_a_fast_path_keyed_on_the_guards(queue) -> None:
+    global SCALE_GLOBAL
+    f = fuse(lambda x: x * SCALE_GLOBAL)
+    x = cla.to_device(queue, np.arange(4, dtype=np.float32))
+    try:
+        for value in (2.0, 2.0, -0.0, 0.0, 3.0, 2.0, 2.0):
+            SCALE_GLOBAL = value
+            same(f(x), x.get() * np.float32(value))
+    finally:
+        SCALE_GLOBAL = 2.0
+    assert f.trace_count == 4 and len(f._fast_captured) == 4  # -0.0 and 0.0 apart
