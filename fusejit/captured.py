@@ -137,6 +137,8 @@ def _chains(code: types.CodeType, self_name: str | None, freevars: frozenset[str
             if name[0] == self_name:
                 out.append((Chain("self", self_name, ()), False))  # self, then another value
             root, name = ("self", self_name) if name[1] == self_name else (None, None)
+        if root == "closure" and name == self_name:  # self held in a cell (a lambda uses it)
+            root = "self"
         if root is None or not isinstance(name, str) or (root == "self" and name != self_name) \
                 or (root == "closure" and name not in freevars):
             continue
@@ -144,9 +146,12 @@ def _chains(code: types.CodeType, self_name: str | None, freevars: frozenset[str
         written = False
         while k < len(ins):
             op = ins[k].opname
-            if op == "COPY":  # x.a += 1, d["n"] += 1: an augmented assignment's target
-                written = True
-                k += 1
+            if op == "COPY":  # x.a += 1: an augmented assignment's target (else: the walrus)
+                if k + 1 < len(ins) and ins[k + 1].opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                    written = True
+                    k += 1
+                    continue
+                break
             elif op in ("LOAD_ATTR", "LOAD_METHOD"):
                 steps.append(Step("attr", ins[k].argval))
                 k += 1
@@ -170,8 +175,10 @@ def _chains(code: types.CodeType, self_name: str | None, freevars: frozenset[str
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             # a nested function's free variables are the outer function's locals or free vars
+            # (self among them: a lambda or comprehension of a method reading self)
             inner = frozenset(const.co_freevars) & freevars
-            out += _chains(const, None, inner)
+            nested_self = self_name if self_name in const.co_freevars else None
+            out += _chains(const, nested_self, inner)
     return out
 
 

@@ -647,3 +647,30 @@ def test_guarded_calls_take_a_fast_path_keyed_on_the_guards(queue) -> None:
     finally:
         SCALE_GLOBAL = 2.0
     assert f.trace_count == 4 and len(f._fast_captured) == 4  # -0.0 and 0.0 apart
+
+
+class WithLambda:
+    def __init__(self) -> None:
+        self.s = 1.0
+        self.w = [1.0, 2.0]
+
+    @fuse
+    def f(self, x):
+        first = lambda: self.w[0]  # noqa: E731 - self in a cell: every self load is a DEREF
+        return x * self.s + first() + sum([self.w[1] for _ in range(2)])
+
+
+def test_self_read_in_lambdas_comprehensions_and_walrus() -> None:
+    obj, x = WithLambda(), np.ones(2)
+    same(obj.f(x), WithLambda.f._fn(obj, x))
+    obj.s, obj.w[0], obj.w[1] = 5.0, 10.0, -1.0
+    same(obj.f(x), WithLambda.f._fn(obj, x))
+
+    def walrus(x):
+        return x * (alpha := cfg.alpha) + alpha
+
+    f = fuse(walrus)
+    for value in (1.5, 3.0):
+        cfg.alpha = value
+        same(f(x), walrus(x))
+    cfg.alpha = 1.5
