@@ -194,6 +194,7 @@ class Fused:
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
         # reads from outside the arguments (fusejit.captured), found on the first call
         self._guards: list[Capture] | None = None
+        self._code_refs: tuple = ()  # the helpers it names, checked on each call (captured.py)
         self._cache: dict[CallKey, _Compiled] = {}
         # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
         self._fast: dict[tuple, _Compiled] = {}
@@ -241,6 +242,7 @@ class Fused:
         bound_self = args[0].value if args and isinstance(args[0], StaticSelf) else None
         if self._guards is None:
             self._guards = find_captures(self._fn, bound_self)
+            self._code_refs = tuple(self._guards.code_refs)
         guards, implicit = guard_values(self._guards, bound_self) if self._guards else ((), [])
         flat += implicit  # captured arrays, read fresh: extra (read-only) arguments
         n_given = n + len(kwnames)
@@ -273,7 +275,20 @@ class Fused:
         return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards,
                                       len(implicit)), queue
 
+    def _code_changed(self) -> None:
+        """A helper function (class, ufunc) the function names was rebound since it was traced
+        (a notebook cell run again, ``act = np.sin``): every trace is stale, start again."""
+        for scope, name, value in self._code_refs:
+            if scope.get(name) is not value:
+                self.cache_clear()
+                self._guards, self._code_refs = None, ()
+                return
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for scope, name, value in self._code_refs:  # (inlined _code_changed: the hot path)
+            if scope.get(name) is not value:
+                self._code_changed()
+                break
         mono = self._mono
         if mono is not None and not kwargs:
             result = mono(args)
@@ -306,6 +321,8 @@ class Fused:
     def _call(self, bound: tuple, *args: Any, **kwargs: Any) -> Any:
         if current_tracer() is not None:  # called from another fused function: inline
             return self._fn(*(b.value for b in bound), *args, **kwargs)
+        if self._code_refs:
+            self._code_changed()
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
         compiled = self._cache.get(key)
         if compiled is None:
@@ -482,8 +499,9 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
       reference), which are read-only inside the function (pass an array as an argument to
       write it).
 
-    Modules, classes, functions and library constants (``np.pi``) are not guarded, nor state
-    the function writes while traced (``log.append(x)``). State too large to guard raises
+    Helper functions, classes and ufuncs it names are checked by identity (rebinding one
+    traces again). Library constants (``np.pi``) and builtins are not guarded, nor state the
+    function writes while traced (``log.append(x)``). State too large to guard raises
     ``CapturedStateError``: pass it as an argument instead.
     """
     def wrap(f: Callable[..., Any]) -> Fused:

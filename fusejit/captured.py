@@ -17,9 +17,11 @@ pass). The rules, stated for users in ``help(fuse)`` and the README:
   by reference (pyopencl) on every call, so ``W -= lr * g`` between calls is seen. They are
   read-only inside the function: to write one, pass it as an argument.
 * Other objects (a config instance) are guarded through their attributes.
-* Not guarded: modules, classes and functions themselves (a rebound helper name is not seen),
-  anything reached through library modules (``np.pi``), and state the function writes while
-  it is traced (``calls["n"] += 1``: a side effect of tracing, not an input).
+* Functions, classes and ufuncs named through a global or closure variable (``act = np.tanh``,
+  a helper) are checked by identity on every call: rebinding one (``act = np.sin``, a notebook
+  cell run again) drops the traces.
+* Not guarded: anything reached through library modules (``np.pi``), builtins, and state the
+  function writes while it is traced (``calls["n"] += 1``: a side effect of tracing).
 """
 
 from __future__ import annotations
@@ -211,6 +213,21 @@ class Captures(list):
     ``substituted`` rebuilds so that they see the implicit inputs' proxies too)."""
 
     functions: dict[int, Any]
+    # (scope, name, value) of the functions, classes and ufuncs the function names through a
+    # global or closure variable: a call first checks ``scope.get(name) is value`` (see Fused)
+    code_refs: list[tuple[Any, str, Any]]
+
+
+class _Lookup:
+    """A scope for ``code_refs`` that is not a globals dict: a closure cell, a chain."""
+
+    __slots__ = ("get_value",)
+
+    def __init__(self, get_value: Getter) -> None:
+        self.get_value = get_value
+
+    def get(self, name: str) -> Any:
+        return self.get_value(None)
 
 
 def _root_getter(fn: Any, chain: Chain, self_get: Getter | None) -> Getter | None:
@@ -271,13 +288,13 @@ def find_captures(fn: Any, self_obj: Any = None) -> Captures:
     ``self_obj``: for a method, the ``self`` of this call (the chains from it are resolved on
     it to tell methods, which are analysed in turn, from data)."""
     out = Captures()
-    out.functions = {}
-    out += _find(fn, self_obj, None, (None, ()), set(), out.functions)
+    out.functions, out.code_refs = {}, []
+    out += _find(fn, self_obj, None, (None, ()), set(), out)
     return out
 
 
 def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
-          seen: set[tuple[int, bool]], functions: dict[int, Any]) -> list[Capture]:
+          seen: set[tuple[int, bool]], into: Captures) -> list[Capture]:
     """``self_get`` finds this function's ``self`` from the fused method's (None: it is that
     one); ``self_path``: where it is (see ``Capture.self_path``; None: unknown)."""
     if is_fused(fn):  # its Python function
@@ -289,7 +306,7 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
     if (id(code), bound) in seen:
         return []
     seen.add((id(code), bound))
-    functions[id(fn)] = fn
+    into.functions[id(fn)] = fn
     self_name = code.co_varnames[0] if bound and code.co_argcount else None
     self_get = self_get if self_get is not None else (lambda s: s)
     found = _chains(code, self_name, frozenset(code.co_freevars))
@@ -328,7 +345,7 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
             prefix = _walk(root, chain.steps[:-1], chain)
             captures += _find(value.func.__self__, bound_self,
                               prefix if bound_self is not None else None,
-                              _sub_path(self_path, chain, fn), seen, functions)
+                              _sub_path(self_path, chain, fn), seen, into)
             continue
         if isinstance(value, types.ModuleType):
             if _is_library(value):
@@ -337,14 +354,19 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
             captures.append(Capture(chain, lambda s, get=get: _module_data(get(s)), fn))
             continue
         if is_code(value):
+            if chain.root in ("global", "closure") and not isinstance(value, types.MethodType) \
+                    and (chain.steps or chain.root == "closure" or chain.name in fn.__globals__):
+                # (not builtins: len, range)
+                into.code_refs.append((fn.__globals__, chain.name, value) if chain.root == "global"
+                                      and not chain.steps else (_Lookup(get), "", value))
             if isinstance(value, types.MethodType) and chain.steps:
                 # a method of an object the function reads: analysed with that object bound
                 prefix = _walk(root, chain.steps[:-1], chain)
                 if isinstance(value.__func__, types.FunctionType):
                     captures += _find(value.__func__, value.__self__, prefix,
-                                      _sub_path(self_path, chain, fn), seen, functions)
+                                      _sub_path(self_path, chain, fn), seen, into)
             elif not isinstance(value, types.MethodType):
-                captures += _find(value, None, None, None, seen, functions)
+                captures += _find(value, None, None, None, seen, into)
             continue
         captures.append(Capture(chain, get, fn, self_path if chain.root == "self" else None))
     defaults = fn.__defaults__ or ()

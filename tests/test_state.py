@@ -674,3 +674,30 @@ def test_self_read_in_lambdas_comprehensions_and_walrus() -> None:
         cfg.alpha = value
         same(f(x), walrus(x))
     cfg.alpha = 1.5
+
+
+ACTIVATION = np.tanh
+
+
+def _act_helper(x):
+    return x + 1
+
+
+def test_rebound_helpers_and_ufuncs_trace_again(queue) -> None:
+    global ACTIVATION, _act_helper
+    saved = ACTIVATION, _act_helper
+
+    def f(x):
+        return ACTIVATION(_act_helper(x))
+
+    fused = fuse(f)
+    x = cla.to_device(queue, np.linspace(0, 1, 8))
+    try:
+        for act in (np.tanh, np.tanh, np.sin, np.exp):
+            ACTIVATION = act
+            np.testing.assert_allclose(fused(x).get(), f(x.get()), rtol=1e-14)
+        _act_helper = lambda x: x - 1  # noqa: E731 - a notebook cell run again
+        np.testing.assert_allclose(fused(x).get(), f(x.get()), rtol=1e-14)
+    finally:
+        ACTIVATION, _act_helper = saved
+    assert fused.trace_count == 4
