@@ -285,10 +285,12 @@ class Fused:
                 return
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        for scope, name, value in self._code_refs:  # (inlined _code_changed: the hot path)
-            if scope.get(name) is not value:
-                self._code_changed()
-                break
+        refs = self._code_refs
+        if refs:
+            for scope, name, value in refs:  # (_code_changed inlined: this is the hot path)
+                if scope.get(name) is not value:
+                    self._code_changed()
+                    break
         mono = self._mono
         if mono is not None and not kwargs:
             result = mono(args)
