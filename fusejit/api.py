@@ -218,8 +218,11 @@ class Fused:
         self._stats = CallStats(getattr(fn, "__qualname__", "function"),
                                 env_int("FUSEJIT_RECOMPILE_LIMIT", DEFAULT_LIMIT)
                                 if recompile_limit is None else recompile_limit, dynamic)
+        self._code_refs: tuple = ()  # the helpers it names, checked on each call (captured.py)
         # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
         self._fast: dict[tuple, _Compiled] = {}
+        # (raw attribute tuple, guard values) -> compiled, for functions reading captured values
+        self._fast_captured: dict[tuple, _Compiled] = {}
         self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
         self._guarded: dict[tuple, Callable[[tuple], Any] | None] = {}
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
@@ -239,6 +242,7 @@ class Fused:
         with self._lock:
             self._validate = bool(on)
             self._fast.clear()
+            self._fast_captured.clear()
             self._guarded.clear()
             self._mono = None
 
@@ -268,6 +272,7 @@ class Fused:
         bound_self = args[0].value if args and isinstance(args[0], StaticSelf) else None
         if self._guards is None:
             self._guards = find_captures(self._fn, bound_self)
+            self._code_refs = tuple(self._guards.code_refs)
         guards, implicit = guard_values(self._guards, bound_self) if self._guards else ((), [])
         flat += implicit  # captured arrays, read fresh: extra (read-only) arguments
         n_given = n + len(kwnames)
@@ -302,7 +307,22 @@ class Fused:
         return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards,
                                       len(implicit)), queue
 
+    def _code_changed(self) -> None:
+        """A helper function (class, ufunc) the function names was rebound since it was traced
+        (a notebook cell run again, ``act = np.sin``): every trace is stale, start again."""
+        for scope, name, value in self._code_refs:
+            if scope.get(name) is not value:
+                self.cache_clear()
+                self._guards, self._code_refs = None, ()
+                return
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        refs = self._code_refs
+        if refs:
+            for scope, name, value in refs:  # (_code_changed inlined: this is the hot path)
+                if scope.get(name) is not value:
+                    self._code_changed()
+                    break
         mono = self._mono
         if mono is not None and not kwargs:
             result = mono(args)
@@ -316,20 +336,34 @@ class Fused:
                 self._hits += 1
                 compiled.used = True
                 self._mono = self._guarded.get(fkey)
-                exe = compiled.executable
-                if exe.queue_arg >= 0:
-                    queue = args[exe.queue_arg].queue
-                else:
-                    queue = default_queue()
-                    if backend_of(queue) is not compiled.backend:  # set_default_device
-                        return self._call((), *args)
-                leaves = exe.launch(args, queue)
-                return leaves[0] if exe.treedef == "*" else tree_unflatten(exe.treedef, leaves)
+                return self._launch(compiled, args)
+        elif not kwargs and self._fast_captured:  # guarded captured values, no captured arrays
+            fkey = fast_key(args, self._static_nums)
+            if fkey is not None and _current_tracer() is None:
+                guards, implicit = guard_values(self._guards, None)
+                compiled = None if implicit else self._fast_captured.get((fkey, guards))
+                if compiled is not None:
+                    self._hits += 1
+                    compiled.used = True
+                    return self._launch(compiled, args)
         return self._call((), *args, **kwargs)
+
+    def _launch(self, compiled: _Compiled, args: tuple) -> Any:
+        exe = compiled.executable
+        if exe.queue_arg >= 0:
+            queue = args[exe.queue_arg].queue
+        else:
+            queue = default_queue()
+            if backend_of(queue) is not compiled.backend:  # set_default_device changed it
+                return self._call((), *args)
+        leaves = exe.launch(args, queue)
+        return leaves[0] if exe.treedef == "*" else tree_unflatten(exe.treedef, leaves)
 
     def _call(self, bound: tuple, *args: Any, **kwargs: Any) -> Any:
         if current_tracer() is not None:  # called from another fused function: inline
             return self._fn(*(b.value for b in bound), *args, **kwargs)
+        if self._code_refs:
+            self._code_changed()
         if "dask.array" in sys.modules and not bound:  # (no dask imported: no dask argument)
             from . import dask as fdask
 
@@ -341,10 +375,12 @@ class Fused:
             compiled = self._compile(key, flat, kwnames, queue)
         else:
             self._hits += 1
-        if not bound and not kwnames and not key.aliases and not self._guards \
+        if not bound and not kwnames and not key.aliases and not key.implicit \
                 and not self._validate:  # (the fast paths do not validate)
             fkey = fast_key(args, self._static_nums)
-            if fkey is not None:
+            if fkey is not None and self._guards:  # keyed on the guard values too
+                self._fast_captured[(fkey, key.guards)] = compiled
+            elif fkey is not None:
                 self._fast[fkey] = compiled
                 self._mono = self._guarded[fkey] = compiled.executable.guarded(
                     fkey, compiled.executable.treedef, tree_unflatten, _MISS)
@@ -510,12 +546,15 @@ class Fused:
             del self._fast[fkey]
             if self._guarded.pop(fkey, None) is self._mono:
                 self._mono = None
+        for ckey in [k for k, c in self._fast_captured.items() if c is compiled]:
+            del self._fast_captured[ckey]
 
     def cache_clear(self) -> None:
         """Forget every compiled signature (the next call traces and builds again)."""
         with self._lock:
             self._cache.clear()
             self._fast.clear()
+            self._fast_captured.clear()
             self._guarded.clear()
             self._mono = None
             self._lowered.clear()
@@ -600,7 +639,8 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
           reference), which are read-only inside the function (pass an array as an argument to
           write it).
 
-        Modules, classes, functions and library constants (``np.pi``) are not guarded, nor state
+        Helper functions, classes and ufuncs it names are checked by identity (rebinding one
+        traces again). Library constants (``np.pi``) and builtins are not guarded, nor state
         the function writes while traced (``log.append(x)``). State too large to guard raises
         ``CapturedStateError``: pass it as an argument instead.
 

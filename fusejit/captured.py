@@ -17,9 +17,11 @@ pass). The rules, stated for users in ``help(fuse)`` and the README:
   by reference (pyopencl) on every call, so ``W -= lr * g`` between calls is seen. They are
   read-only inside the function: to write one, pass it as an argument.
 * Other objects (a config instance) are guarded through their attributes.
-* Not guarded: modules, classes and functions themselves (a rebound helper name is not seen),
-  anything reached through library modules (``np.pi``), and state the function writes while
-  it is traced (``calls["n"] += 1``: a side effect of tracing, not an input).
+* Functions, classes and ufuncs named through a global or closure variable (``act = np.tanh``,
+  a helper) are checked by identity on every call: rebinding one (``act = np.sin``, a notebook
+  cell run again) drops the traces.
+* Not guarded: anything reached through library modules (``np.pi``), builtins, and state the
+  function writes while it is traced (``calls["n"] += 1``: a side effect of tracing).
 """
 
 from __future__ import annotations
@@ -133,6 +135,12 @@ def _chains(code: types.CodeType, self_name: str | None, freevars: frozenset[str
         root = _ROOT_OPS.get(i.opname)
         name = i.argval
         k += 1
+        if i.opname == "LOAD_FAST_LOAD_FAST" and self_name in name:  # (Python 3.13: two loads)
+            if name[0] == self_name:
+                out.append((Chain("self", self_name, ()), False))  # self, then another value
+            root, name = ("self", self_name) if name[1] == self_name else (None, None)
+        if root == "closure" and name == self_name:  # self held in a cell (a lambda uses it)
+            root = "self"
         if root is None or not isinstance(name, str) or (root == "self" and name != self_name) \
                 or (root == "closure" and name not in freevars):
             continue
@@ -140,9 +148,12 @@ def _chains(code: types.CodeType, self_name: str | None, freevars: frozenset[str
         written = False
         while k < len(ins):
             op = ins[k].opname
-            if op == "COPY":  # x.a += 1, d["n"] += 1: an augmented assignment's target
-                written = True
-                k += 1
+            if op == "COPY":  # x.a += 1: an augmented assignment's target (else: the walrus)
+                if k + 1 < len(ins) and ins[k + 1].opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                    written = True
+                    k += 1
+                    continue
+                break
             elif op in ("LOAD_ATTR", "LOAD_METHOD"):
                 steps.append(Step("attr", ins[k].argval))
                 k += 1
@@ -166,8 +177,10 @@ def _chains(code: types.CodeType, self_name: str | None, freevars: frozenset[str
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             # a nested function's free variables are the outer function's locals or free vars
+            # (self among them: a lambda or comprehension of a method reading self)
             inner = frozenset(const.co_freevars) & freevars
-            out += _chains(const, None, inner)
+            nested_self = self_name if self_name in const.co_freevars else None
+            out += _chains(const, nested_self, inner)
     return out
 
 
@@ -189,7 +202,9 @@ class Capture:
     chain: Chain
     get: Getter
     owner: Any = None  # the function whose code reads it
-    self_path: tuple[Step, ...] | None = None  # a self chain: where its self is in the call's
+    # a self chain: where its self is, as (anchor, steps): steps from the fused method's self
+    # (anchor None) or from a global or closure variable ((id of its function, root, name))
+    self_path: tuple[Any, tuple[Step, ...]] | None = None
 
 
 class Captures(list):
@@ -198,6 +213,21 @@ class Captures(list):
     ``substituted`` rebuilds so that they see the implicit inputs' proxies too)."""
 
     functions: dict[int, Any]
+    # (scope, name, value) of the functions, classes and ufuncs the function names through a
+    # global or closure variable: a call first checks ``scope.get(name) is value`` (see Fused)
+    code_refs: list[tuple[Any, str, Any]]
+
+
+class _Lookup:
+    """A scope for ``code_refs`` that is not a globals dict: a closure cell, a chain."""
+
+    __slots__ = ("get_value",)
+
+    def __init__(self, get_value: Getter) -> None:
+        self.get_value = get_value
+
+    def get(self, name: str) -> Any:
+        return self.get_value(None)
 
 
 def _root_getter(fn: Any, chain: Chain, self_get: Getter | None) -> Getter | None:
@@ -258,15 +288,15 @@ def find_captures(fn: Any, self_obj: Any = None) -> Captures:
     ``self_obj``: for a method, the ``self`` of this call (the chains from it are resolved on
     it to tell methods, which are analysed in turn, from data)."""
     out = Captures()
-    out.functions = {}
-    out += _find(fn, self_obj, None, (), set(), out.functions)
+    out.functions, out.code_refs = {}, []
+    out += _find(fn, self_obj, None, (None, ()), set(), out)
     return out
 
 
-def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step, ...] | None,
-          seen: set[tuple[int, bool]], functions: dict[int, Any]) -> list[Capture]:
+def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
+          seen: set[tuple[int, bool]], into: Captures) -> list[Capture]:
     """``self_get`` finds this function's ``self`` from the fused method's (None: it is that
-    one); ``self_path``: the steps from that one to this one's (None: not reached from it)."""
+    one); ``self_path``: where it is (see ``Capture.self_path``; None: unknown)."""
     if is_fused(fn):  # its Python function
         fn = fn._fn
     code = getattr(fn, "__code__", None)
@@ -276,7 +306,7 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step
     if (id(code), bound) in seen:
         return []
     seen.add((id(code), bound))
-    functions[id(fn)] = fn
+    into.functions[id(fn)] = fn
     self_name = code.co_varnames[0] if bound and code.co_argcount else None
     self_get = self_get if self_get is not None else (lambda s: s)
     found = _chains(code, self_name, frozenset(code.co_freevars))
@@ -315,7 +345,7 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step
             prefix = _walk(root, chain.steps[:-1], chain)
             captures += _find(value.func.__self__, bound_self,
                               prefix if bound_self is not None else None,
-                              _sub_path(self_path, chain), seen, functions)
+                              _sub_path(self_path, chain, fn), seen, into)
             continue
         if isinstance(value, types.ModuleType):
             if _is_library(value):
@@ -324,14 +354,19 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step
             captures.append(Capture(chain, lambda s, get=get: _module_data(get(s)), fn))
             continue
         if is_code(value):
+            if chain.root in ("global", "closure") and not isinstance(value, types.MethodType) \
+                    and (chain.steps or chain.root == "closure" or chain.name in fn.__globals__):
+                # (not builtins: len, range)
+                into.code_refs.append((fn.__globals__, chain.name, value) if chain.root == "global"
+                                      and not chain.steps else (_Lookup(get), "", value))
             if isinstance(value, types.MethodType) and chain.steps:
                 # a method of an object the function reads: analysed with that object bound
                 prefix = _walk(root, chain.steps[:-1], chain)
                 if isinstance(value.__func__, types.FunctionType):
                     captures += _find(value.__func__, value.__self__, prefix,
-                                      _sub_path(self_path, chain), seen, functions)
+                                      _sub_path(self_path, chain, fn), seen, into)
             elif not isinstance(value, types.MethodType):
-                captures += _find(value, None, None, None, seen, functions)
+                captures += _find(value, None, None, None, seen, into)
             continue
         captures.append(Capture(chain, get, fn, self_path if chain.root == "self" else None))
     defaults = fn.__defaults__ or ()
@@ -345,11 +380,13 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: tuple[Step
     return captures
 
 
-def _sub_path(self_path: tuple[Step, ...] | None, chain: Chain) -> tuple[Step, ...] | None:
-    """Where the self of a method reached through ``chain`` is, from the fused method's self."""
+def _sub_path(self_path: Any, chain: Chain, fn: Any) -> Any:
+    """Where the self of a method reached through ``chain`` (in ``fn``) is."""
+    if chain.root in ("global", "closure"):  # conf.method(): from the variable conf
+        return (id(fn), chain.root, chain.name), chain.steps[:-1]
     if chain.root != "self" or self_path is None:
         return None
-    return self_path + chain.steps[:-1]
+    return self_path[0], self_path[1] + chain.steps[:-1]
 
 
 def _mutable(value: Any) -> bool:
@@ -437,5 +474,11 @@ def guard_values(captures: list[Capture], self_obj: Any) -> tuple[tuple[Any, ...
     """This call's guard values, and the arrays it reads fresh (its implicit inputs)."""
     implicit: list[Any] = []
     keys = tuple(guard_key(c.get(self_obj), implicit, c.chain) for c in captures
-                 if c.chain.root != "self" or self_obj is not None)
+                 if self_obj is not None or not needs_self(c))
     return keys, implicit
+
+
+def needs_self(capture: Capture) -> bool:
+    """Is it read through the fused method's self (not through a global's method)?"""
+    return capture.chain.root == "self" and (capture.self_path is None or
+                                             capture.self_path[0] is None)

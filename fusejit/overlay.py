@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyopencl.array as cla
 
-from .captured import MAX_DEPTH, Captures, is_code, is_fused
+from .captured import MAX_DEPTH, Captures, is_code, is_fused, needs_self
 
 def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
                 self_obj: Any) -> tuple[Any, Any]:
@@ -23,8 +23,7 @@ def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
     trees: dict[tuple[int, str, str], Any] = {}
     self_tree: dict = {}
     for c in captures:
-        if c.chain.root == "default" or (c.chain.root == "self" and (
-                self_obj is None or c.self_path is None)):
+        if c.chain.root == "default" or (self_obj is None and needs_self(c)):
             continue
         value = c.get(self_obj)
         proxy = proxy_of(value)
@@ -33,10 +32,11 @@ def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
                 continue
             proxy = _Deep(proxy_of)  # a container used whole: its arrays replaced inside
         if c.chain.root == "self":
-            path = c.self_path + c.chain.steps
-            if not path:
-                continue  # self itself is no array
-            node = self_tree
+            anchor, steps = c.self_path  # type: ignore[misc]
+            path = steps + c.chain.steps
+            node = self_tree if anchor is None else trees.setdefault(anchor, {})
+            if not path or not isinstance(node, dict):
+                continue  # (self itself is no array)
         else:
             path = c.chain.steps
             key = (id(c.owner), c.chain.root, c.chain.name)
@@ -46,7 +46,10 @@ def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
             node = trees.setdefault(key, {})
         for step in path[:-1]:
             node = node.setdefault(step, {})
-        node[path[-1]] = proxy
+            if not isinstance(node, dict):
+                break  # (an array on the way: its own chain already replaces it)
+        else:
+            node[path[-1]] = proxy
     if not trees and not self_tree:
         return fn, self_obj
     functions = captures.functions

@@ -611,3 +611,93 @@ def test_containers_used_whole_see_their_arrays_fresh(queue) -> None:
 
 def _from_holder(h):
     return h.d * 1.0
+
+
+class Model:
+    def __init__(self) -> None:
+        self.w = np.linspace(0, 1, BIG)
+
+    def predict(self, x):
+        return x * self.w + self.w.sum()
+
+
+model = Model()
+
+
+def test_method_of_a_global_object_sees_its_arrays_fresh() -> None:
+    f = fuse(lambda x: model.predict(x) + 1)
+    x = np.ones(BIG)
+    for _ in range(3):
+        np.testing.assert_allclose(f(x), model.predict(x) + 1, rtol=1e-12)
+        model.w *= 2
+    assert f.trace_count == 1
+
+
+SCALE_GLOBAL = 2.0
+
+
+def test_guarded_calls_take_a_fast_path_keyed_on_the_guards(queue) -> None:
+    global SCALE_GLOBAL
+    f = fuse(lambda x: x * SCALE_GLOBAL)
+    x = cla.to_device(queue, np.arange(4, dtype=np.float32))
+    try:
+        for value in (2.0, 2.0, -0.0, 0.0, 3.0, 2.0, 2.0):
+            SCALE_GLOBAL = value
+            same(f(x), x.get() * np.float32(value))
+    finally:
+        SCALE_GLOBAL = 2.0
+    assert f.trace_count == 4 and len(f._fast_captured) == 4  # -0.0 and 0.0 apart
+
+
+class WithLambda:
+    def __init__(self) -> None:
+        self.s = 1.0
+        self.w = [1.0, 2.0]
+
+    @fuse
+    def f(self, x):
+        first = lambda: self.w[0]  # noqa: E731 - self in a cell: every self load is a DEREF
+        return x * self.s + first() + sum([self.w[1] for _ in range(2)])
+
+
+def test_self_read_in_lambdas_comprehensions_and_walrus() -> None:
+    obj, x = WithLambda(), np.ones(2)
+    same(obj.f(x), WithLambda.f._fn(obj, x))
+    obj.s, obj.w[0], obj.w[1] = 5.0, 10.0, -1.0
+    same(obj.f(x), WithLambda.f._fn(obj, x))
+
+    def walrus(x):
+        return x * (alpha := cfg.alpha) + alpha
+
+    f = fuse(walrus)
+    for value in (1.5, 3.0):
+        cfg.alpha = value
+        same(f(x), walrus(x))
+    cfg.alpha = 1.5
+
+
+ACTIVATION = np.tanh
+
+
+def _act_helper(x):
+    return x + 1
+
+
+def test_rebound_helpers_and_ufuncs_trace_again(queue) -> None:
+    global ACTIVATION, _act_helper
+    saved = ACTIVATION, _act_helper
+
+    def f(x):
+        return ACTIVATION(_act_helper(x))
+
+    fused = fuse(f)
+    x = cla.to_device(queue, np.linspace(0, 1, 8))
+    try:
+        for act in (np.tanh, np.tanh, np.sin, np.exp):
+            ACTIVATION = act
+            np.testing.assert_allclose(fused(x).get(), f(x.get()), rtol=1e-14)
+        _act_helper = lambda x: x - 1  # noqa: E731 - a notebook cell run again
+        np.testing.assert_allclose(fused(x).get(), f(x.get()), rtol=1e-14)
+    finally:
+        ACTIVATION, _act_helper = saved
+    assert fused.trace_count == 4
