@@ -80,6 +80,8 @@ class ShapeDtype:
         return default_queue()
 
     def spec(self) -> DeviceArraySpec | HostArraySpec:
+        """The argument spec this abstract argument traces as (a None dimension at
+        ``REPRESENTATIVE_EXTENT``, with kernels that take their extents at launch)."""
         shape = tuple(REPRESENTATIVE_EXTENT if d is None else d for d in self.shape)
         if not self.device:
             return HostArraySpec(self.dtype, shape, True)

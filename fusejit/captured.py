@@ -309,6 +309,10 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
     into.functions[id(fn)] = fn
     self_name = code.co_varnames[0] if bound and code.co_argcount else None
     self_get = self_get if self_get is not None else (lambda s: s)
+    # a function of fusejit or another library (fusejit.random's samplers, fusejit.dask's
+    # pieces): its own state is not the user's; only the user functions it calls are analysed
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    library = module is not None and _is_library(module)
     found = _chains(code, self_name, frozenset(code.co_freevars))
     written = {c for c, w in found if w}
     captures: list[Capture] = []
@@ -338,6 +342,8 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
             done.add(chain)
             get = _walk(root, chain.steps, chain)
             value = owner
+        if library and not (is_code(value) and not isinstance(value, types.MethodType)):
+            continue
         if isinstance(value, functools.partial) and is_fused(getattr(value.func, "__self__",
                                                                       None)) and value.args:
             # self.other(x), other a fused method (Fused.__get__): its reads, self bound
@@ -354,6 +360,9 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
             captures.append(Capture(chain, lambda s, get=get: _module_data(get(s)), fn))
             continue
         if is_code(value):
+            if library:
+                captures += _find(value, None, None, None, seen, into)
+                continue
             if chain.root in ("global", "closure") and not isinstance(value, types.MethodType) \
                     and (chain.steps or chain.root == "closure" or chain.name in fn.__globals__):
                 # (not builtins: len, range)
@@ -369,6 +378,8 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
                 captures += _find(value, None, None, None, seen, into)
             continue
         captures.append(Capture(chain, get, fn, self_path if chain.root == "self" else None))
+    if library:
+        return captures
     defaults = fn.__defaults__ or ()
     for i, default in enumerate(defaults):
         if _mutable(default):

@@ -26,6 +26,20 @@ class StaticKey:
     type: type
     payload: Any
 
+    def __repr__(self) -> str:
+        """The value as the user wrote it (recompile messages name it): ``2``, ``-0.0``."""
+        t, v = self.type, self.payload
+        if t is float:
+            return repr(struct.unpack("<d", v)[0])
+        if t in (tuple, list):
+            inner = ", ".join(map(repr, v)) + ("," if t is tuple and len(v) == 1 else "")
+            return f"({inner})" if t is tuple else f"[{inner}]"
+        if t is dict:
+            return "{" + ", ".join(f"{k!r}: {x!r}" for k, x in v) + "}"
+        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], bytes):  # NumPy scalar
+            return repr(np.frombuffer(v[1], np.dtype(v[0]))[0])
+        return repr(v)
+
 
 def static_key(value: Any) -> StaticKey:
     """The key of a static argument. Raises TypeError for a value that cannot be keyed."""

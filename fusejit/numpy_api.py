@@ -95,7 +95,9 @@ def _where(cond: Any, x: Any = None, y: Any = None) -> TensorProxy:
         raise UnsupportedOperationError(
             "np.where(cond) with one argument returns indices (a data-dependent shape) and "
             "cannot be fused; use np.where(cond, x, y)")
-    return where(cond, x, y)
+    result = where(cond, x, y)
+    result._array0d = True  # np.where returns an array even from 0-d operands, not a scalar
+    return result
 
 
 @implements(np.clip, method="clip")

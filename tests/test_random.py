@@ -122,12 +122,14 @@ def test_flat_prefix_does_not_depend_on_shape():
 def _gpu_style(monkeypatch):
     """Lower as for a GPU (16-byte vectors, per-lane scalar ops, work-groups of 256, tree
     reductions in local memory) while running on the test device."""
-    real = fusejit.api.device_info
+    from fusejit.runtime import opencl  # the backend that asks for device facts
+
+    real = opencl.device_info
 
     def fake(device):
         info = real(device)
         return dataclasses.replace(info, limits=dataclasses.replace(info.limits, is_gpu=True))
-    monkeypatch.setattr(fusejit.api, "device_info", fake)
+    monkeypatch.setattr(opencl, "device_info", fake)
 
 
 def _mixed(x, k):
@@ -187,8 +189,10 @@ def test_same_values_with_autotuned_launches(monkeypatch, tmp_path):
 
 
 def test_float64_streams_need_fp64_and_float32_ones_do_not(monkeypatch):
-    real = fusejit.api.device_info
-    monkeypatch.setattr(fusejit.api, "device_info",
+    from fusejit.runtime import opencl  # the backend that asks for device facts
+
+    real = opencl.device_info
+    monkeypatch.setattr(opencl, "device_info",
                         lambda device: dataclasses.replace(real(device), has_fp64=False))
     k = fr.key(6)
     f = fuse(lambda k: (fr.uniform(k, 10, np.float32), fr.normal(k, 10, np.float32),

@@ -495,6 +495,10 @@ def _negative_nans(x, c):
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_negative_nan_keeps_its_sign(dtype) -> None:
+    from fusejit.runtime.devices import device_info
+
+    if dtype == np.float16 and device_info(fusejit.default_queue().device).limits.is_gpu:
+        pytest.skip("NVIDIA's float->half store (vstore_half_rte) makes every NaN positive")
     x = np.array([1, -2, 0], dtype)
     c = np.array([True, False, False])
     with np.errstate(all="ignore"):
@@ -525,8 +529,8 @@ def test_misuse_raises_numpys_class_not_not_implemented(queue) -> None:
 
     with pytest.raises(TypeError, match="'float' object does not support item assignment"):
         fuse(write_python_scalar)(x, 2.0)
-    with pytest.raises(fusejit.UnsupportedOperationError):  # a gather: a feature fusejit lacks
-        fuse(lambda x: x[[0, 1]])(x)
+    with pytest.raises(fusejit.UnsupportedOperationError):  # a mask: a feature fusejit lacks
+        fuse(lambda x: x[x > 0])(x)
 
 
 @pytest.mark.filterwarnings("ignore:the matrix subclass")

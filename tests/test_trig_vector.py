@@ -30,6 +30,14 @@ def _arguments() -> np.ndarray:
     ]).astype(np.float32)
 
 
+def _vectorised_here() -> bool:
+    """Whether this device computes vectors per work-item (CPUs), so fusejit's own functions
+    run; GPUs use the vendor's builtins, held to the op table's bound only."""
+    from fusejit.runtime.devices import device_info
+
+    return not device_info(fusejit.default_queue().device).limits.is_gpu
+
+
 @pytest.mark.parametrize("fn", FUNCS, ids=lambda f: f.__name__)
 def test_matches_numpy_and_the_correctly_rounded_value(fn) -> None:
     x = _arguments()
@@ -39,7 +47,8 @@ def test_matches_numpy_and_the_correctly_rounded_value(fn) -> None:
         exact = fn(x.astype(np.float64)).astype(np.float32)
     assert_matches(got, want, ulp=OPS[OP_OF_UFUNC[fn]].ulp[32])
     finite = np.isfinite(exact)
-    assert np.all(ulp_distance(got[finite], exact[finite]) <= 1.0)
+    if _vectorised_here():
+        assert np.all(ulp_distance(got[finite], exact[finite]) <= 1.0)
     assert np.array_equal(np.signbit(got[x == 0]), np.signbit(want[x == 0]))
 
 

@@ -84,7 +84,8 @@ _T: dict[tuple[Op, str], str] = {
     (Op.MOD, "f"): "fj_remainder_f({a}, {b})", (Op.MOD, "i"): "fj_remainder_i({a}, {b})",
     (Op.MOD, "u"): "({b} == 0u ? 0u : {a} % {b})",
     (Op.FMOD, "f"): "fj_fmod({a}, {b})",
-    (Op.FMOD, "i"): "(({b} == 0 || {b} == -1) ? 0 : {a} % {b})",
+    # (a - a/b*b, not %: GLSL leaves % of negative operands undefined, and NVIDIA's differs)
+    (Op.FMOD, "i"): "(({b} == 0 || {b} == -1) ? 0 : {a} - ({a} / {b}) * {b})",
     (Op.FMOD, "u"): "({b} == 0u ? 0u : {a} % {b})",
     (Op.POW, "f"): "fj_pow_f({a}, {b})", (Op.POW, "i"): "fj_pow_i({a}, {b})",
     (Op.POW, "u"): "fj_pow_u({a}, {b})",

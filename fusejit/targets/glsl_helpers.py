@@ -66,13 +66,14 @@ float fj_remainder_f(float a, float b) {
 int fj_floordiv_i(int a, int b) {
     if (b == 0) return 0;
     if (b == -1) return -a;
-    int q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    int q = a / b;  // (GLSL's % of negative operands is undefined: NVIDIA's differs from C's)
+    int r = a - q * b;
+    if (r != 0 && ((r < 0) != (b < 0))) q -= 1;
     return q;
 }
 int fj_remainder_i(int a, int b) {
     if (b == 0 || b == -1) return 0;
-    int r = a % b;
+    int r = a - (a / b) * b;
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
 }
