@@ -203,6 +203,7 @@ class TorchNamespace:
         self.t = torch
         self.abs, self.exp, self.log = torch.abs, torch.exp, torch.log
         self.sqrt, self.tanh, self.where = torch.sqrt, torch.tanh, torch.where
+        self.sin, self.cos, self.arcsin = torch.sin, torch.cos, torch.arcsin
 
     def maximum(self, a: Any, b: Any) -> Any:
         if not isinstance(b, self.t.Tensor):
