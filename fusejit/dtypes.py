@@ -133,6 +133,11 @@ def convert_scalar(value: Any, dt: np.dtype) -> np.generic:
         info = np.iinfo(dt)
         if not info.min <= value <= info.max:
             raise OverflowError(f"Python integer {value} out of bounds for {dt.name}")
+        return dt.type(value)  # (in range: no warning to silence, no errstate to pay)
+    if type(value) is float and dt.kind == "f" and dt.itemsize == 8:
+        return dt.type(value)  # exact
+    if type(value) is dt.type:
+        return value
     with np.errstate(all="ignore"):
         if isinstance(value, np.generic):
             return value.astype(dt)

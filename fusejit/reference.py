@@ -78,10 +78,53 @@ def eval_graph(graph: Graph, args: Sequence[Any]) -> tuple[list[np.ndarray], lis
 def derive(expr: Node, args: Any) -> np.generic:
     """A derived scalar's value (passes/hoist.py): ``expr`` evaluated on the host, where ``args``
     maps the parameter indices its SCALAR leaves read to the call's values."""
-    env: dict[Node, np.ndarray] = {}
-    for node in toposort([expr]):
-        env[node] = eval_node(node, [env[s] for s in node.srcs], args)
-    return env[expr][()]
+    return deriver(expr)(args)
+
+
+def deriver(expr: Node) -> Any:
+    """``derive`` for one expression as a function of ``args``, prepared once: the launcher
+    calls it on every call, so it is a flat list of steps over NumPy scalars under a single
+    errstate (the op table's ufuncs, as ``eval_node`` calls them), not a graph walk."""
+    order = toposort([expr])
+    where = {n: i for i, n in enumerate(order)}
+    steps: list[tuple] = []
+    for n in order:
+        srcs = tuple(where[s] for s in n.srcs)
+        if n.op is Op.SCALAR:
+            steps.append((0, n.arg[0], n.dtype))
+        elif n.op is Op.CONST:
+            steps.append((1, const_value(n), n.dtype))
+        elif n.op is Op.CAST:
+            steps.append((2, srcs[0], n.dtype))
+        elif n.op in UFUNC_OPS:
+            steps.append((3, (OPS[n.op].ufunc, srcs), n.dtype))
+        else:  # anything else: the interpreter, node by node
+            def slow(args: Any) -> np.generic:
+                env: dict[Node, np.ndarray] = {}
+                for node in order:
+                    env[node] = eval_node(node, [env[s] for s in node.srcs], args)
+                return env[expr][()]
+            return slow
+    convert, errstate = dt.convert_scalar, np.errstate
+
+    def fast(args: Any) -> np.generic:
+        vals: list[Any] = []
+        with errstate(all="ignore"):
+            for kind, a, dtype in steps:
+                if kind == 0:
+                    v = convert(args[a], dtype)
+                elif kind == 1:
+                    v = a
+                elif kind == 2:
+                    v = vals[a].astype(dtype)
+                else:
+                    ufunc, srcs = a
+                    v = ufunc(*[vals[i] for i in srcs])
+                    if v.dtype != dtype:
+                        v = v.astype(dtype)
+                vals.append(v)
+        return vals[-1]
+    return fast
 
 
 def with_derived(graph: Graph, args: Sequence[Any]) -> list[Any]:

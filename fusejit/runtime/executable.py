@@ -160,8 +160,11 @@ def _deriver(params: Sequence[Param], index: int) -> Any:
     sources = {p: params[p].source for p in {n.arg[0] for n in toposort([expr])
                                              if n.op is Op.SCALAR}}
 
+    evaluate = reference.deriver(expr)
+    pairs = tuple(sources.items())
+
     def derive(flat: Sequence[Any]) -> np.generic:
-        return reference.derive(expr, {p: flat[src] for p, src in sources.items()})
+        return evaluate({p: flat[src] for p, src in pairs})
     return derive
 
 
