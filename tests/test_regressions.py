@@ -202,12 +202,17 @@ def test_truth_value_of_a_traced_array_is_also_a_value_error():
         fuse(f)(x)
 
 
-def test_a_build_without_its_kernels_is_a_build_error(queue, monkeypatch):
+def test_a_build_without_its_kernels_is_a_build_error(queue, monkeypatch, tmp_path):
     # PoCL 3 reports success for a few programs yet gives them no kernels; the launch then
     # failed with AttributeError 'fj_k0'. It is now a KernelBuildError showing the source.
+    from collections import OrderedDict
+
     from fusejit.errors import KernelBuildError
     from fusejit.runtime import build
 
+    # a real build: not the program memo, not a disk entry (another test may have built it)
+    monkeypatch.setattr(build, "_memo", OrderedDict())
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(build, "_kernel_names", lambda program: set())
     with pytest.raises(KernelBuildError, match="has no kernel fj_k0"):
         fuse(lambda x: x + 1)(np.zeros(3, np.float32))
