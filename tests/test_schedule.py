@@ -263,3 +263,18 @@ def test_the_users_own_assertion_is_not_an_internal_error():
     with pytest.raises(AssertionError, match="wrong shape") as info:
         fuse(f)(np.ones(3))
     assert not isinstance(info.value, InternalError)
+
+
+def test_autotuning_does_not_apply_an_in_place_write_twice(monkeypatch, tmp_path):
+    # tuning a kernel reruns the kernels before it: they must not write arguments
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+
+    def f(x, y):
+        x += x.sum()  # one reduction kernel writing x in place, before the big kernel
+        return y * 2
+    fused = fuse(f, autotune=True)
+    y = np.ones(1 << 22, np.float32)  # (NumPy arguments: the path that tunes)
+    for _ in range(3):  # the second call tunes
+        x = np.ones(10, np.float32)
+        fused(x, y)
+        assert_matches(x, np.full(10, 11, np.float32))

@@ -199,13 +199,14 @@ class Executable:
                     plan.append(({"param": _PARAM, "output": _OUT, "temp": _TEMP,
                                   "partial": _PART}[arg.role], arg.index))
             self._plans.append([knl, record.global_size, record.local_size, tuple(plan)])
-        # large, idempotent elementwise kernels get their launch shape tuned on first use
+        # large, idempotent elementwise kernels get their launch shape tuned on first use;
+        # tuning reruns the kernels before it, so none of those may write an argument
+        writes = [any(a.role == "param" and a.writable for a in record.signature.args
+                      if isinstance(a, BufferArg)) for _, record in self.kernels]
         self._to_tune = [
             i for i, (_, record) in enumerate(self.kernels)
             if self.autotune and record.items >= autotune.MIN_ITEMS
-            and record.group.kind == "elementwise"
-            and not any(a.role == "param" and a.writable for a in record.signature.args
-                        if isinstance(a, BufferArg))]
+            and record.group.kind == "elementwise" and not any(writes[:i + 1])]
         n_out = len(self.graph.outputs)
         self._out_specs = [_alloc_spec(n.shape, n.dtype) for n in self.graph.outputs]
         self._temp_specs = [_alloc_spec(shape, dtype) for shape, dtype in self.temps]
