@@ -166,6 +166,16 @@ def test_no_write_races_a_read_of_the_same_kernel(fn, n, dtype, rng):
     run_both(fn, arrays(rng, dtype, (n,), (n,)))
 
 
+def test_a_racing_write_is_staged_and_the_other_stays_in_place():
+    low = fuse(reversed_sum_then_add).lower(np.ones(64, np.float32), np.ones(64, np.float32))
+    # x's write reads h reversed, h's own write reads h in order: one kernel computes both
+    # into temporaries (h is read reversed there), two copies write them back
+    assert len(low.kernels) == 3
+    assert all("staged through a temporary" in k.reason for k in low.kernels[1:])
+    low = fuse(reversed_copy_then_scale).lower(np.ones(8, np.int8), np.ones(8, np.int8))
+    assert len(low.kernels) == 2  # only h, read reversed by x's store, is staged
+
+
 @pytest.mark.parametrize("n", [1, 32])
 def test_transposed_read_of_a_written_square(n, rng):
     run_both(transpose_then_add, arrays(rng, np.float32, (n, n), (n, n)))
