@@ -240,8 +240,10 @@ def test_verify_rejects_a_racing_in_place_write(monkeypatch):
 
     def f(x):
         x[1:] += x[:-1]
-    with pytest.raises(ScheduleError, match="work-items read elements"):
+    with pytest.raises(ScheduleError, match="compile .*f: ScheduleError: .*work-items read "
+                       "elements.*fusejit bug") as info:
         fuse(f).lower(np.arange(10.0))
+    assert isinstance(info.value.__cause__, ScheduleError)
 
 
 def test_verify_rejects_a_write_before_a_read(monkeypatch):
