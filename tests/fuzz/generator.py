@@ -444,6 +444,10 @@ def _render_inplace(ch: Chooser, values: list[_Value]
         region, form = "", "aug"
     if form == "set" and not region:
         region = "[...]"  # (`t = y` would only rebind the name)
+    if form in ("out", "out2") and nd == 1 and region in ("[0]", "[-1]"):
+        # NumPy's x[0] is a scalar there, refused as out= (TypeError); fusejit's 0-d proxies
+        # cannot tell a scalar from a 0-d view yet (NumPy scalars: issue 9 class 4)
+        region = "[...]"
     dest = t.name + region
     y, yname = _operand_text(ch, values)
     names = [t.name] + ([yname] if yname else [])
