@@ -19,6 +19,7 @@ import pyopencl.tools as cltools
 
 from .. import dtypes as dt
 from ..ir import Graph
+from ..ops import Op
 from ..signature import BIG_OFFSET
 from ..source import BufferArg, Module, ScalarArg
 from . import autotune
@@ -199,6 +200,12 @@ class Executable:
                     plan.append(({"param": _PARAM, "output": _OUT, "temp": _TEMP,
                                   "partial": _PART}[arg.role], arg.index))
             self._plans.append([knl, record.global_size, record.local_size, tuple(plan)])
+        # scalars that only kernels with an empty range read are still converted on every
+        # call, so an out-of-range value raises as in NumPy when a result has size zero
+        for n in self.graph.toposort():
+            if n.op is Op.SCALAR and (n.arg[0], n.dtype.str) not in scalars:
+                scalars[(n.arg[0], n.dtype.str)] = len(self._scalars)
+                self._scalars.append((params[n.arg[0]].source, n.dtype))
         # large, idempotent elementwise kernels get their launch shape tuned on first use;
         # tuning reruns the kernels before it, so none of those may write an argument
         writes = [any(a.role == "param" and a.writable for a in record.signature.args
