@@ -42,12 +42,21 @@ def internal_errors(method: F) -> F:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
+        except InternalError as e:  # raised as one (ScheduleError): add the function's name
+            if getattr(e, "function", None) is not None:
+                raise
+            raise _named(type(e), self, e) from e
         except Exception as e:
             if not is_internal(e):
                 raise
-            name = getattr(self._fn, "__qualname__", None) or repr(self._fn)
-            raise InternalError(
-                f"fusejit failed to compile {name!s}: {type(e).__name__}: {e}. This is a "
-                "fusejit bug, not a problem with your code; please report it with this "
-                "message and the function.") from e
+            raise _named(InternalError, self, e) from e
     return wrapper  # type: ignore[return-value]
+
+
+def _named(cls: type[InternalError], fused: Any, e: Exception) -> InternalError:
+    name = getattr(fused._fn, "__qualname__", None) or repr(fused._fn)
+    err = cls(f"fusejit failed to compile {name!s}: {type(e).__name__}: {e}. This is a "
+              "fusejit bug, not a problem with your code; please report it with this "
+              "message and the function.")
+    err.function = name
+    return err

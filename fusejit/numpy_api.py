@@ -164,8 +164,8 @@ def _fix(x: Any, out: Any = None) -> TensorProxy:
 def _nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
                 neginf: float | None = None) -> TensorProxy:
     x = lift(x)
-    if x.dtype.kind != "f":
-        return x
+    if x.dtype.kind != "f":  # NumPy returns a copy (a write into it must not reach x)
+        return TensorProxy(x.node) if copy else x
     info = np.finfo(x.dtype)
     hi = info.max if posinf is None else posinf
     lo = info.min if neginf is None else neginf

@@ -263,3 +263,16 @@ def test_power_of_a_numpy_scalar_takes_no_array_fast_path():
     for got, want in zip(fuse(f)(a, np.uint8(251), x), f(a, np.uint8(251), x)):
         assert np.asarray(got).dtype == np.asarray(want).dtype
         assert_matches(got, want)
+
+
+@pytest.mark.parametrize("op,dtype,value", [(np.maximum, np.uint64, -1), (np.add, np.int8, 300),
+                                            (np.multiply, np.uint8, -1)])
+@pytest.mark.parametrize("shape", [(0,), (0, 3)])
+def test_out_of_range_python_scalar_raises_for_a_zero_size_result(op, dtype, value, shape):
+    # NumPy refuses the value whatever the size; a zero-size result launches no kernel, so
+    # the scalar is converted (and refused) without one (found by the fuzzer, uint64)
+    x = np.zeros(shape, dtype)
+    with pytest.raises(OverflowError):
+        op(x, value)
+    with pytest.raises(OverflowError):
+        fuse(lambda x, s: op(x, s))(x, value)

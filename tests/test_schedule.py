@@ -166,6 +166,16 @@ def test_no_write_races_a_read_of_the_same_kernel(fn, n, dtype, rng):
     run_both(fn, arrays(rng, dtype, (n,), (n,)))
 
 
+def test_a_racing_write_is_staged_and_the_other_stays_in_place():
+    low = fuse(reversed_sum_then_add).lower(np.ones(64, np.float32), np.ones(64, np.float32))
+    # x's write reads h reversed, h's own write reads h in order: one kernel computes both
+    # into temporaries (h is read reversed there), two copies write them back
+    assert len(low.kernels) == 3
+    assert all("staged through a temporary" in k.reason for k in low.kernels[1:])
+    low = fuse(reversed_copy_then_scale).lower(np.ones(8, np.int8), np.ones(8, np.int8))
+    assert len(low.kernels) == 2  # only h, read reversed by x's store, is staged
+
+
 @pytest.mark.parametrize("n", [1, 32])
 def test_transposed_read_of_a_written_square(n, rng):
     run_both(transpose_then_add, arrays(rng, np.float32, (n, n), (n, n)))
@@ -230,8 +240,10 @@ def test_verify_rejects_a_racing_in_place_write(monkeypatch):
 
     def f(x):
         x[1:] += x[:-1]
-    with pytest.raises(ScheduleError, match="work-items read elements"):
+    with pytest.raises(ScheduleError, match="compile .*f: ScheduleError: .*work-items read "
+                       "elements.*fusejit bug") as info:
         fuse(f).lower(np.arange(10.0))
+    assert isinstance(info.value.__cause__, ScheduleError)
 
 
 def test_verify_rejects_a_write_before_a_read(monkeypatch):
@@ -263,3 +275,41 @@ def test_the_users_own_assertion_is_not_an_internal_error():
     with pytest.raises(AssertionError, match="wrong shape") as info:
         fuse(f)(np.ones(3))
     assert not isinstance(info.value, InternalError)
+
+
+def test_autotuning_does_not_apply_an_in_place_write_twice(monkeypatch, tmp_path):
+    # tuning a kernel reruns the kernels before it: they must not write arguments
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+
+    def f(x, y):
+        x += x.sum()  # one reduction kernel writing x in place, before the big kernel
+        return y * 2
+    fused = fuse(f, autotune=True)
+    y = np.ones(1 << 22, np.float32)  # (NumPy arguments: the path that tunes)
+    for _ in range(3):  # the second call tunes
+        x = np.ones(10, np.float32)
+        fused(x, y)
+        assert_matches(x, np.full(10, 11, np.float32))
+
+
+# -- a write into a function's result never reaches the argument it was computed from --------------
+
+FRESH = [np.nan_to_num, np.positive, np.copy, np.round, np.fix, np.abs,
+         lambda a: a.astype(a.dtype), lambda a: a * 1, lambda a: a + 0,
+         lambda a: np.maximum(a, a)]
+
+
+@pytest.mark.parametrize("make", FRESH)
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.bool_])
+def test_writing_a_new_array_leaves_its_source_alone(make, dtype, rng):
+    # NumPy returns new arrays here even where the values are the argument's (nan_to_num of
+    # integers): `v += 1` must not write the argument (found by the fuzzer)
+    def f(a):
+        v = make(a)
+        v[...] = ~v if v.dtype == np.bool_ else v + 1
+        return v
+    try:
+        make(np.ones(2, dtype))
+    except TypeError:
+        pytest.skip("NumPy has no loop for this dtype")
+    run_both(f, arrays(rng, dtype, (5,)))

@@ -164,13 +164,12 @@ def schedule(graph: Graph, groups: list[Group], temps: list[Node],
 
     # 1. read-after-write edges: the kernel storing a temporary -> the kernels loading it
     after: list[set[int]] = [set() for _ in groups]  # after[a]: groups that must follow a
-    producer = {t: gi for gi, g in enumerate(groups) for r in g.reductions
-                if r in stop for t in [temps.index(r)]}
+    producer = {r: gi for gi, g in enumerate(groups) for r in g.reductions if r in stop}
     reads = [params_read(g, stop) for g in groups]
     for gi, g in enumerate(groups):
         for root in group_roots(g):
             for n in leaves_of(root, stop) & stop:
-                src = producer.get(temps.index(n))
+                src = producer.get(n)
                 if src is not None and src != gi:
                     after[src].add(gi)
 

@@ -233,13 +233,21 @@ class Executable:
         used = {index for _, _, _, plan in self._plans for kind, index in plan
                 if kind in (_PARAM, _OFFSET)}
         self._arrays = [a for a in self._arrays if a[0] in used]
-        # large, idempotent elementwise kernels get their launch shape tuned on first use
+        # scalars that only kernels with an empty range read are still converted on every
+        # call, so an out-of-range value raises as in NumPy when a result has size zero
+        for n in self.graph.toposort():
+            if n.op is Op.SCALAR and (n.arg[0], n.dtype.str) not in scalars:
+                scalars[(n.arg[0], n.dtype.str)] = len(self._scalars)
+                self._scalars.append((params[n.arg[0]].source, n.dtype,
+                                      _deriver(params, n.arg[0])))
+        # large, idempotent elementwise kernels get their launch shape tuned on first use;
+        # tuning reruns the kernels before it, so none of those may write an argument
+        writes = [any(a.role == "param" and a.writable for a in record.signature.args
+                      if isinstance(a, BufferArg)) for _, record in self.kernels]
         self._to_tune = [
             i for i, (_, record) in enumerate(self.kernels)
             if self.autotune and record.items >= autotune.MIN_ITEMS
-            and record.group.kind == "elementwise"
-            and not any(a.role == "param" and a.writable for a in record.signature.args
-                        if isinstance(a, BufferArg))]
+            and record.group.kind == "elementwise" and not any(writes[:i + 1])]
         n_out = len(self.graph.outputs)
         self._out_specs = [_alloc_spec(n.shape, n.dtype) for n in self.graph.outputs]
         self._temp_specs = [_alloc_spec(shape, dtype) for shape, dtype in self.temps]

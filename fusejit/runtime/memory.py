@@ -88,9 +88,11 @@ def check_buffers(graph: Any, plan: Any, module: Any, host_params: Sequence[int]
 def check_call(lowered: Any, specs: Sequence[Any], flat: Sequence[Any]) -> None:
     """``check_buffers`` for a call being compiled: its NumPy inputs are uploaded, its device
     arrays already hold their memory."""
+    from ..signature import HostArraySpec  # (signature imports this module)
+
     graph = lowered.graph
     host = [p for p, prm in enumerate(graph.params) if prm.kind == "array"
-            and type(specs[prm.source]).__name__ == "HostArraySpec"]
+            and isinstance(specs[prm.source], HostArraySpec)]
     seen: dict[int, int] = {}
     for value in flat:
         data = getattr(value, "base_data", None)

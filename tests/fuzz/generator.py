@@ -339,8 +339,8 @@ def _try(code: str, env: dict[str, Any]) -> tuple[Any, BaseException | None]:
             return None, exc
 
 
-def _render(ch: Chooser, d: OpDef, values: list[_Value], shape: tuple[int, ...]
-            ) -> tuple[str, tuple[str, ...], dict[str, Any]] | None:
+def _render(ch: Chooser, d: OpDef, values: list[_Value], shape: tuple[int, ...],
+            scalar_augment: bool = False) -> tuple[str, tuple[str, ...], dict[str, Any]] | None:
     """Source of one step of op ``d`` (code, operand names, detail), or None to redraw."""
     if d.kind == "repeat":
         done = [v for v in values if v.code]
@@ -372,7 +372,7 @@ def _render(ch: Chooser, d: OpDef, values: list[_Value], shape: tuple[int, ...]
         code = (f"{x.name}.{fn}({kw[2:]})" if ch.coin(0.4) else f"np.{fn}({x.name}{kw})")
         return code, (x.name,), {"reduce": fn, "axis": axis, "keepdims": keep}
     if d.kind == "inplace":
-        return _render_inplace(ch, values)
+        return _render_inplace(ch, values, scalar_augment)
     if d.kind == "move":
         x = _pick(ch, values)
         if x.pykind == "pyscalar":
@@ -425,7 +425,7 @@ def _operand_text(ch: Chooser, values: list[_Value]) -> tuple[str, str | None]:
     return v.name, v.name
 
 
-def _render_inplace(ch: Chooser, values: list[_Value]
+def _render_inplace(ch: Chooser, values: list[_Value], scalar_augment: bool
                     ) -> tuple[str, tuple[str, ...], dict[str, Any]] | None:
     """``t[region] op= y``, ``np.ufunc(t[region], y, out=t[region])``,
     ``np.ufunc(y, z, out=t[region])`` or ``t[region] = y`` on a value that may be written."""
@@ -444,6 +444,12 @@ def _render_inplace(ch: Chooser, values: list[_Value]
         region, form = "", "aug"
     if form == "set" and not region:
         region = "[...]"  # (`t = y` would only rebind the name)
+    if nd == 1 and region in ("[0]", "[-1]") and (form in ("out", "out2") or (
+            form == "aug" and not scalar_augment)):
+        # NumPy's x[0] is a scalar there: refused as out= (TypeError), and `x[0] += y` is
+        # `x[0] = x[0] + y` (promoted, then cast unsafely); fusejit's 0-d proxies cannot tell
+        # a scalar from a 0-d view yet (NumPy scalars: issue 9 class 4)
+        region = "[...]"
     dest = t.name + region
     y, yname = _operand_text(ch, values)
     names = [t.name] + ([yname] if yname else [])
@@ -517,7 +523,7 @@ def generate(ch: Chooser, max_steps: int = 10, scalar_augment: bool | None = Non
     for i in range(ch.int(1, max_steps)):
         for _ in range(12):
             d = OPDEFS[_weighted(ch)]
-            made = _render(ch, d, values, shape)
+            made = _render(ch, d, values, shape, scalar_augment)
             if made is None:
                 continue
             code, operands, detail = made

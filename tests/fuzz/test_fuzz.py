@@ -78,3 +78,20 @@ def test_fuzz_slice_on_vulkan(device: str, monkeypatch: pytest.MonkeyPatch) -> N
 
     check()
     assert statuses.count("ok") >= len(statuses) // 3, statuses  # the slice tests something
+
+
+def test_generator_covers_in_place_writes_views_and_all_dtypes() -> None:
+    """The campaign only finds what the generator makes: in-place writes of every form into
+    arguments of every layout (device views included), and all twelve dtypes."""
+    from .generator import ARRAY_LAYOUTS, DTYPES, RandomChooser, generate
+
+    progs = [generate(RandomChooser(s)) for s in range(300)]
+    writes = [s for p in progs for s in p.steps if s.kind == "inplace"]
+    assert sum(any(s.kind == "inplace" for s in p.steps) for p in progs) >= 60
+    assert {s.get("form") for s in writes} == {"aug", "out", "out2", "set"}
+    assert {"[::-1]", "[1:]", "[::2]", "[...]", ""} <= {s.get("region") for s in writes}
+    written = {a.layout for p in progs for a in p.args if a.name in p.written}
+    assert set(ARRAY_LAYOUTS) - {"numpy-broadcast"} <= written  # (read-only, never written)
+    assert {a.dtype for p in progs for a in p.args} == set(DTYPES)
+    assert not any(s.get("target") == a.name and a.kind == "npscalar"
+                   for p in progs for s in p.steps for a in p.args)  # (behind the flag)
