@@ -96,7 +96,8 @@ def _is_library(module: types.ModuleType) -> bool:
 
 _CODE = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.ModuleType,
          type, np.ufunc, types.MethodWrapperType, types.WrapperDescriptorType,
-         types.MethodDescriptorType, types.BuiltinMethodType)
+         types.MethodDescriptorType, types.BuiltinMethodType,
+         type(np.nan_to_num))  # (NumPy's array-function dispatchers: np.fix, np.round)
 
 
 def is_fused(value: Any) -> bool:
