@@ -193,7 +193,8 @@ def _build_uncached(ctx: cl.Context, source: str, options: list[str], name: str)
     """A source build that skips PyOpenCL's cache (pickled info files, 60 s lock stalls,
     fatal errors on corrupt files): fusejit's own cache stores the result instead."""
     try:
-        with warnings.catch_warnings():
+        # (PoCL's "N warnings generated." goes to the fusejit logger, not the terminal)
+        with warnings.catch_warnings(), _stderr_to_log(name):
             warnings.simplefilter("ignore", cl.CompilerWarning)
             return cl.Program(cl._cl._Program(ctx, source)).build(options=options)
     except cl.RuntimeError as exc:
