@@ -193,10 +193,10 @@ def inplace(step: Step, env: dict[str, Approx]) -> Approx:
     fn = step_function(cast)
     stored = _propagate(cast, fn, [value], fn(value.center))
     target = np.shape(part.center)
-    err[key] = np.broadcast_to(stored.err, target)
-    zsign[key] = np.broadcast_to(stored.zsign, target)
+    err[key] = _fit(stored.err, target)
+    zsign[key] = _fit(stored.zsign, target)
     got = np.asarray(new[key])
-    want = np.broadcast_to(np.asarray(stored.center), target)
+    want = _fit(stored.center, target)
     same = (got == want) | ((got != got) & (want != want))
     if undefined:
         same = np.zeros(target, bool)
@@ -204,6 +204,15 @@ def inplace(step: Step, env: dict[str, Approx]) -> Approx:
         sub = err[key]
         err[key] = np.where(same, sub, np.inf)
     return Approx(new, err, zsign)
+
+
+def _fit(a: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` broadcast to ``shape`` as an assignment does: extra leading length-1 axes of the
+    value are dropped (``x[-1] = x`` with x of shape (1, 1, 1))."""
+    a = np.asarray(a)
+    while a.ndim > len(shape) and a.shape[0] == 1:
+        a = a[0]
+    return np.broadcast_to(a, shape)
 
 
 def _value(text: str, names: list[str], env: dict[str, Approx]) -> Approx:
