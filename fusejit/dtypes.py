@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import math
+
 import numpy as np
 
 from .errors import UnsupportedDTypeError
@@ -124,6 +126,9 @@ def default_dtype(t: DTypeLike) -> np.dtype:
     return {bool: BOOL, int: INT64, float: FLOAT64}[t]
 
 
+_FLOAT_MAX = {2: 65504.0, 4: float(np.finfo(np.float32).max), 8: math.inf}
+
+
 def convert_scalar(value: Any, dt: np.dtype) -> np.generic:
     """Convert a (possibly weak) scalar value to ``dt`` exactly as NumPy does when it promotes.
 
@@ -134,8 +139,10 @@ def convert_scalar(value: Any, dt: np.dtype) -> np.generic:
         if not info.min <= value <= info.max:
             raise OverflowError(f"Python integer {value} out of bounds for {dt.name}")
         return dt.type(value)  # (in range: no warning to silence, no errstate to pay)
-    if type(value) is float and dt.kind == "f" and dt.itemsize == 8:
-        return dt.type(value)  # exact
+    if type(value) is float and dt.kind == "f" and (
+            dt.itemsize == 8 or abs(value) <= _FLOAT_MAX[dt.itemsize] or value != value
+            or abs(value) == math.inf):
+        return dt.type(value)  # no overflow to warn about: no errstate to pay
     if type(value) is dt.type:
         return value
     with np.errstate(all="ignore"):
