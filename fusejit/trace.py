@@ -239,6 +239,8 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
     if ufunc.nout != 1:
         raise UnsupportedOperationError(f"np.{ufunc.__name__} (several outputs) is not supported "
                                         "inside @fuse")
+    if out is not None and ufunc in OP_OF_UFUNC:
+        _precheck_output_cast(ufunc, inputs, out, dtype, casting)
     if ufunc is CLIP_UFUNC:
         result = clip(*inputs, dtype=dtype)
     elif ufunc is np.power:
@@ -269,6 +271,22 @@ def _write_out(results: tuple[Any, ...], out: Any, casting: str, ufunc_name: str
         check_output_cast(ufunc_name, value.dtype, target.dtype, casting)
         target.write(Ellipsis, value, as_output=True)
     return tuple(t if t is not None else r for t, r in zip(outs, results))
+
+
+def _precheck_output_cast(ufunc: np.ufunc, inputs: Sequence[Any], out: Any, dtype: Any,
+                          casting: str) -> None:
+    """NumPy refuses an output cast before it broadcasts the operands: ``x[1::2] -= y`` with
+    a float ``y`` of another shape into an int ``x`` raises the casting TypeError, not the
+    broadcast ValueError."""
+    target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    if not isinstance(target, TensorProxy):
+        return  # (_write_out names what is wrong with it)
+    try:
+        loop = resolve(ufunc, [_ptype(x) for x in inputs],
+                       None if dtype is None else np.dtype(dtype), casting)
+    except Exception:  # noqa: BLE001 - no loop: elementwise raises NumPy's error for it
+        return
+    check_output_cast(ufunc.__name__, loop[-1], target.dtype, casting)
 
 
 def check_output_cast(ufunc_name: str, value: np.dtype, target: np.dtype,

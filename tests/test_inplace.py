@@ -161,3 +161,21 @@ def test_inplace_on_device_array_returns_the_same_array(dev):
     assert out is d
     assert_matches(d, np.arange(8.0) * 3)
     assert isinstance(out, cla.Array)
+
+
+@pytest.mark.parametrize("write", [
+    lambda a, b: a.__isub__(b),                      # a -= b
+    lambda a, b: np.subtract(a[1::2], b, out=a[1::2]),
+    lambda a, b: np.multiply(b, b, out=a[:2]),
+])
+def test_a_bad_cast_is_named_before_a_bad_shape(write):
+    # NumPy refuses the output cast before it broadcasts: TypeError, not ValueError
+    def f(a, b):
+        write(a, b)
+        return a
+
+    a, b = np.arange(5, dtype=np.int8), np.linspace(0, 1, 3)
+    with pytest.raises(TypeError):
+        f(a.copy(), b)
+    with pytest.raises(TypeError, match="Cannot cast ufunc"):
+        fuse(f)(a.copy(), b)
