@@ -650,6 +650,10 @@ class TensorProxy:
                 return
             raise UnsupportedOperationError("indexing with a traced array is a gather/scatter "
                                             "and is not supported inside @fuse")
+        if _selects_one_element(key, self.ndim) and _shape(to_operand(value)) != ():
+            # x[-1] = array([5.]): NumPy stores into one element only a scalar (x[...] of a
+            # 0-d array, or x[0] of a 2-d one, broadcast instead)
+            raise ValueError("setting an array element with a sequence.")
         self.write(key, value)
 
     def __getitem__(self, key: Any) -> TensorProxy:
@@ -768,6 +772,13 @@ def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: t
     if len(used) != sum(1 for d in region_shape if d != 1):
         raise ReadOnlyError("output array is read-only (it is a broadcast view)")
     return tuple(region)
+
+
+def _selects_one_element(key: Any, ndim: int) -> bool:
+    """An index of one integer per axis (``x[-1]`` of a 1-d array, ``y[0, 1]``)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return ndim > 0 and len(parts) == ndim and all(
+        isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in parts)
 
 
 def is_numpy_scalar(x: Any) -> bool:

@@ -179,3 +179,37 @@ def test_a_bad_cast_is_named_before_a_bad_shape(write):
         f(a.copy(), b)
     with pytest.raises(TypeError, match="Cannot cast ufunc"):
         fuse(f)(a.copy(), b)
+
+
+def _set_last(x):
+    x[-1] = x[:1] * 2
+
+
+def _set_row(y):
+    y[0] = y[1:] + 1
+
+
+def _set_one(y):
+    y[1, 2] = y[0, :1]
+
+
+def _set_scalar(y):
+    y[1, 2] = y[0, 0]
+
+
+@pytest.mark.parametrize("write", [_set_last, _set_row, _set_one, _set_scalar])
+def test_one_element_takes_only_a_scalar(write):
+    # NumPy stores only a scalar into a single element (x[-1] = array([5.]) raises), while a
+    # row or x[...] broadcasts a size-1 array
+    x = np.arange(6, dtype=np.float32) if write is _set_last else \
+        np.arange(6, dtype=np.float32).reshape(2, 3)
+    try:
+        want = x.copy()
+        write(want)
+    except ValueError:
+        with pytest.raises(ValueError, match="sequence"):
+            fuse(write)(x.copy())
+        return
+    got = x.copy()
+    fuse(write)(got)
+    np.testing.assert_array_equal(got, want)
