@@ -182,26 +182,10 @@ class ClNamespace:
         a, b = (self._full(like, v) if np.isscalar(v) else v for v in (a, b))
         return cla.if_positive(cond, a, b)
 
-    def exp(self, x: cla.Array) -> cla.Array:
-        return clmath.exp(x)
-
-    def log(self, x: cla.Array) -> cla.Array:
-        return clmath.log(x)
-
-    def sqrt(self, x: cla.Array) -> cla.Array:
-        return clmath.sqrt(x)
-
-    def tanh(self, x: cla.Array) -> cla.Array:
-        return clmath.tanh(x)
-
-    def sin(self, x: cla.Array) -> cla.Array:
-        return clmath.sin(x)
-
-    def cos(self, x: cla.Array) -> cla.Array:
-        return clmath.cos(x)
-
-    def arcsin(self, x: cla.Array) -> cla.Array:
-        return clmath.asin(x)
+    # NumPy's names for pyopencl's elementwise math (one kernel each)
+    exp, log, sqrt, tanh = (staticmethod(clmath.exp), staticmethod(clmath.log),
+                            staticmethod(clmath.sqrt), staticmethod(clmath.tanh))
+    sin, cos, arcsin = staticmethod(clmath.sin), staticmethod(clmath.cos), staticmethod(clmath.asin)
 
     def _full(self, like: cla.Array, value: Any) -> cla.Array:
         out = like._new_like_me()
