@@ -19,21 +19,24 @@ BOOL = np.dtype(np.bool_)
 INT8, INT16, INT32, INT64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
 UINT8, UINT16, UINT32, UINT64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 FLOAT16, FLOAT32, FLOAT64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
+COMPLEX64, COMPLEX128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
 SIGNED = (INT8, INT16, INT32, INT64)
 UNSIGNED = (UINT8, UINT16, UINT32, UINT64)
 FLOATS = (FLOAT16, FLOAT32, FLOAT64)
-SUPPORTED = (BOOL, *SIGNED, *UNSIGNED, *FLOATS)
+COMPLEXES = (COMPLEX64, COMPLEX128)
+SUPPORTED = (BOOL, *SIGNED, *UNSIGNED, *FLOATS, *COMPLEXES)
 _SUPPORTED_SET = frozenset(SUPPORTED)
 
 # A Python scalar's type stands for a *weak* operand in NumPy's promotion (NEP 50). Python bools
 # are not weak: they promote as np.bool_ (see scalar_type).
-WeakType = type[int] | type[float]
+WeakType = type[int] | type[float] | type[complex]
 DTypeLike = np.dtype | WeakType
 
 
 def kind(dt: np.dtype) -> str:
-    """'b' bool, 'i' signed, 'u' unsigned, 'f' float: the key op templates are chosen by."""
+    """'b' bool, 'i' signed, 'u' unsigned, 'f' float, 'c' complex: the key op templates are
+    chosen by."""
     return dt.kind
 
 
@@ -43,6 +46,21 @@ def is_float(dt: np.dtype) -> bool:
 
 def is_int(dt: np.dtype) -> bool:
     return dt.kind in "iu"
+
+
+def is_complex(dt: np.dtype) -> bool:
+    return dt.kind == "c"
+
+
+def real_of(dt: np.dtype) -> np.dtype:
+    """The dtype of a complex dtype's parts (complex64 -> float32); other dtypes themselves."""
+    return np.dtype(f"f{dt.itemsize // 2}") if dt.kind == "c" else dt
+
+
+def complex_of(dt: np.dtype) -> np.dtype:
+    """The complex dtype a real one becomes in complex arithmetic (NumPy's result_type with a
+    weak complex: float16 and float32 -> complex64, everything else -> complex128)."""
+    return np.result_type(dt, 0j)
 
 
 _NAMES: dict[np.dtype, str] = {}
@@ -77,15 +95,15 @@ def check_supported(dt: np.dtype, what: str = "array") -> np.dtype:
     """Return the native-byte-order dtype fusejit computes with, or raise a clear TypeError."""
     if dt in _SUPPORTED_SET and dt.isnative:
         return dt
-    if dt.kind in "iufb" and dt.fields is None and dt.subdtype is None:
+    if dt.kind in "iufcb" and dt.fields is None and dt.subdtype is None:
         native = dt.newbyteorder("=") if dt.byteorder not in "=|" else dt
         native = np.dtype(native.str.replace(">", "<")) if native.byteorder == ">" else native
         if native in _SUPPORTED_SET:
             return np.dtype(native.name)
     raise UnsupportedDTypeError(
         f"{what} has dtype {dt!r}, which fusejit cannot compute with; supported dtypes are "
-        f"{', '.join(d.name for d in SUPPORTED)} (complex, object, structured, string and "
-        "datetime dtypes are not)"
+        f"{', '.join(d.name for d in SUPPORTED)} (longdouble, clongdouble, object, structured, "
+        "string and datetime dtypes are not)"
     )
 
 
@@ -113,6 +131,8 @@ def scalar_type(value: Any) -> WeakType | np.dtype:
         return int
     if isinstance(value, float):
         return float
+    if isinstance(value, complex):
+        return complex
     raise UnsupportedDTypeError(
         f"cannot use {type(value).__name__} value {value!r} in a fused function; "
         "pass arrays, Python or NumPy scalars"
@@ -123,7 +143,7 @@ def default_dtype(t: DTypeLike) -> np.dtype:
     """The dtype a weak Python scalar takes when nothing else decides (NumPy's defaults)."""
     if isinstance(t, np.dtype):
         return t
-    return {bool: BOOL, int: INT64, float: FLOAT64}[t]
+    return {bool: BOOL, int: INT64, float: FLOAT64, complex: COMPLEX128}[t]
 
 
 _FLOAT_MAX = {2: 65504.0, 4: float(np.finfo(np.float32).max), 8: math.inf}
@@ -145,6 +165,10 @@ def convert_scalar(value: Any, dt: np.dtype) -> np.generic:
         return dt.type(value)  # no overflow to warn about: no errstate to pay
     if type(value) is dt.type:
         return value
+    if dt.kind != "c" and isinstance(value, (complex, np.complexfloating)):
+        raise TypeError(f"cannot convert the complex value {value!r} to {dt.name} (NumPy would "
+                        "discard its imaginary part with a ComplexWarning); write "
+                        f"np.real(value) or value.real to keep the real part")
     with np.errstate(all="ignore"):
         if isinstance(value, np.generic):
             return value.astype(dt)

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import dtypes as dt
 from . import shapes
-from .errors import BroadcastError, UnsupportedOperationError
+from .errors import BroadcastError, UnsupportedDTypeError, UnsupportedOperationError
 from .ir import Node, const
 from .numpy_api import FUNCTIONS, _reduce, implements, transpose
 from .ops import Op
@@ -59,6 +59,10 @@ def _matmul_dtypes(a: TensorProxy, b: TensorProxy, dtype: Any, name: str,
         raise _numpy_error(np.matmul, _stand_in(a), _stand_in(b), dtype=want, casting=casting,
                            fallback=f"{name}: no loop for {a.dtype}, {b.dtype}") from None
     dt.check_supported(out, f"np.{name} result")
+    if out.kind == "c":
+        raise UnsupportedDTypeError(f"np.{name} of {out.name} operands is not supported by "
+                                    "fusejit yet (no complex GEMM); call it outside the fused "
+                                    "function")
     assert ta == tb
     return ta, out
 

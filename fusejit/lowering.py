@@ -272,7 +272,7 @@ class Lowering:
         return e.render(self.var_names)
 
     def note_dtype(self, dtype: np.dtype) -> None:
-        if dtype == dt.FLOAT64:
+        if dtype == dt.FLOAT64 or dtype == dt.COMPLEX128:
             self.uses_fp64 = True
 
     def value(self, block: Block, node: Node, idx: Index) -> Ref:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as dt
-from . import shapes
+from . import numpy_complex, shapes
 from .errors import UnsupportedOperationError
 from .ir import Node, const
 from .ops import REDUCE_OF_UFUNC, Op
@@ -68,8 +68,6 @@ def ufunc_method(ufunc: np.ufunc, method: str, inputs: Any, kwargs: dict[str, An
 
         if ufunc in MULTI_OUTPUT:
             return MULTI_OUTPUT[ufunc](inputs, kwargs)
-        if ufunc is np.conjugate:
-            return apply_ufunc(np.positive, inputs, kwargs)
         return apply_ufunc(ufunc, inputs, kwargs)
     if method == "reduce" and ufunc in REDUCE_OF_UFUNC:
         x = inputs[0]
@@ -176,18 +174,10 @@ def _nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | Non
     return x
 
 
-@implements(np.real, np.conjugate, np.conj, method="conj")
-def _real(x: Any) -> TensorProxy:
-    return lift(x)
-
-
-METHODS["conjugate"] = _real
-
-
-@implements(np.imag)
-def _imag(x: Any) -> TensorProxy:
-    x = lift(x)
-    return TensorProxy(const(0, x.dtype, x.shape))
+FUNCTIONS.update({np.real: numpy_complex.real, np.imag: numpy_complex.imag,
+                  np.angle: numpy_complex.angle, np.iscomplexobj: numpy_complex.iscomplexobj,
+                  np.isrealobj: numpy_complex.isrealobj})
+METHODS["conj"] = METHODS["conjugate"] = numpy_complex.conjugate
 
 
 def _isinf_signed(positive: bool) -> Callable[..., TensorProxy]:
@@ -534,6 +524,7 @@ def _arg_reduce(op: Op, a: Any, axis: Any, out: Any, keepdims: bool) -> TensorPr
     x = lift(a)
     axis = _zero_d_axis(x, axis)
     name = "argmax" if op is Op.ARGMAX else "argmin"
+    numpy_complex.refuse(x, f"np.{name}")
     if axis is None and x.ndim > 1:
         # over all axes at once: the reduced index runs row-major, so it is the flat index;
         # and the node shares a kernel with the other full reductions of x (x.max(), x.sum())
@@ -619,7 +610,8 @@ def _var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: flo
     arrmean = _reduce(Op.SUM, x, axis, dtype, None, True, _NOVALUE, where)
     arrmean = _divide_by_count(arrmean, count, arrmean.dtype)
     dev = apply_ufunc(np.subtract, (x, arrmean), {})
-    sq = apply_ufunc(np.multiply, (dev, dev), {})
+    sq = numpy_complex.squared_magnitude(dev) if dev.dtype.kind == "c" else \
+        apply_ufunc(np.multiply, (dev, dev), {})
     total = _reduce(Op.SUM, sq, axis, dtype, None, keepdims, _NOVALUE, where)
     if isinstance(count, TensorProxy):
         count = TensorProxy(reshape(count.node, total.shape))

@@ -126,6 +126,11 @@ class Op(enum.Enum):
     # x[j with j[axis] replaced by clip(index[j], 0, x.shape[axis] - 1)] (np.take_along_axis;
     # the clip keeps every read in bounds, NumPy's index modes are traced before it)
     GATHER = enum.auto()
+    # complex numbers: the parts (np.real / np.imag of a complex operand: its real dtype) and
+    # the conjugate (any dtype: the identity on reals, as np.conjugate)
+    REAL = enum.auto()
+    IMAG = enum.auto()
+    CONJ = enum.auto()
     # matrix product over the last two axes: srcs (a[..., M, K], b[..., K, N]) with equal batch
     # dims (broadcast by views), result [..., M, N]; integers wrap, float16 accumulates in float32
     MATMUL = enum.auto()
@@ -140,6 +145,9 @@ class OpInfo:
     flags: names from FLAGS below.
     ulp: documented accuracy bound of the generated code, in units in the last place, per float
         width (None = exact / correctly rounded). Used by tests, validate mode and explain().
+    culp: the bound on complex operands, per width of the real part: a normwise error in ULPs
+        of the result's larger part (None = the naive formulas of NumPy's loops, exact but
+        for their own roundings). See fusejit.testing.complex_ulp_distance.
     """
 
     name: str
@@ -148,6 +156,7 @@ class OpInfo:
     ref: Callable[..., Any] | None = None
     flags: frozenset[str] = field(default_factory=frozenset)
     ulp: dict[int, float] | None = None
+    culp: dict[int, float] | None = None
 
     def reference(self) -> Callable[..., Any]:
         assert self.ref is not None or self.ufunc is not None, self.name
@@ -167,13 +176,15 @@ FLAGS = {
 _T = {16: 1.0, 32: 8.0, 64: 8.0}
 _T_POW = {16: 1.0, 32: 20.0, 64: 20.0}
 _T_WIDE = {16: 2.0, 32: 16.0, 64: 16.0}
+# complex: OpenCL's hypot (4 ULP in the spec; PoCL's is within 1) against NumPy's npy_hypot
+_C_HYPOT = {32: 2.0, 64: 2.0}
 
 
 def _row(op: Op, ufunc: np.ufunc | None, arity: int | None = None, *flags: str, ulp=None,
-         ref=None) -> tuple[Op, OpInfo]:
+         ref=None, culp=None) -> tuple[Op, OpInfo]:
     n = arity if arity is not None else (ufunc.nin if ufunc is not None else 1)
     assert set(flags) <= FLAGS, flags
-    return op, OpInfo(op.name.lower(), n, ufunc, ref, frozenset(flags), ulp)
+    return op, OpInfo(op.name.lower(), n, ufunc, ref, frozenset(flags), ulp, culp)
 
 
 def _iota_ref(*_: Any) -> Any:  # evaluated structurally by reference.eval_graph
@@ -193,8 +204,9 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.MOD, np.remainder),
     _row(Op.FMOD, np.fmod),
     _row(Op.POW, np.power, None, "transcendental", ulp=_T_POW),
-    _row(Op.NEG, np.negative), _row(Op.POS, np.positive), _row(Op.ABS, np.absolute),
-    _row(Op.SIGN, np.sign), _row(Op.SQUARE, np.square), _row(Op.RECIPROCAL, np.reciprocal),
+    _row(Op.NEG, np.negative), _row(Op.POS, np.positive),
+    _row(Op.ABS, np.absolute, culp=_C_HYPOT),
+    _row(Op.SIGN, np.sign, culp=_C_HYPOT), _row(Op.SQUARE, np.square), _row(Op.RECIPROCAL, np.reciprocal),
     _row(Op.EXP, np.exp, None, "transcendental", ulp=_T),
     _row(Op.EXP2, np.exp2, None, "transcendental", ulp=_T),
     _row(Op.EXPM1, np.expm1, None, "transcendental", ulp=_T),
@@ -256,6 +268,8 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.GATHER, None, 2, ref=lambda x, i, axis: np.take_along_axis(
         x, np.clip(i, 0, x.shape[axis] - 1), axis)),
     _row(Op.MATMUL, np.matmul, 2, ref=np.matmul),
+    _row(Op.REAL, None, 1, ref=np.real), _row(Op.IMAG, None, 1, ref=np.imag),
+    _row(Op.CONJ, np.conjugate),
 ])
 assert set(OPS) == set(Op), set(Op) - set(OPS)
 
@@ -284,6 +298,17 @@ REDUCE_OF_UFUNC: dict[np.ufunc, Op] = {
 }
 
 CLIP_UFUNC = _clip_ufunc
+
+# Ops fusejit computes on complex operands (the Target spells them; fusejit/targets/
+# opencl_complex.py). NumPy defines a few more on complex (see COMPLEX_REFUSED), which raise
+# UnsupportedDTypeError when traced; the rest NumPy itself refuses (floor, arctan2, ...).
+COMPLEX_OPS = frozenset({
+    Op.CAST, Op.WHERE, Op.ADD, Op.SUB, Op.MUL, Op.TRUEDIV, Op.NEG, Op.POS, Op.CONJ, Op.ABS,
+    Op.SQUARE, Op.RECIPROCAL, Op.SIGN, Op.REAL, Op.IMAG, Op.ISNAN, Op.ISINF, Op.ISFINITE,
+    Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.MAXIMUM, Op.MINIMUM, Op.FMAX, Op.FMIN,
+    Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_XOR, Op.LOGICAL_NOT,
+    Op.SUM, Op.PROD, Op.MAX, Op.MIN,
+})
 
 # Cost model weights (relative to one add): used by the partitioner when it has to decide
 # between recomputing a value in several kernels and materialising it once.

@@ -316,6 +316,9 @@ def _identity(t: Target, r: Node, acc: np.dtype) -> str:
     if r.op in (Op.PROD, Op.ALL):
         return t.literal(acc.type(1), acc)
     low_end = r.op in (Op.MAX, Op.ARGMAX)
+    if acc.kind == "c":  # the lexicographic extremes (NaN still wins: see opencl_complex)
+        inf = -np.inf if low_end else np.inf
+        return t.literal(acc.type(complex(inf, inf)), acc)
     if acc.kind == "f":
         return t.literal(acc.type(-np.inf if low_end else np.inf), acc)
     if acc.kind == "b":
@@ -360,7 +363,7 @@ def _lanes_combined(t: Target, r: Node, acc: np.dtype, n: int) -> str:
 
 def _cascade_levels(r: Node, acc: np.dtype, per_lane: int) -> int:
     """How many partial-sum levels a lane needs for ``per_lane`` elements (0: plain loop)."""
-    if r.op is not Op.SUM or acc.kind != "f":
+    if r.op is not Op.SUM or acc.kind not in "fc":
         return 0  # integer sums are exact; max/min/any/all do not round
     blocks = math.ceil(per_lane / CASCADE_BLOCK)
     return 0 if blocks <= 1 else (blocks - 1).bit_length() + 1

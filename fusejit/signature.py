@@ -122,7 +122,7 @@ def arg_spec(value: Any, static: bool, what: str = "argument") -> Spec:
                                            "matrix product); pass np.asarray(x)"))
         dtype = dt.check_supported(value.dtype, "argument")
         return HostArraySpec(dtype, value.shape, bool(value.flags.writeable), zero_axes(value))
-    if isinstance(value, (bool, int, float, np.generic)):
+    if isinstance(value, (bool, int, float, complex, np.generic)):
         if isinstance(value, np.generic):
             dt.check_supported(value.dtype, "scalar argument")
             return ScalarSpec(value.dtype)
@@ -131,8 +131,6 @@ def arg_spec(value: Any, static: bool, what: str = "argument") -> Spec:
         return ScalarSpec(type(value))
     if isinstance(value, _AUTO_STATIC):
         return StaticSpec(_static_key(value))
-    if isinstance(value, complex):
-        raise UnsupportedDTypeError("complex arguments are not supported by fusejit")
     raise TypeError(f"cannot pass {type(value).__name__} to a fused function; pass "
                     "pyopencl or NumPy arrays, scalars, or mark the argument static")
 

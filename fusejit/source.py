@@ -125,6 +125,8 @@ class SourceModule(ReductionKernels):
                 widest = (16 if self.is_gpu else 32) // 8
             vec = default_vector_width(space, guarded, widest, self.is_gpu) \
                 if self.target.vector_code else 1
+            if any(n.dtype.kind == "c" for n in nodes):
+                vec = 1  # a complex value is a vector (float2) already: no vectors of them
         nv, tail = divmod(n, vec)
         top = Block(low)
 

@@ -40,10 +40,31 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return d
 
 
+def complex_ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The distance of two complex arrays of one dtype in ULPs of their real dtype: the
+    smaller of the componentwise distance (the larger of the parts') and, where both are
+    finite, the normwise one, ``|a - b|`` over the ULP of ``b``'s larger part (so a part that
+    cancels to nearly zero, the real part of ``exp(1j * pi / 2)``, is judged against the
+    value's magnitude, as complex functions are specified)."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    assert a.dtype == b.dtype and a.dtype.kind == "c", (a.dtype, b.dtype)
+    parts = np.maximum(ulp_distance(a.real, b.real), ulp_distance(a.imag, b.imag))
+    with np.errstate(all="ignore"):
+        scale = np.spacing(np.maximum(np.abs(b.real), np.abs(b.imag))).astype(np.float64)
+        norm = np.abs(a.astype(np.complex128) - b.astype(np.complex128)) / scale
+    finite = np.isfinite(a) & np.isfinite(b)
+    return np.where(finite, np.minimum(parts, np.where(np.isnan(norm), np.inf, norm)), parts)
+
+
 def op_ulp(op: Op, dtype: np.dtype) -> float:
-    """The documented accuracy bound of ``op`` on ``dtype`` (0 for exact ops)."""
+    """The documented accuracy bound of ``op`` on ``dtype`` (0 for exact ops). For a complex
+    ``dtype``, the op's bound on complex operands (``OpInfo.culp``, normwise)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        bound = OPS[op].culp
+        return 0.0 if bound is None else bound.get(dtype.itemsize * 4, 0.0)
     bound = OPS[op].ulp
-    return 0.0 if bound is None else bound.get(np.dtype(dtype).itemsize * 8, 0.0)
+    return 0.0 if bound is None else bound.get(dtype.itemsize * 8, 0.0)
 
 
 # The tolerance assert_matches uses when the caller gives none: None means the op table's
@@ -56,7 +77,7 @@ def table_ulp(dtype: np.dtype) -> float:
     """The largest ULP bound the op table documents for floats of ``dtype``'s width: the
     default tolerance of assert_matches (0 for non-floats, which compare exactly)."""
     dtype = np.dtype(dtype)
-    if dtype.kind != "f":
+    if dtype.kind not in "fc":
         return 0.0
     return max(op_ulp(op, dtype) for op in OPS)
 
@@ -68,7 +89,8 @@ def assert_matches(got: Any, want: Any, *, ulp: float | None = None, atol: float
     Args:
         got: fusejit's result (a NumPy array, a ``pyopencl.array.Array`` or a scalar).
         want: NumPy's result.
-        ulp: floats may differ by this many units in the last place. Default: the op table's
+        ulp: floats may differ by this many units in the last place (complex values: in
+            ULPs of their real dtype, see ``complex_ulp_distance``). Default: the op table's
             documented bound for the dtype (``table_ulp``; ``DEFAULT_ULP`` overrides it).
         atol: or by this much absolutely (results near zero after cancellation).
         mask: True where to compare; excludes elements whose value NumPy leaves
@@ -91,16 +113,17 @@ def assert_matches(got: Any, want: Any, *, ulp: float | None = None, atol: float
     if g.size == 0:
         return
     keep = np.ones(g.shape, bool) if mask is None else np.broadcast_to(mask, g.shape)
-    if w.dtype.kind != "f":
+    if w.dtype.kind not in "fc":
         bad = (g != w) & keep
         if bad.any():
             i = tuple(np.argwhere(bad)[0])
             raise AssertionError(f"{what}: {int(bad.sum())} of {g.size} elements differ; "
                                  f"first at {i}: got {g[i]!r}, NumPy {w[i]!r}")
         return
-    d = ulp_distance(g, w)
+    d = complex_ulp_distance(g, w) if w.dtype.kind == "c" else ulp_distance(g, w)
+    wide = np.complex128 if w.dtype.kind == "c" else np.float64
     with np.errstate(invalid="ignore"):  # inf - inf: those compare by ULP distance
-        close = (d <= ulp) | (np.abs(g.astype(np.float64) - w.astype(np.float64)) <= atol)
+        close = (d <= ulp) | (np.abs(g.astype(wide) - w.astype(wide)) <= atol)
     bad = ~close & keep
     if bad.any():
         i = tuple(np.argwhere(bad)[0])

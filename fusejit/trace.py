@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Self
 
@@ -33,7 +34,7 @@ from .errors import (
     UnsupportedOperationError,
 )
 from .ir import Graph, Node, Param, const, const_value
-from .ops import CLIP_UFUNC, OP_OF_UFUNC, Op
+from .ops import CLIP_UFUNC, COMPLEX_OPS, OP_OF_UFUNC, Op
 
 _current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("fusejit_tracer",
                                                                         default=None)
@@ -121,7 +122,7 @@ class Tracer:
 
 # -- operands -------------------------------------------------------------------------------------
 
-PyScalar = bool | int | float
+PyScalar = bool | int | float | complex
 
 
 def _ptype(x: Any) -> np.dtype | type:
@@ -131,10 +132,8 @@ def _ptype(x: Any) -> np.dtype | type:
     # NumPy scalars first: np.float64 subclasses float but is strong
     if isinstance(x, (np.ndarray, np.generic)):
         return dt.check_supported(x.dtype, "operand")
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float, complex)):
         return dt.scalar_type(x)
-    if isinstance(x, complex):
-        raise UnsupportedDTypeError("complex values are not supported by fusejit")
     raise TypeError(f"unsupported operand type for a fused function: {type(x).__name__}")
 
 
@@ -192,6 +191,11 @@ def to_operand(x: Any) -> Any:
 def cast(node: Node, dtype: np.dtype) -> Node:
     if node.dtype == dtype:
         return node
+    if node.dtype.kind == "c" and dtype.kind not in "cb":
+        # as NumPy's astype and setitem: the imaginary part is dropped, with NumPy's warning
+        # (raised while tracing: once per specialisation, not on every call)
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      np.exceptions.ComplexWarning, stacklevel=3)
     return Node.make(Op.CAST, dtype, node.shape, (node,))
 
 
@@ -314,6 +318,11 @@ def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None =
         types = [dt.INT64 if t is int and isinstance(x, TensorProxy) else t
                  for x, t in zip(inputs, types)]
     loop = resolve(ufunc, types, dtype)
+    if op not in COMPLEX_OPS and any(d.kind == "c" for d in loop):
+        raise UnsupportedDTypeError(
+            f"np.{ufunc.__name__} on {next(d for d in loop if d.kind == 'c').name} values is not "
+            "supported by fusejit yet (see fusejit.ops.COMPLEX_OPS for the complex ops it "
+            "computes); call it outside the fused function")
     shape = shapes.broadcast_shapes(*(_shape(x) for x in inputs))
     srcs = tuple(as_node(x, t) for x, t in zip(inputs, loop[:ufunc.nin]))
     if op is Op.POW and loop[-1].kind in "iu" and _known_negative(srcs[1]):
@@ -745,11 +754,15 @@ class TensorProxy:
 
     @property
     def real(self) -> TensorProxy:
-        return self
+        from .numpy_complex import real
+
+        return real(self)
 
     @property
     def imag(self) -> TensorProxy:
-        return TensorProxy(const(0, self.dtype, self.shape))
+        from .numpy_complex import imag
+
+        return imag(self)
 
 
 def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: tuple[int, ...]
@@ -793,7 +806,7 @@ def _is_python_scalar(x: Any) -> bool:
     """A Python scalar literal or a weak value (not np.float64, which subclasses float)."""
     if isinstance(x, TensorProxy):
         return x._weak is not None or x._pybool
-    return type(x) in (bool, int, float)
+    return type(x) in (bool, int, float, complex)
 
 
 def _is_python_bool(x: Any) -> bool:
@@ -825,7 +838,7 @@ def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False)
         if kind == "b":
             result._pybool = True  # a Python bool promotes as np.bool_
             return result
-        return TensorProxy(result.node, weak=(None, float if kind == "f" else int))
+        return TensorProxy(result.node, weak=(None, {"f": float, "c": complex}.get(kind, int)))
     if inplace and not _is_python_scalar(operands[0]) and not is_numpy_scalar(operands[0]):
         # (b1 += x rebinds b1, like a float; so does s += x for a NumPy scalar s)
         apply_ufunc(ufunc, operands, {"out": operands[0]})

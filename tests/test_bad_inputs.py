@@ -393,8 +393,11 @@ ROWS = [
     Row("object dtype", affine, lambda: (a([1, 2], object),), VALUES,
         deviation=UnsupportedDTypeError, why="Python objects cannot run on an OpenCL device"),
     Row("structured dtype", affine, lambda: (np.zeros(2, "i4,f4"),), TypeError),
-    Row("complex input", affine, lambda: (a([1 + 2j]),), VALUES, deviation=UnsupportedDTypeError,
-        why="complex dtypes are not supported by fusejit"),
+    Row("complex input", affine, lambda: (a([1 + 2j]),), VALUES),
+    Row("complex128 on a device without fp64 (simulated)", affine, lambda: (a([1 + 2j]),),
+        FUSEJIT_ONLY, deviation=UnsupportedDTypeError, setup=lambda mp: _no_fp64(mp),
+        why="complex128 computes in double2: the device cannot, so fusejit refuses before "
+            "building or launching anything"),
     Row("Python int beyond int64 with int64", plus_big_literal, lambda: (a([1, 2], I64),),
         OverflowError),
     Row("Python int beyond int64 with float64", plus_big_literal, lambda: (a([1., 2]),), VALUES),

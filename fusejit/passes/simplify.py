@@ -154,7 +154,7 @@ def _simplify(node: Node) -> Node | None:
         return node.replace(srcs=srcs[0].srcs)  # reshape of a reshape
     if op is Op.RESHAPE and srcs[0].shape == node.shape:
         return srcs[0]
-    if op is Op.MUL:
+    if op is Op.MUL and node.dtype.kind != "c":  # (complex: inf * (1+0j) has a NaN part)
         for a, b in (srcs, srcs[::-1]):
             if _is(b, 1):
                 return _same(a, node)  # x * 1 -> x
@@ -165,7 +165,7 @@ def _simplify(node: Node) -> Node | None:
                 return _same(a, node)
     if op is Op.SUB and (_is(srcs[1], 0) and node.dtype.kind in "iuf"):
         return _same(srcs[0], node)  # x - 0 -> x (also -0.0 - 0.0 = -0.0)
-    if op is Op.TRUEDIV and _is(srcs[1], 1):
+    if op is Op.TRUEDIV and _is(srcs[1], 1) and node.dtype.kind != "c":
         return _same(srcs[0], node)  # x / 1 -> x
     if op is Op.POW and node.dtype.kind in "iuf" and srcs[0].dtype == node.dtype:
         return _power(node)

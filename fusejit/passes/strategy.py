@@ -135,6 +135,8 @@ def split_pays(graph: Graph, reduction: Node, reductions: set[Node],
 
 
 def compute_size(dtype: np.dtype) -> int:
+    if dtype.kind == "c":
+        return 64  # a complex value is a vector (float2) already: too wide for vector lanes
     return 4 if dtype.kind == "f" and dtype.itemsize == 2 else dtype.itemsize  # half -> float
 
 

@@ -21,12 +21,13 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ops import OPS, Op
+from . import opencl_complex
 from .base import Target
 
 _C = {
     "bool": "uchar", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
     "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong", "float16": "half",
-    "float32": "float", "float64": "double",
+    "float32": "float", "float64": "double", "complex64": "float2", "complex128": "double2",
 }
 
 Template = str | Callable[..., str]
@@ -138,6 +139,8 @@ for _op, _sym in _COMPARE.items():
                                + " {b})))")
     _TEMPLATES[(_op, "ui")] = ("((uchar)({b} < 0 ? (1 " + _sym + " 0) : ({a} " + _sym
                                + " (ulong){b})))")
+
+_TEMPLATES.update(opencl_complex.TEMPLATES)
 
 # Vector forms (OpenCL vector types, one op for all lanes), used when a work-item handles a
 # vector of elements. Vector comparisons yield -1/0 in a signed vector of the operand's element
@@ -484,6 +487,8 @@ class OpenCLTarget(Target):
 
     # -- values -----------------------------------------------------------------------------------
     def literal(self, value: np.generic, dtype: np.dtype) -> str:
+        if dtype.kind == "c":
+            return opencl_complex.literal(complex(value), dtype.name, _float_literal)
         if dtype.kind == "f":
             return _float_literal(float(value), dt.FLOAT32 if dtype == dt.FLOAT16 else dtype)
         if dtype.kind == "b":
@@ -513,7 +518,7 @@ class OpenCLTarget(Target):
         src = ins[0] if ins else out
         if src.kind == "b" and len(ins) > 1 and ins[1].kind != "b":
             src = ins[1]
-        width = src.itemsize
+        width = dt.real_of(src).itemsize  # (a complex value's parts)
         unsigned = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}[width]
         f = {
             "T": self.compute_type(out), "S": self.compute_type(src), "U": unsigned,
@@ -528,6 +533,8 @@ class OpenCLTarget(Target):
                 f["LOGE2"] = self.literal(ftype.type(math.log(2)), ftype)
                 f["LOG2E"] = self.literal(ftype.type(1 / math.log(2)), ftype)
             f["t"] = dt.type_name(ftype)
+        elif src.kind == "c":
+            f.update(opencl_complex.fields(dt.type_name(src)))
         return f
 
     def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
@@ -558,11 +565,22 @@ class OpenCLTarget(Target):
             self.helpers[f"pow_{t}"] = _POW_HELPER.format(**fields)
         if "fj_philox" in template:
             self.helpers["philox"] = _PHILOX_HELPER
+        if src.kind == "c" and opencl_complex.needs_helpers(template):
+            self.helpers[f"complex_{t}"] = opencl_complex.HELPERS.format(**fields)
         if "fj_gcd_" in template or "fj_lcm_" in template:
             self.helpers[f"gcd_{t}"] = _GCD_HELPER.format(**fields)
 
     def render_cast(self, src: np.dtype, dst: np.dtype, x: str) -> str:
         c = self.compute_type(dst)
+        if dst.kind == "c":  # complex from complex: both parts; from a real: (x, 0)
+            if src.kind == "c":
+                return f"convert_{c}({x})"
+            part = dt.real_of(dst)
+            return f"(({c})({self.render_cast(src, part, x)}, {self.literal(part.type(0), part)}))"
+        if src.kind == "c":  # NumPy: nonzero for bool; else the real part (ComplexWarning)
+            if dst.kind == "b":
+                return f"((uchar)({x}.x != 0 || {x}.y != 0))"
+            return self.render_cast(dt.real_of(src), dst, f"{x}.x")
         if dst.kind == "b":
             return f"((uchar)({x} != 0))"
         if src.kind in "biu" and dst.kind in "iu":
@@ -613,6 +631,8 @@ class OpenCLTarget(Target):
         that reproduces the scalar template exactly (then lanes are computed one by one)."""
         if len(set(ins if op is not Op.WHERE else ins[1:])) > 1:
             return None  # mixed-type loops (int64 vs uint64 comparisons, ldexp)
+        if any(d.kind == "c" for d in (out, *ins)):
+            return None  # a complex value is a vector already (kernels with complex: 1 lane)
         src = ins[1] if op is Op.WHERE else (ins[0] if ins else out)
         template = next((_VEC[(op, k)] for k in (src.name, src.kind, "*") if (op, k) in _VEC),
                         None)
@@ -634,6 +654,8 @@ class OpenCLTarget(Target):
     def render_cast_vector(self, src: np.dtype, dst: np.dtype, x: str, n: int) -> str | None:
         """Vector form of ``render_cast`` where it matches the scalar conversion exactly."""
         c = self.vector_type(dst, n)
+        if "c" in (src.kind, dst.kind):
+            return None  # (see render_op_vector)
         if dst.kind == "b":
             zero = f"({self.vector_type(src, n)})(0)"
             return f"convert_uchar{n}(-({x} != {zero}))"

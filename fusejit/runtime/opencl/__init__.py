@@ -39,8 +39,9 @@ class OpenCLBackend(Backend):
         info = lowered.device
         if lowered.module.uses_fp64 and not info.has_fp64:
             raise UnsupportedDTypeError(
-                f"this function computes in float64, which the device ({info.key}) does "
-                "not support (no cl_khr_fp64); use float32 inputs or another device")
+                f"this function computes in float64 (or complex128), which the device "
+                f"({info.key}) does not support (no cl_khr_fp64); use float32 (complex64) "
+                "inputs or another device")
         # through the in-process memo and the disk cache (runtime/cache.py)
         program, how = build_cached(queue.context, lowered.module.source, build_options(info),
                                     name)

@@ -1,0 +1,81 @@
+"""NumPy's functions on the parts of complex values: np.real, np.imag (and the ``.real`` /
+``.imag`` attributes), np.conj, np.angle, np.iscomplexobj / np.isrealobj.
+
+On a real operand they behave as NumPy's do: ``real`` is the value itself (a view: writes reach
+the array), ``imag`` a zero array of its dtype that is read-only, ``conj`` a copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as dt
+from .errors import UnsupportedDTypeError
+from .ir import Node, const
+from .ops import Op
+from .trace import TensorProxy, apply_ufunc, lift
+
+
+def _part(x: TensorProxy, op: Op) -> TensorProxy:
+    return TensorProxy(Node.make(op, dt.real_of(x.dtype), x.shape, (x.node,)))
+
+
+def real(val: Any) -> TensorProxy:
+    """np.real(x) / x.real: the real part (of a real value, the value itself)."""
+    x = lift(val)
+    if x.dtype.kind != "c":
+        return x
+    # (NumPy's x.real of a complex array is a writable view; a traced one is a value: a write
+    # into it would not reach x)
+    return _part(x, Op.REAL)
+
+
+def imag(val: Any) -> TensorProxy:
+    """np.imag(x) / x.imag: the imaginary part (of a real value, zeros of its dtype)."""
+    x = lift(val)
+    if x.dtype.kind != "c":
+        return TensorProxy(const(0, x.dtype, x.shape), readonly=True)
+    return _part(x, Op.IMAG)
+
+
+def conjugate(x: Any, *args: Any, **kwargs: Any) -> Any:
+    """np.conj / x.conj() / x.conjugate(): the ufunc np.conjugate."""
+    return apply_ufunc(np.conjugate, (x, *args), kwargs)
+
+
+def angle(z: Any, deg: bool = False) -> TensorProxy:
+    """np.angle: ``arctan2(imag, real)`` in the real dtype of ``z`` (float64 for integers, as
+    NumPy's own, which converts integers to float first), in degrees with ``deg=True``."""
+    x = lift(z)
+    re, im = (real(x), imag(x)) if x.dtype.kind == "c" else (x, imag(x))
+    a = apply_ufunc(np.arctan2, (im, re), {})
+    return apply_ufunc(np.multiply, (a, 180 / np.pi), {}) if deg else a
+
+
+def squared_magnitude(dev: TensorProxy) -> TensorProxy:
+    """``re * re + im * im`` in the real dtype: NumPy's ``_var`` on complex deviations (it
+    squares the parts through a float view and adds them)."""
+    re, im = real(dev), imag(dev)
+    return apply_ufunc(np.add, (apply_ufunc(np.multiply, (re, re), {}),
+                                apply_ufunc(np.multiply, (im, im), {})), {})
+
+
+def refuse(x: TensorProxy, what: str) -> None:
+    """UnsupportedDTypeError for ``what`` (NumPy API fusejit lacks on complex) of ``x``."""
+    if x.dtype.kind == "c":
+        raise UnsupportedDTypeError(
+            f"{what} of {x.describe()} is not supported by fusejit for complex values yet; "
+            "call it outside the fused function")
+
+
+def iscomplexobj(x: Any) -> bool:
+    return lift(x).dtype.kind == "c"
+
+
+def isrealobj(x: Any) -> bool:
+    return lift(x).dtype.kind != "c"
+
+
+__all__ = ["angle", "conjugate", "imag", "iscomplexobj", "isrealobj", "real"]

@@ -1,0 +1,247 @@
+"""complex64 and complex128 against NumPy: promotion, arguments, arithmetic, parts, casts,
+comparisons, reductions and fusion, on random values and on special values (signed zeros,
+infinities and NaNs in either part, huge and tiny magnitudes).
+
+Tolerances: exact (ulp=0) for the ops NumPy computes with a fixed formula that fusejit repeats
+(+ - * / with Smith's division, reciprocal, conj, parts, comparisons, casts); the op table's
+``culp`` bound (normwise, ``fusejit.testing.complex_ulp_distance``) for the others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pyopencl.array as cla
+import pytest
+
+import fusejit
+from fusejit import fuse
+from fusejit.ops import Op
+from fusejit.testing import assert_matches, op_ulp
+
+CTYPES = (np.complex64, np.complex128)
+# parts of the special values: every pair of them is one complex value
+PARTS = (0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 1e-30, -3e30, np.inf, -np.inf, np.nan)
+
+
+def special(ctype: type) -> np.ndarray:
+    """Every pair of PARTS as (real, imag), built part by part (``re + 1j * im`` would turn
+    inf * 0 into NaN and lose the zeros' signs)."""
+    pairs = np.array(list(itertools.product(PARTS, repeat=2)))
+    z = np.empty(len(pairs), ctype)
+    z.real, z.imag = pairs[:, 0], pairs[:, 1]
+    return z
+
+
+def randoms(ctype: type, n: int = 1000, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(n) * 3 + 1j * rng.standard_normal(n) * 3).astype(ctype)
+
+
+def numpy(f, *args):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        return f(*args)
+
+
+def pairs(ctype: type) -> tuple[np.ndarray, np.ndarray]:
+    """All special values against all special values, plus random ones."""
+    s = special(ctype)
+    a, b = (x.reshape(-1) for x in np.meshgrid(s, s, indexing="ij"))
+    return np.concatenate([a, randoms(ctype)]), np.concatenate([b, randoms(ctype, seed=1)])
+
+
+BINARY = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply,
+    "true_divide": np.true_divide, "equal": np.equal, "not_equal": np.not_equal,
+    "less": np.less, "less_equal": np.less_equal, "greater": np.greater,
+    "greater_equal": np.greater_equal, "maximum": np.maximum, "minimum": np.minimum,
+    "fmax": np.fmax, "fmin": np.fmin, "logical_and": np.logical_and,
+    "logical_xor": np.logical_xor,
+}
+
+
+@pytest.mark.parametrize("ctype", CTYPES, ids=lambda t: t.__name__)
+def test_binary_ops_on_special_values(ctype):
+    a, b = pairs(ctype)
+    fs = list(BINARY.values())
+    got = fuse(lambda a, b: [f(a, b) for f in fs])(a, b)
+    for name, f, g in zip(BINARY, fs, got):
+        assert_matches(g, numpy(f, a, b), what=f"np.{name}")
+
+
+UNARY = {
+    "negative": np.negative, "positive": np.positive, "conjugate": np.conjugate,
+    "absolute": np.absolute, "square": np.square, "reciprocal": np.reciprocal,
+    "sign": np.sign, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+    "logical_not": np.logical_not, "real": np.real, "imag": np.imag,
+    "angle": np.angle, "angle_deg": lambda z: np.angle(z, deg=True),
+}
+# ops whose ULP bound the op table states (the rest are NumPy's exact formulas)
+UNARY_OP = {"absolute": Op.ABS, "sign": Op.SIGN}
+
+
+@pytest.mark.parametrize("ctype", CTYPES, ids=lambda t: t.__name__)
+def test_unary_ops_on_special_values(ctype):
+    z = np.concatenate([special(ctype), randoms(ctype)])
+    fs = list(UNARY.values())
+    got = fuse(lambda z: [f(z) for f in fs])(z)
+    for name, f, g in zip(UNARY, fs, got):
+        ulp = op_ulp(UNARY_OP[name], ctype) if name in UNARY_OP else 2.0 if "angle" in name \
+            else 0.0
+        assert_matches(g, numpy(f, z), ulp=ulp, what=f"np.{name}")
+
+
+def test_abs_and_division_do_not_overflow():
+    big = np.array([3e38 + 3e38j, 1e308 + 1e308j, 1e-308 + 1e-308j], np.complex128)
+    assert_matches(fuse(np.abs)(big), np.abs(big), ulp=op_ulp(Op.ABS, np.complex128))
+    num = np.array([1e300 + 1e300j, 1 + 1j, 1e-300 + 2e-300j])
+    den = np.array([1e300 + 1e-300j, 1e-300 + 1e300j, 3e-300 + 1e-300j])
+    assert_matches(fuse(lambda a, b: a / b)(num, den), num / den)
+
+
+def test_promotion_follows_nep50():
+    x32 = np.arange(4, dtype=np.float32)
+    i8 = np.arange(4, dtype=np.int8)
+    f16 = np.arange(4, dtype=np.float16)
+    z64 = np.arange(4, dtype=np.complex64)
+    cases = [
+        (lambda x: x * 1j, x32),  # weak complex: complex64
+        (lambda x: x + (2 - 1j), i8),  # integers: complex128
+        (lambda x: x * 1j, f16),  # float16: complex64
+        (lambda z: z * 2.5, z64),  # weak float keeps complex64
+        (lambda z: z + np.float64(1), z64),  # strong float64: complex128
+        (lambda z: z + np.ones(4, np.float64), z64),
+        (lambda z: z + np.complex128(1j), z64),
+    ]
+    for f, x in cases:
+        want = f(x)
+        assert_matches(fuse(f)(x), want)
+
+
+def test_complex_arguments_numpy_device_and_scalars(queue):
+    z = randoms(np.complex64, 64)
+    f = fuse(lambda z, s, t: z * s + t)
+    for s in (2 - 3j, np.complex64(0.5j), np.complex128(1 + 1j), 2.0):
+        for t in (1j, 3):
+            assert_matches(f(z, s, t), numpy(lambda: z * s + t), ulp=1)
+    dz = cla.to_device(queue, z)
+    got = fuse(lambda z: z.conj() * 1j)(dz)
+    assert isinstance(got, cla.Array) and got.dtype == np.complex64
+    assert_matches(got.get(), z.conj() * 1j)
+    # a strided, offset view of a device array
+    assert_matches(fuse(lambda z: -z)(dz[3::2]).get(), -z[3::2])
+
+
+def test_casts():
+    x = np.array([0.0, -0.0, 1.5, -2.5, np.inf, np.nan, 3e38], np.float32)
+    i = np.array([0, -1, 2**31 - 1, -2**31], np.int32)
+    b = np.array([True, False])
+    z = special(np.complex128)
+    got = fuse(lambda x, i, b, z: [x.astype(np.complex64), x.astype(np.complex128),
+                                   i.astype(np.complex64), b.astype(np.complex128),
+                                   z.astype(np.complex64), z.astype(np.complex64).astype(
+                                       np.complex128), z.astype(bool), np.bool_(True) * z])
+    got = got(x, i, b, z)
+    want = numpy(lambda: [x.astype(np.complex64), x.astype(np.complex128), i.astype(np.complex64),
+                          b.astype(np.complex128), z.astype(np.complex64),
+                          z.astype(np.complex64).astype(np.complex128), z.astype(bool),
+                          np.bool_(True) * z])
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_matches(g, w, what=f"cast {k}")
+
+
+def test_complex_to_real_casts_warn_and_keep_the_real_part():
+    z = special(np.complex64)
+    f = fuse(lambda z: [z.astype(np.float32), z.astype(np.int16), z.astype(np.float64)])
+    with pytest.warns(np.exceptions.ComplexWarning):
+        got = f(z)
+    for g, t in zip(got, (np.float32, np.int16, np.float64)):
+        w = numpy(lambda: z.astype(t))
+        mask = np.isfinite(z.real) if t is np.int16 else None  # NaN/inf to int: undefined
+        assert_matches(g, w, mask=mask)
+    # setitem into a real array drops the imaginary part too (NumPy warns the same way)
+    y = np.zeros(z.shape, np.float32)
+    g = fuse(lambda y, z: y.__setitem__(slice(None), z))
+    with pytest.warns(np.exceptions.ComplexWarning):
+        g(y, z)
+    assert_matches(y, z.real)
+
+
+def test_same_kind_refuses_complex_into_real_output():
+    z = randoms(np.complex64, 8)
+    out = np.zeros(8, np.float32)
+    with pytest.raises(TypeError, match="Cannot cast ufunc 'add' output"):
+        fuse(lambda z, out: np.add(z, z, out=out))(z, out)
+
+
+def test_parts_attributes_and_functions():
+    z = randoms(np.complex128, 50)
+    x = np.arange(5.0)
+    f = fuse(lambda z, x: [z.real, z.imag, np.real(z), np.imag(z), x.real, x.imag, np.imag(x),
+                           np.conj(x), np.angle(x), np.angle(np.arange(3)),
+                           np.iscomplexobj(z) * 1, np.isrealobj(z) * 1])
+    want = [z.real, z.imag, np.real(z), np.imag(z), x.real, x.imag, np.imag(x), np.conj(x),
+            np.angle(x), np.angle(np.arange(3)), np.int64(1), np.int64(0)]
+    for k, (g, w) in enumerate(zip(f(z, x), want)):
+        assert_matches(g, w, ulp=1, what=f"part {k}")
+
+
+@pytest.mark.parametrize("ctype", CTYPES, ids=lambda t: t.__name__)
+def test_reductions(ctype):
+    z = randoms(ctype, 3000).reshape(30, 100)
+    s = special(ctype)
+    f = fuse(lambda z, s: [z.sum(), z.sum(axis=0), np.sum(z, axis=1, keepdims=True), z.mean(),
+                           z.mean(axis=1), np.prod(z[:3, :20], axis=1), z.var(), z.std(axis=0),
+                           np.var(z, ddof=1), z.max(), z.min(axis=1), s.max(), s.min(),
+                           np.any(z), np.all(s)])
+    want = numpy(lambda: [z.sum(), z.sum(axis=0), np.sum(z, axis=1, keepdims=True), z.mean(),
+                          z.mean(axis=1), np.prod(z[:3, :20], axis=1), z.var(), z.std(axis=0),
+                          np.var(z, ddof=1), z.max(), z.min(axis=1), s.max(), s.min(),
+                          np.any(z), np.all(s)])
+    for k, (g, w) in enumerate(zip(f(z, s), want)):
+        if k in (11, 12):  # NaN wins, but which NaN depends on the order (NumPy: the first)
+            assert np.isnan(g) and np.isnan(w) and np.asarray(g).dtype == w.dtype
+            continue
+        # sums: pairwise, but in another order than NumPy's
+        assert_matches(g, w, ulp=64 if k < 9 else 0, what=f"reduction {k}")
+    finite = s[np.isfinite(s)]
+    assert_matches(fuse(lambda s: [s.max(), s.min()])(finite), [finite.max(), finite.min()])
+
+
+def test_complex_fuses_with_real_work(launches):
+    x = np.linspace(-3, 3, 5000, dtype=np.float32)
+    f = fuse(lambda x: np.abs(x * (1 + 2j) - 1j) + x)
+    low = f.lower(x)
+    assert len(low.kernels) == 1 and not low.plan.temps
+    assert_matches(f(x), np.abs(x * (1 + 2j) - 1j) + x, ulp=op_ulp(Op.ABS, np.complex64) + 1)
+    # a reduction with a complex prologue and epilogue (short: not split over work-groups)
+    g = fuse(lambda x: (x * 1j + x).sum() * 2)
+    assert len(g.lower(x[:1000]).kernels) == 1
+    assert_matches(g(x[:1000]), (x[:1000] * 1j + x[:1000]).sum() * 2, ulp=64)
+
+
+def test_complex64_stays_in_single_precision():
+    z = randoms(np.complex64, 5000)
+    low = fuse(lambda z: np.abs(z / (z * z + 1j)).sum() + z.max() + z.sum())
+    module = low.lower(z).module
+    assert not module.uses_fp64 and "double" not in module.source
+
+
+def test_unsupported_complex_ops_are_named():
+    z = randoms(np.complex64, 8)
+    with pytest.raises(fusejit.UnsupportedDTypeError, match="np.argmax"):
+        fuse(lambda z: z.argmax())(z)
+    with pytest.raises(fusejit.UnsupportedDTypeError, match="np.matmul of complex64"):
+        fuse(lambda z: z.reshape(2, 4) @ z.reshape(4, 2))(z)
+    with pytest.raises(TypeError):  # NumPy has no complex floor either
+        fuse(np.floor)(z)
+
+
+def test_vulkan_target_refuses_complex_by_name():
+    from fusejit.targets.glsl import GLSLTarget
+
+    with pytest.raises(fusejit.UnsupportedDTypeError, match="complex numbers"):
+        GLSLTarget().compute_type(np.dtype(np.complex64))
