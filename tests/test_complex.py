@@ -245,3 +245,64 @@ def test_vulkan_target_refuses_complex_by_name():
 
     with pytest.raises(fusejit.UnsupportedDTypeError, match="complex numbers"):
         GLSLTarget().compute_type(np.dtype(np.complex64))
+
+
+FUNCTIONS = {
+    "exp": (np.exp, Op.EXP), "exp2": (np.exp2, Op.EXP2), "log": (np.log, Op.LOG),
+    "log2": (np.log2, Op.LOG2), "log10": (np.log10, Op.LOG10), "sqrt": (np.sqrt, Op.SQRT),
+    "sin": (np.sin, Op.SIN), "cos": (np.cos, Op.COS), "tan": (np.tan, Op.TAN),
+    "sinh": (np.sinh, Op.SINH), "cosh": (np.cosh, Op.COSH), "tanh": (np.tanh, Op.TANH),
+}
+
+
+@pytest.mark.parametrize("ctype", CTYPES, ids=lambda t: t.__name__)
+def test_functions_on_special_values_and_branch_cuts(ctype):
+    """C99 Annex G special values (as the C library NumPy calls returns them), the branch
+    cuts of sqrt and log on both sides (-1+0j and -1-0j), and random values within the op
+    table's normwise bound."""
+    z = np.concatenate([special(ctype), randoms(ctype, 2000),
+                        np.array([-4 + 0j, -1e-3 + 0j, 0.9 + 0.3j, 1 + 1e-4j], ctype)])
+    cut = np.array([complex(-1, 0), complex(-1, -0.0), complex(-np.inf, 0),
+                    complex(-np.inf, -0.0)], ctype)
+    z = np.concatenate([z, cut, np.conj(cut)])
+    fs = [f for f, _ in FUNCTIONS.values()]
+    got = fuse(lambda z: [f(z) for f in fs])(z)
+    for (name, (f, op)), g in zip(FUNCTIONS.items(), got):
+        assert_matches(g, numpy(f, z), ulp=op_ulp(op, ctype), what=f"np.{name}")
+    assert np.array_equal(fuse(np.sqrt)(cut[:2]), np.array([1j, -1j], ctype))
+    assert np.array_equal(np.signbit(fuse(np.log)(cut[:2]).imag), [False, True])
+
+
+@pytest.mark.parametrize("ctype", CTYPES, ids=lambda t: t.__name__)
+def test_power(ctype):
+    """NumPy's nc_pow: integer exponents below 100 as products (exact, as NumPy's), 0 and 1
+    exponents, zero bases, and exp(b * log(a)) otherwise. Non-finite operands are left out:
+    the C library's cpow recovers infinities through its complex product (C's __muldc3),
+    which fusejit does not repeat."""
+    s = special(ctype)
+    s = s[np.isfinite(s)]
+    a, b = (x.reshape(-1) for x in np.meshgrid(s, s, indexing="ij"))
+    ints = np.array([0, 1, 2, 3, -1, -2, 5, -7, 99, -99, 0.5, -0.5, 2 + 1j, 4.5], ctype)
+    base = randoms(ctype, len(ints) * 40) / 3
+    expo = np.tile(ints, 40)
+    got = fuse(lambda a, b, base, expo: [a ** b, np.power(base, expo), base ** 2,
+                                         np.power(base, 3.0), base ** 0.5])(a, b, base, expo)
+    want = numpy(lambda: [a ** b, np.power(base, expo), base ** 2, np.power(base, 3.0),
+                          base ** 0.5])
+    with np.errstate(all="ignore"):
+        # (exp(b * log(a)) amplifies log's error by |b * log(a)|: the bound holds below 20)
+        moderate = np.abs(b.astype(np.complex128) * np.log(a.astype(np.complex128))) < 20
+        keep = (np.isfinite(want[0]) & moderate) | np.isnan(got[0]) | (a == 0) | (b == 0)
+    assert_matches(got[0], want[0], ulp=op_ulp(Op.POW, ctype), mask=keep,
+                   what="special ** special")
+    for k in range(1, 5):
+        assert_matches(got[k], want[k], ulp=op_ulp(Op.POW, ctype), what=f"power {k}")
+
+
+def test_fused_complex_functions_stay_one_kernel():
+    x = np.linspace(-4, 4, 3000)
+    f = fuse(lambda x: np.abs(np.exp(1j * x)) + np.angle(np.sqrt(x + 0j)))
+    low = f.lower(x)
+    assert len(low.kernels) == 1 and not low.plan.temps
+    want = np.abs(np.exp(1j * x)) + np.angle(np.sqrt(x + 0j))
+    assert_matches(f(x), want, ulp=16)

@@ -534,7 +534,7 @@ class OpenCLTarget(Target):
                 f["LOG2E"] = self.literal(ftype.type(1 / math.log(2)), ftype)
             f["t"] = dt.type_name(ftype)
         elif src.kind == "c":
-            f.update(opencl_complex.fields(dt.type_name(src)))
+            f.update(opencl_complex.fields(dt.type_name(src), _float_literal))
         return f
 
     def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
@@ -566,7 +566,7 @@ class OpenCLTarget(Target):
         if "fj_philox" in template:
             self.helpers["philox"] = _PHILOX_HELPER
         if src.kind == "c" and opencl_complex.needs_helpers(template):
-            self.helpers[f"complex_{t}"] = opencl_complex.HELPERS.format(**fields)
+            self.helpers.update(opencl_complex.helpers(template, fields))
         if "fj_gcd_" in template or "fj_lcm_" in template:
             self.helpers[f"gcd_{t}"] = _GCD_HELPER.format(**fields)
 

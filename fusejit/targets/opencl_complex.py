@@ -13,6 +13,10 @@ bounds, as normwise errors).
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .. import dtypes as dt
 from ..ops import Op
 
@@ -65,11 +69,17 @@ TEMPLATES: dict[tuple[Op, str], str] = {
 }
 
 
-def fields(name: str) -> dict[str, str]:
+def fields(name: str, real_literal) -> dict[str, str]:
     """Template fields of a complex dtype: {C} its vector type, {R} the real type, {t} the
-    name helpers are suffixed with."""
+    name helpers are suffixed with, and the real constants of FUNCTION_HELPERS and the log
+    and exp templates."""
     c, r, sfx = TYPES[name]
-    return {"C": c, "R": r, "t": name, "f": sfx}
+    real = np.dtype(np.float32 if name == "complex64" else np.float64)
+    consts = {"M": real.type(np.finfo(real).max / 4), "TH": real.type(9 if sfx else 22),
+              "LOG2E": real.type(1 / math.log(2)), "LOG10E": real.type(1 / math.log(10)),
+              "LOGE2": real.type(math.log(2))}
+    return {"C": c, "R": r, "t": name, "f": sfx,
+            **{k: real_literal(float(v), real) for k, v in consts.items()}}
 
 
 def literal(value: complex, name: str, real_literal) -> str:
@@ -81,6 +91,19 @@ def literal(value: complex, name: str, real_literal) -> str:
 
 def needs_helpers(template: str) -> bool:
     return "fj_c" in template
+
+
+def helpers(template: str, fields: dict[str, str]) -> dict[str, str]:
+    """The helper functions ``template`` calls, by name (the functions' helpers need the
+    arithmetic ones)."""
+    t = fields["t"]
+    found = {f"complex_{t}": HELPERS.format(**fields)}
+    if any(f"fj_c{fn}_" in template for fn in _FUNCTIONS):
+        found[f"complex_{t}_functions"] = FUNCTION_HELPERS.format(**fields)
+    return found
+
+
+_FUNCTIONS = ("exp", "log", "sqrt", "pow", "sinh", "cosh", "tanh", "sin", "cos", "tan")
 
 
 # NumPy's complex loops (numpy/_core/src/umath/loops.c.src, NumPy 2): written with the same
@@ -130,3 +153,153 @@ inline {C} fj_csign_{t}({C} a) {{
     return ({C})(a.x / m, a.y / m);
 }}
 """
+
+# The functions of NumPy's complex loops (funcs.inc.src, npy_math_complex.c.src, which call the
+# C library's cexp, clog, csqrt, cpow, csinh, ccosh, ctanh: C99 Annex G special values, FreeBSD's
+# and glibc's algorithms), in {R} arithmetic. {M}: a quarter of the real type's maximum (csqrt
+# scales above it), {TH}: where tanh(x) is 1 to the real type's precision.
+FUNCTION_HELPERS = """
+inline {C} fj_cmulnaive_{t}({C} a, {C} b) {{
+    return ({C})(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}}
+inline {C} fj_cexp_{t}({C} z) {{
+    {R} x = z.x, y = z.y;
+    if (isnan(x)) return y == 0 ? z : ({C})(x, x);
+    if (isinf(x)) {{
+        if (x < 0) return isfinite(y) ? ({C})(({R})0 * cos(y), ({R})0 * sin(y))
+                                      : ({C})(({R})0, ({R})0);
+        if (y == 0) return z;
+        return isfinite(y) ? ({C})(x * cos(y), x * sin(y)) : ({C})(x, y - y);
+    }}
+    if (y == 0) return ({C})(exp(x), y);
+    if (!isfinite(y)) return ({C})(y - y, y - y);
+    {R} e = exp(x);
+    return ({C})(e * cos(y), e * sin(y));
+}}
+inline {C} fj_clog_{t}({C} z) {{
+    {R} ax = fabs(z.x), ay = fabs(z.y);
+    {R} h = hypot(z.x, z.y);
+    {R} re;
+    if (h > ({R})0.7 && h < ({R})1.5) {{
+        /* |z| near 1: log1p(x*x + y*y - 1) / 2 with the squares split exactly (fma) */
+        {R} hx = ax * ax, lx = fma(ax, ax, -hx), hy = ay * ay, ly = fma(ay, ay, -hy);
+        {R} s = hx > hy ? ((hx - ({R})1) + hy) + (lx + ly) : ((hy - ({R})1) + hx) + (lx + ly);
+        re = ({R})0.5 * log1p(s);
+    }} else {{
+        re = log(h);
+    }}
+    return ({C})(re, atan2(z.y, z.x));
+}}
+inline {C} fj_csqrt_{t}({C} z) {{
+    {R} a = z.x, b = z.y;
+    if (a == 0 && b == 0) return ({C})(({R})0, b);
+    if (isinf(b)) return ({C})(INFINITY, b);
+    if (isnan(a)) return ({C})(a, a);
+    if (isinf(a)) {{
+        if (signbit(a)) return ({C})(fabs(b - b), copysign(a, b));
+        return ({C})(a, copysign(b - b, b));
+    }}
+    if (isnan(b)) return ({C})(b, b);
+    {R} scale = 1;
+    if (fabs(a) >= {M} || fabs(b) >= {M}) {{
+        a *= ({R})0.25;
+        b *= ({R})0.25;
+        scale = 2;
+    }}
+    {C} r;
+    if (a >= 0) {{
+        {R} t = sqrt((a + hypot(a, b)) * ({R})0.5);
+        r = ({C})(t, b / (2 * t));
+    }} else {{
+        {R} t = sqrt((-a + hypot(a, b)) * ({R})0.5);
+        r = ({C})(fabs(b) / (2 * t), copysign(t, b));
+    }}
+    return r * scale;
+}}
+inline {C} fj_cpow_{t}({C} a, {C} b) {{
+    if (b.x == 0 && b.y == 0) return ({C})(({R})1, ({R})0);
+    if (a.x == 0 && a.y == 0) {{
+        if (b.x > 0) return ({C})(({R})0, ({R})0);  /* (NumPy 2: whatever b.y) */
+        return ({C})(({R})NAN, ({R})NAN);
+    }}
+    if (b.y == 0 && fabs(b.x) < 100 && b.x == rint(b.x)) {{
+        /* NumPy's nc_pow: small integer powers by repeated (naive) products */
+        int n = (int)b.x;
+        if (n == 1) return a;
+        if (n == 2) return fj_cmulnaive_{t}(a, a);
+        if (n == 3) return fj_cmulnaive_{t}(a, fj_cmulnaive_{t}(a, a));
+        int m = n < 0 ? -n : n;
+        {C} aa = ({C})(({R})1, ({R})0), p = a;
+        for (int mask = 1; ; mask <<= 1) {{
+            if (m & mask) aa = fj_cmulnaive_{t}(aa, p);
+            if (m < (mask << 1)) break;
+            p = fj_cmulnaive_{t}(p, p);
+        }}
+        return n < 0 ? fj_cdiv_{t}(({C})(({R})1, ({R})0), aa) : aa;
+    }}
+    return fj_cexp_{t}(fj_cmulnaive_{t}(b, fj_clog_{t}(a)));
+}}
+inline {C} fj_csinh_{t}({C} z) {{
+    {R} x = z.x, y = z.y;
+    if (y == 0) return ({C})(sinh(x), y);
+    if (isfinite(y)) {{
+        if (isinf(x)) return ({C})(x * cos(y), INFINITY * sin(y));
+        return ({C})(sinh(x) * cos(y), cosh(x) * sin(y));
+    }}
+    if (x == 0) return ({C})(x, y - y);
+    if (isinf(x)) return ({C})(INFINITY, y - y);  /* (glibc: +inf whatever the sign of x) */
+    return ({C})(y - y, y - y);
+}}
+inline {C} fj_ccosh_{t}({C} z) {{
+    {R} x = z.x, y = z.y;
+    if (y == 0) return ({C})(cosh(x), isnan(x) ? y : copysign(({R})1, x) * y);
+    if (isfinite(y)) {{
+        if (isinf(x)) return ({C})(INFINITY * cos(y), x * sin(y));
+        return ({C})(cosh(x) * cos(y), sinh(x) * sin(y));
+    }}
+    if (x == 0) return ({C})(y - y, ({R})0);
+    if (isinf(x)) return ({C})(INFINITY, y - y);
+    return ({C})(y - y, y - y);
+}}
+inline {C} fj_ctanh_{t}({C} z) {{
+    {R} x = z.x, y = z.y;
+    if (isnan(x)) return ({C})(x, y == 0 ? y : x);
+    if (isinf(x)) return ({C})(copysign(({R})1, x),
+                                copysign(({R})0, isinf(y) ? y : sin(y) * cos(y)));
+    if (!isfinite(y)) return ({C})(x == 0 ? x : y - y, y - y);
+    if (fabs(x) >= {TH}) {{
+        {R} e = exp(-fabs(x));
+        return ({C})(copysign(({R})1, x), 4 * sin(y) * cos(y) * e * e);
+    }}
+    {R} t = tan(y);
+    {R} beta = 1 + t * t;
+    {R} s = sinh(x);
+    {R} rho = sqrt(1 + s * s);
+    {R} denom = 1 + beta * s * s;
+    return ({C})((beta * rho * s) / denom, t / denom);
+}}
+/* sin, cos, tan through the hyperbolic ones: sin(z) = -i sinh(iz), cos(z) = cosh(iz) */
+inline {C} fj_csin_{t}({C} z) {{
+    if (!isfinite(z.x) && isinf(z.y)) return ({C})(z.x - z.x, INFINITY);  /* (as glibc) */
+    {C} w = fj_csinh_{t}(({C})(-z.y, z.x));
+    return ({C})(w.y, -w.x);
+}}
+inline {C} fj_ccos_{t}({C} z) {{
+    return fj_ccosh_{t}(({C})(-z.y, z.x));
+}}
+inline {C} fj_ctan_{t}({C} z) {{
+    {C} w = fj_ctanh_{t}(({C})(-z.y, z.x));
+    return ({C})(w.y, -w.x);
+}}
+"""
+
+# funcs.inc.src: log2/log10 scale clog's parts; exp2 is cexp of z * ln 2 (componentwise)
+TEMPLATES.update({
+    (Op.EXP, "c"): "fj_cexp_{t}({a})", (Op.LOG, "c"): "fj_clog_{t}({a})",
+    (Op.LOG2, "c"): "(fj_clog_{t}({a}) * {LOG2E})", (Op.LOG10, "c"): "(fj_clog_{t}({a}) * {LOG10E})",
+    (Op.EXP2, "c"): "fj_cexp_{t}({a} * {LOGE2})",
+    (Op.SQRT, "c"): "fj_csqrt_{t}({a})", (Op.POW, "c"): "fj_cpow_{t}({a}, {b})",
+    (Op.SIN, "c"): "fj_csin_{t}({a})", (Op.COS, "c"): "fj_ccos_{t}({a})",
+    (Op.TAN, "c"): "fj_ctan_{t}({a})", (Op.SINH, "c"): "fj_csinh_{t}({a})",
+    (Op.COSH, "c"): "fj_ccosh_{t}({a})", (Op.TANH, "c"): "fj_ctanh_{t}({a})",
+})
