@@ -252,16 +252,24 @@ FUNCTIONS = {
     "log2": (np.log2, Op.LOG2), "log10": (np.log10, Op.LOG10), "sqrt": (np.sqrt, Op.SQRT),
     "sin": (np.sin, Op.SIN), "cos": (np.cos, Op.COS), "tan": (np.tan, Op.TAN),
     "sinh": (np.sinh, Op.SINH), "cosh": (np.cosh, Op.COSH), "tanh": (np.tanh, Op.TANH),
+    "arcsin": (np.arcsin, Op.ARCSIN), "arccos": (np.arccos, Op.ARCCOS),
+    "arctan": (np.arctan, Op.ARCTAN), "arcsinh": (np.arcsinh, Op.ARCSINH),
+    "arccosh": (np.arccosh, Op.ARCCOSH), "arctanh": (np.arctanh, Op.ARCTANH),
 }
 
 
 @pytest.mark.parametrize("ctype", CTYPES, ids=lambda t: t.__name__)
 def test_functions_on_special_values_and_branch_cuts(ctype):
     """C99 Annex G special values (as the C library NumPy calls returns them), the branch
-    cuts of sqrt and log on both sides (-1+0j and -1-0j), and random values within the op
-    table's normwise bound."""
-    z = np.concatenate([special(ctype), randoms(ctype, 2000),
-                        np.array([-4 + 0j, -1e-3 + 0j, 0.9 + 0.3j, 1 + 1e-4j], ctype)])
+    cuts on both sides (sqrt and log at -1+0j and -1-0j, arcsin/arccos/arctanh on the real
+    axis beyond 1, arctan/arcsinh on the imaginary axis), near the singularities (atanh at
+    1 + 1e-30j), and random, tiny and huge values within the op table's normwise bound."""
+    tiny = randoms(ctype, 200, seed=2) * 1e-4
+    huge = randoms(ctype, 200, seed=3) * 1e18
+    near = [-4 + 0j, -1e-3 + 0j, 0.9 + 0.3j, 1 + 1e-4j, 1 + 1e-30j, -1 - 1e-30j, 1e-30 + 1j,
+            2 - 0j, complex(2, -0.0), complex(-0.0, 3), complex(0.0, -3), complex(1.5, 0.0)]
+    z = np.concatenate([special(ctype), randoms(ctype, 2000), tiny, huge,
+                        np.array(near, ctype)])
     cut = np.array([complex(-1, 0), complex(-1, -0.0), complex(-np.inf, 0),
                     complex(-np.inf, -0.0)], ctype)
     z = np.concatenate([z, cut, np.conj(cut)])

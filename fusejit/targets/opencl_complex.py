@@ -77,7 +77,8 @@ def fields(name: str, real_literal) -> dict[str, str]:
     real = np.dtype(np.float32 if name == "complex64" else np.float64)
     consts = {"M": real.type(np.finfo(real).max / 4), "TH": real.type(9 if sfx else 22),
               "LOG2E": real.type(1 / math.log(2)), "LOG10E": real.type(1 / math.log(10)),
-              "LOGE2": real.type(math.log(2))}
+              "LOGE2": real.type(math.log(2)), "PI2": real.type(math.pi / 2),
+              "PI4": real.type(math.pi / 4), "BIG": real.type(math.sqrt(np.finfo(real).max) / 4)}
     return {"C": c, "R": r, "t": name, "f": sfx,
             **{k: real_literal(float(v), real) for k, v in consts.items()}}
 
@@ -98,12 +99,16 @@ def helpers(template: str, fields: dict[str, str]) -> dict[str, str]:
     arithmetic ones)."""
     t = fields["t"]
     found = {f"complex_{t}": HELPERS.format(**fields)}
-    if any(f"fj_c{fn}_" in template for fn in _FUNCTIONS):
+    inverse = any(f"fj_ca{fn}_" in template for fn in _INVERSE)
+    if inverse or any(f"fj_c{fn}_" in template for fn in _FUNCTIONS):
         found[f"complex_{t}_functions"] = FUNCTION_HELPERS.format(**fields)
+    if inverse:  # (sorted after the functions it calls)
+        found[f"complex_{t}_inverse"] = INVERSE_HELPERS.format(**fields)
     return found
 
 
 _FUNCTIONS = ("exp", "log", "sqrt", "pow", "sinh", "cosh", "tanh", "sin", "cos", "tan")
+_INVERSE = ("sin", "cos", "tan", "sinh", "cosh", "tanh")
 
 
 # NumPy's complex loops (numpy/_core/src/umath/loops.c.src, NumPy 2): written with the same
@@ -293,6 +298,74 @@ inline {C} fj_ctan_{t}({C} z) {{
 }}
 """
 
+# The inverse functions: Kahan's formulas ("Branch cuts for complex elementary functions",
+# 1987) through csqrt, which keep the signed zeros on the cuts; the C99 Annex G values for
+# infinite and NaN parts first. asin and atan are the rotations glibc computes them by
+# (asin(z) = -i asinh(iz), atan(z) = -i atanh(iz)). {PI2}, {PI4}: pi/2, pi/4; {BIG}: where
+# atanh's squares would overflow. (Parts are built one by one: (x + 1, y) keeps y = -0.)
+INVERSE_HELPERS = """
+inline {C} fj_casin_k_{t}({C} w) {{
+    {C} s1 = fj_csqrt_{t}(({C})(1 - w.x, -w.y)), s2 = fj_csqrt_{t}(({C})(1 + w.x, w.y));
+    return ({C})(atan2(w.x, s1.x * s2.x - s1.y * s2.y), asinh(s1.x * s2.y - s1.y * s2.x));
+}}
+inline {C} fj_casinh_{t}({C} z) {{
+    {R} x = z.x, y = z.y;
+    if (isinf(x)) return ({C})(x, isnan(y) ? y : copysign(isinf(y) ? {PI4} : ({R})0, y));
+    if (isinf(y)) return ({C})(copysign(({R})INFINITY, x), isnan(x) ? x : copysign({PI2}, y));
+    if (isnan(x)) return ({C})(x, y == 0 ? y : x);
+    if (isnan(y)) return ({C})(y, y);
+    {C} a = fj_casin_k_{t}(({C})(-y, x));
+    return ({C})(a.y, -a.x);
+}}
+inline {C} fj_casin_{t}({C} z) {{
+    {C} w = fj_casinh_{t}(({C})(-z.y, z.x));
+    return ({C})(w.y, -w.x);
+}}
+inline {C} fj_cacos_{t}({C} z) {{
+    {R} x = z.x, y = z.y;
+    if (isinf(x)) {{
+        if (isnan(y)) return ({C})(y, -({R})INFINITY);  /* (glibc's sign) */
+        {R} re = isinf(y) ? (x > 0 ? {PI4} : 3 * {PI4}) : (x > 0 ? ({R})0 : 2 * {PI2});
+        return ({C})(re, copysign(({R})INFINITY, -y));
+    }}
+    if (isinf(y)) return ({C})(isnan(x) ? x : {PI2}, copysign(({R})INFINITY, -y));
+    if (isnan(x) || isnan(y)) return ({C})(x == 0 ? {PI2} : y + x, y + x);
+    {C} s1 = fj_csqrt_{t}(({C})(1 - x, -y)), s2 = fj_csqrt_{t}(({C})(1 + x, y));
+    return ({C})(2 * atan2(s1.x, s2.x), asinh(s2.x * s1.y - s2.y * s1.x));
+}}
+inline {C} fj_cacosh_{t}({C} z) {{
+    {R} x = z.x, y = z.y;
+    if (isinf(x) || isinf(y) || isnan(x) || isnan(y)) {{
+        {C} w = fj_cacos_{t}(z);  /* acosh(z) = +-i acos(z), the sign making Re >= 0 */
+        return ({C})(fabs(w.y), isnan(w.y) ? w.x : copysign(w.x, y));
+    }}
+    {C} s1 = fj_csqrt_{t}(({C})(x - 1, y)), s2 = fj_csqrt_{t}(({C})(x + 1, y));
+    return ({C})(asinh(s1.x * s2.x + s1.y * s2.y), 2 * atan2(s1.y, s2.x));
+}}
+inline {C} fj_catanh_{t}({C} z) {{
+    {R} x = z.x, y = z.y;
+    if (isinf(x) || isinf(y)) return ({C})(copysign(({R})0, x), isnan(y) ? y : copysign({PI2}, y));
+    if (isnan(x)) return ({C})(x, x);
+    if (isnan(y)) return ({C})(x == 0 ? x : y, y);
+    if (fabs(x) > {BIG} || fabs(y) > {BIG}) {{
+        {R} h = hypot(x, y);
+        return ({C})((x / h) / h, copysign({PI2}, y));
+    }}
+    {R} ax = fabs(x);
+    /* near z = +-1 (where the squares may underflow) as a difference of logs, which then
+       does not cancel; elsewhere log1p, accurate for small results */
+    {R} d = (1 - ax) * (1 - ax) + y * y;
+    {R} re = d < ({R})0.25 ? ({R})0.5 * (log(hypot(1 + ax, y)) - log(hypot(1 - ax, y)))
+                          : ({R})0.25 * log1p(4 * ax / d);
+    re = copysign(re, x);
+    return ({C})(re, ({R})0.5 * atan2(2 * y, (1 - x) * (1 + x) - y * y));
+}}
+inline {C} fj_catan_{t}({C} z) {{
+    {C} w = fj_catanh_{t}(({C})(-z.y, z.x));
+    return ({C})(w.y, -w.x);
+}}
+"""
+
 # funcs.inc.src: log2/log10 scale clog's parts; exp2 is cexp of z * ln 2 (componentwise)
 TEMPLATES.update({
     (Op.EXP, "c"): "fj_cexp_{t}({a})", (Op.LOG, "c"): "fj_clog_{t}({a})",
@@ -302,4 +375,7 @@ TEMPLATES.update({
     (Op.SIN, "c"): "fj_csin_{t}({a})", (Op.COS, "c"): "fj_ccos_{t}({a})",
     (Op.TAN, "c"): "fj_ctan_{t}({a})", (Op.SINH, "c"): "fj_csinh_{t}({a})",
     (Op.COSH, "c"): "fj_ccosh_{t}({a})", (Op.TANH, "c"): "fj_ctanh_{t}({a})",
+    (Op.ARCSIN, "c"): "fj_casin_{t}({a})", (Op.ARCCOS, "c"): "fj_cacos_{t}({a})",
+    (Op.ARCTAN, "c"): "fj_catan_{t}({a})", (Op.ARCSINH, "c"): "fj_casinh_{t}({a})",
+    (Op.ARCCOSH, "c"): "fj_cacosh_{t}({a})", (Op.ARCTANH, "c"): "fj_catanh_{t}({a})",
 })
