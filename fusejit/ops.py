@@ -214,11 +214,11 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.SIGN, np.sign, culp=_C_HYPOT), _row(Op.SQUARE, np.square), _row(Op.RECIPROCAL, np.reciprocal),
     _row(Op.EXP, np.exp, None, "transcendental", ulp=_T, culp=_C_T),
     _row(Op.EXP2, np.exp2, None, "transcendental", ulp=_T, culp=_C_T),
-    _row(Op.EXPM1, np.expm1, None, "transcendental", ulp=_T),
+    _row(Op.EXPM1, np.expm1, None, "transcendental", ulp=_T, culp=_C_T),
     _row(Op.LOG, np.log, None, "transcendental", ulp=_T, culp=_C_T),
     _row(Op.LOG2, np.log2, None, "transcendental", ulp=_T, culp=_C_T),
     _row(Op.LOG10, np.log10, None, "transcendental", ulp=_T, culp=_C_T),
-    _row(Op.LOG1P, np.log1p, None, "transcendental", ulp=_T),
+    _row(Op.LOG1P, np.log1p, None, "transcendental", ulp=_T, culp=_C_T),
     _row(Op.SQRT, np.sqrt, culp={32: 2.0, 64: 2.0}),
     _row(Op.CBRT, np.cbrt, None, "transcendental", ulp=_T),
     _row(Op.SIN, np.sin, None, "transcendental", ulp=_T, culp=_C_T),
@@ -305,8 +305,9 @@ REDUCE_OF_UFUNC: dict[np.ufunc, Op] = {
 CLIP_UFUNC = _clip_ufunc
 
 # Ops fusejit computes on complex operands (the Target spells them; fusejit/targets/
-# opencl_complex.py). NumPy defines a few more on complex (see COMPLEX_REFUSED), which raise
-# UnsupportedDTypeError when traced; the rest NumPy itself refuses (floor, arctan2, ...).
+# opencl_complex.py). An op NumPy defines on complex that is missing here raises
+# UnsupportedDTypeError when traced (today every complex loop of the ufuncs fusejit traces is
+# here); the rest NumPy itself refuses (floor, arctan2, ...).
 COMPLEX_OPS = frozenset({
     Op.CAST, Op.WHERE, Op.ADD, Op.SUB, Op.MUL, Op.TRUEDIV, Op.NEG, Op.POS, Op.CONJ, Op.ABS,
     Op.SQUARE, Op.RECIPROCAL, Op.SIGN, Op.REAL, Op.IMAG, Op.ISNAN, Op.ISINF, Op.ISFINITE,
@@ -315,7 +316,7 @@ COMPLEX_OPS = frozenset({
     Op.SUM, Op.PROD, Op.MAX, Op.MIN,
     Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG10, Op.SQRT, Op.POW, Op.SIN, Op.COS, Op.TAN,
     Op.SINH, Op.COSH, Op.TANH, Op.ARCSIN, Op.ARCCOS, Op.ARCTAN, Op.ARCSINH, Op.ARCCOSH,
-    Op.ARCTANH,
+    Op.ARCTANH, Op.EXPM1, Op.LOG1P, Op.RINT,
 })
 
 # Cost model weights (relative to one add): used by the partitioner when it has to decide

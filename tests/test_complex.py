@@ -255,6 +255,7 @@ FUNCTIONS = {
     "arcsin": (np.arcsin, Op.ARCSIN), "arccos": (np.arccos, Op.ARCCOS),
     "arctan": (np.arctan, Op.ARCTAN), "arcsinh": (np.arcsinh, Op.ARCSINH),
     "arccosh": (np.arccosh, Op.ARCCOSH), "arctanh": (np.arctanh, Op.ARCTANH),
+    "expm1": (np.expm1, Op.EXPM1), "log1p": (np.log1p, Op.LOG1P), "rint": (np.rint, Op.RINT),
 }
 
 

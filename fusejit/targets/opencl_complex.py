@@ -107,7 +107,8 @@ def helpers(template: str, fields: dict[str, str]) -> dict[str, str]:
     return found
 
 
-_FUNCTIONS = ("exp", "log", "sqrt", "pow", "sinh", "cosh", "tanh", "sin", "cos", "tan")
+_FUNCTIONS = ("exp", "log", "sqrt", "pow", "sinh", "cosh", "tanh", "sin", "cos", "tan", "expm1",
+              "log1p")
 _INVERSE = ("sin", "cos", "tan", "sinh", "cosh", "tanh")
 
 
@@ -292,6 +293,14 @@ inline {C} fj_csin_{t}({C} z) {{
 inline {C} fj_ccos_{t}({C} z) {{
     return fj_ccosh_{t}(({C})(-z.y, z.x));
 }}
+/* funcs.inc.src's nc_expm1 and nc_log1p, as written there */
+inline {C} fj_cexpm1_{t}({C} z) {{
+    {R} a = sin(z.y / 2);
+    return ({C})(expm1(z.x) * cos(z.y) - 2 * a * a, exp(z.x) * sin(z.y));
+}}
+inline {C} fj_clog1p_{t}({C} z) {{
+    return ({C})(log(hypot(z.x + 1, z.y)), atan2(z.y, z.x + 1));
+}}
 inline {C} fj_ctan_{t}({C} z) {{
     {C} w = fj_ctanh_{t}(({C})(-z.y, z.x));
     return ({C})(w.y, -w.x);
@@ -378,4 +387,6 @@ TEMPLATES.update({
     (Op.ARCSIN, "c"): "fj_casin_{t}({a})", (Op.ARCCOS, "c"): "fj_cacos_{t}({a})",
     (Op.ARCTAN, "c"): "fj_catan_{t}({a})", (Op.ARCSINH, "c"): "fj_casinh_{t}({a})",
     (Op.ARCCOSH, "c"): "fj_cacosh_{t}({a})", (Op.ARCTANH, "c"): "fj_catanh_{t}({a})",
+    (Op.EXPM1, "c"): "fj_cexpm1_{t}({a})", (Op.LOG1P, "c"): "fj_clog1p_{t}({a})",
+    (Op.RINT, "c"): "rint({a})",  # (componentwise, as NumPy's nc_rint)
 })
