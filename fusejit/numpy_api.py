@@ -131,6 +131,10 @@ def _round(a: Any, decimals: int = 0, out: Any = None) -> TensorProxy:
     for integers), rint, unscale, and cast back. Bools are not integers there: rint gives
     float16, and scaling a bool fails NumPy's same_kind store back into a bool array."""
     x = lift(a)
+    if x.dtype.kind == "c":  # NumPy rounds the parts as real arrays
+        result = numpy_complex.from_parts(_round(numpy_complex.real(x), decimals),
+                                          _round(numpy_complex.imag(x), decimals))
+        return result if out is None else out.write(Ellipsis, result, as_output=True) or out
     if x.dtype.kind in "iu" and decimals >= 0:
         return TensorProxy(x.node)
     if decimals == 0:
@@ -162,6 +166,10 @@ def _fix(x: Any, out: Any = None) -> TensorProxy:
 def _nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
                 neginf: float | None = None) -> TensorProxy:
     x = lift(x)
+    if x.dtype.kind == "c":  # each part on its own, with the real dtype's limits
+        return numpy_complex.from_parts(
+            *(_nan_to_num(p(x), copy, nan, posinf, neginf)
+              for p in (numpy_complex.real, numpy_complex.imag)))
     if x.dtype.kind != "f":  # NumPy returns a copy (a write into it must not reach x)
         return TensorProxy(x.node) if copy else x
     info = np.finfo(x.dtype)

@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as dt
+from . import shapes
 from .errors import UnsupportedDTypeError
 from .ir import Node, const
 from .ops import Op
-from .trace import TensorProxy, apply_ufunc, lift
+from .trace import TensorProxy, apply_ufunc, broadcast_to, cast, lift
 
 
 def _part(x: TensorProxy, op: Op) -> TensorProxy:
@@ -52,6 +53,15 @@ def angle(z: Any, deg: bool = False) -> TensorProxy:
     re, im = (real(x), imag(x)) if x.dtype.kind == "c" else (x, imag(x))
     a = apply_ufunc(np.arctan2, (im, re), {})
     return apply_ufunc(np.multiply, (a, 180 / np.pi), {}) if deg else a
+
+
+def from_parts(re: TensorProxy, im: TensorProxy) -> TensorProxy:
+    """The complex value with these real parts (of one float dtype), as NumPy builds results
+    part by part (np.round, np.nan_to_num of complex arrays)."""
+    shape = shapes.broadcast_shapes(re.shape, im.shape)
+    part = np.result_type(re.dtype, im.dtype)
+    nodes = tuple(broadcast_to(cast(p.node, part), shape) for p in (re, im))
+    return TensorProxy(Node.make(Op.COMPLEX, dt.complex_of(part), shape, nodes))
 
 
 def squared_magnitude(dev: TensorProxy) -> TensorProxy:

@@ -131,6 +131,7 @@ class Op(enum.Enum):
     REAL = enum.auto()
     IMAG = enum.auto()
     CONJ = enum.auto()
+    COMPLEX = enum.auto()  # (re, im) of one float dtype -> the complex value with those parts
     # matrix product over the last two axes: srcs (a[..., M, K], b[..., K, N]) with equal batch
     # dims (broadcast by views), result [..., M, N]; integers wrap, float16 accumulates in float32
     MATMUL = enum.auto()
@@ -190,6 +191,14 @@ def _row(op: Op, ufunc: np.ufunc | None, arity: int | None = None, *flags: str, 
     n = arity if arity is not None else (ufunc.nin if ufunc is not None else 1)
     assert set(flags) <= FLAGS, flags
     return op, OpInfo(op.name.lower(), n, ufunc, ref, frozenset(flags), ulp, culp)
+
+
+def _complex_ref(re: Any, im: Any) -> Any:
+    """Parts set one by one (``re + 1j * im`` would make inf * 0 a NaN and lose -0.0)."""
+    re, im = np.broadcast_arrays(re, im)
+    out = np.empty(re.shape, np.result_type(re.dtype, 0j))
+    out.real, out.imag = re, im
+    return out
 
 
 def _iota_ref(*_: Any) -> Any:  # evaluated structurally by reference.eval_graph
@@ -274,7 +283,7 @@ OPS: dict[Op, OpInfo] = dict([
         x, np.clip(i, 0, x.shape[axis] - 1), axis)),
     _row(Op.MATMUL, np.matmul, 2, ref=np.matmul),
     _row(Op.REAL, None, 1, ref=np.real), _row(Op.IMAG, None, 1, ref=np.imag),
-    _row(Op.CONJ, np.conjugate),
+    _row(Op.CONJ, np.conjugate), _row(Op.COMPLEX, None, 2, ref=_complex_ref),
 ])
 assert set(OPS) == set(Op), set(Op) - set(OPS)
 
@@ -316,7 +325,7 @@ COMPLEX_OPS = frozenset({
     Op.SUM, Op.PROD, Op.MAX, Op.MIN,
     Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG10, Op.SQRT, Op.POW, Op.SIN, Op.COS, Op.TAN,
     Op.SINH, Op.COSH, Op.TANH, Op.ARCSIN, Op.ARCCOS, Op.ARCTAN, Op.ARCSINH, Op.ARCCOSH,
-    Op.ARCTANH, Op.EXPM1, Op.LOG1P, Op.RINT,
+    Op.ARCTANH, Op.EXPM1, Op.LOG1P, Op.RINT, Op.COMPLEX,
 })
 
 # Cost model weights (relative to one add): used by the partitioner when it has to decide

@@ -315,3 +315,21 @@ def test_fused_complex_functions_stay_one_kernel():
     assert len(low.kernels) == 1 and not low.plan.temps
     want = np.abs(np.exp(1j * x)) + np.angle(np.sqrt(x + 0j))
     assert_matches(f(x), want, ulp=16)
+
+
+def test_round_and_nan_to_num_work_part_by_part():
+    z = np.concatenate([special(np.complex64), randoms(np.complex64, 300)])
+    f = fuse(lambda z: [np.round(z), np.round(z, 2), np.around(z, -1), np.nan_to_num(z),
+                        np.nan_to_num(z, nan=1.5, posinf=2.0, neginf=-3.0)])
+    want = numpy(lambda: [np.round(z), np.round(z, 2), np.around(z, -1), np.nan_to_num(z),
+                          np.nan_to_num(z, nan=1.5, posinf=2.0, neginf=-3.0)])
+    for k, (g, w) in enumerate(zip(f(z), want)):
+        assert_matches(g, w, what=f"part by part {k}")
+
+
+def test_validate_refuses_complex_before_running(launches):
+    z = randoms(np.complex64, 16)
+    f = fuse(lambda z: np.abs(np.exp(z)), validate=True)
+    with pytest.raises(fusejit.UnsupportedDTypeError, match="no error bounds for complex"):
+        f(z)
+    assert not launches

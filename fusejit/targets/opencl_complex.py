@@ -42,6 +42,7 @@ TEMPLATES: dict[tuple[Op, str], str] = {
     (Op.NEG, "c"): "(-{a})", (Op.POS, "c"): "{a}",
     (Op.CONJ, "c"): "(({S})({a}.x, -{a}.y))",
     (Op.CONJ, "*"): "{a}",  # (of a real value: itself)
+    (Op.COMPLEX, "f"): "(({T})({a}, {b}))",
     (Op.ABS, "c"): "hypot({a}.x, {a}.y)",
     (Op.SQUARE, "c"): "fj_csquare_{t}({a})",
     (Op.RECIPROCAL, "c"): "fj_crecip_{t}({a})",
