@@ -273,3 +273,14 @@ def test_out_of_the_wrong_shape():
 
     with pytest.raises(ValueError, match="wrong size"):
         f(np.ones((3, 4)), np.zeros(5))
+
+
+def test_validate_mode_bounds_scans():
+    x = _data((4, 50), np.float32)
+    f = fuse(lambda a: (np.cumsum(a * 2, axis=1), np.cumprod(a / 8, axis=0),
+                        np.maximum.accumulate(a, axis=1), np.cumsum(a > 0, axis=1)),
+             validate=True)
+    for got, want in zip(f(x), (np.cumsum(x * 2, axis=1), np.cumprod(x / 8, axis=0),
+                                np.maximum.accumulate(x, axis=1), np.cumsum(x > 0, axis=1))):
+        assert np.asarray(got).dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
