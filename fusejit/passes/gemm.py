@@ -16,6 +16,9 @@
    feeds a GEMM and reads it. Values stored by GEMM kernels are leaves there (stand-in
    parameters), mapped back to the graph's nodes afterwards.
 
+Scans (SCAN nodes) follow the same rules as products: a scan reads whole rows of its operand
+and its epilogue reads it at its own index, so each is a "scan" group (fusejit/scan_source.py).
+
 In-place writes are then checked across all kernels: a write that a later kernel, or the
 GEMM's own tile loads, could still read goes through a temporary copied back at the end.
 """
