@@ -9,6 +9,7 @@
 from . import numpy_api  # noqa: F401 - the traced NumPy surface, loaded now, not in a first call
 from . import random  # fusejit.random: keyed Philox random numbers (in __all__)
 from . import linalg  # noqa: F401 - matrix products (@, matmul, dot, einsum, ...)
+from . import numpy_einsum  # noqa: F401 - np.einsum beyond matrix products (after linalg)
 from .aot import BundleError, ShapeDtype, export, load
 from .api import CacheInfo, Fused, Lowered, fuse
 from .errors import (

@@ -223,6 +223,8 @@ def format_arg(node: Node) -> str:
         return f"%arg{node.arg}"
     if node.op is Op.SCALAR:
         return f"%arg{node.arg[0]}"
+    if node.op is Op.SCAN:
+        return f"{node.arg[0].name.lower()}, axis={node.arg[1]}"
     if node.op is Op.VIEW:
         from .shapes import format_map
 

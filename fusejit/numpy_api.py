@@ -77,6 +77,10 @@ def ufunc_method(ufunc: np.ufunc, method: str, inputs: Any, kwargs: dict[str, An
 
     if method == "reduce" and ufunc in EXTRA_REDUCE:
         return ufunc_reduce(ufunc, inputs, kwargs)
+    if method == "accumulate":
+        from .numpy_scan import ufunc_accumulate
+
+        return ufunc_accumulate(ufunc, inputs, kwargs)
     if method == "outer" and ufunc.nin == 2:
         a, b = (lift(v) for v in inputs)
         a2 = TensorProxy(reshape(a.node, a.shape + (1,) * b.ndim))
@@ -661,7 +665,6 @@ for _f, _why in {
     np.argsort: "sorting is not elementwise; sort outside the fused function",
     np.nonzero: "its result shape depends on the data; use np.where(cond, x, y)",
     np.unique: "its result shape depends on the data",
-    np.cumsum: "scans are not fused yet; call np.cumsum outside the fused function",
 }.items():
     FUNCTIONS[_f] = _unsupported(f"np.{_f.__name__}", _why)
 
@@ -669,3 +672,4 @@ for _f, _why in {
 # NumPy functions implemented in their own modules register into FUNCTIONS / METHODS on import
 from . import numpy_build, numpy_elementwise, numpy_gather, numpy_reduce  # noqa: E402,F401
 from . import numpy_split  # noqa: E402,F401
+from . import numpy_scan  # noqa: E402,F401

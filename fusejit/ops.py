@@ -135,6 +135,9 @@ class Op(enum.Enum):
     # matrix product over the last two axes: srcs (a[..., M, K], b[..., K, N]) with equal batch
     # dims (broadcast by views), result [..., M, N]; integers wrap, float16 accumulates in float32
     MATMUL = enum.auto()
+    # inclusive scan along one axis (np.cumsum, ufunc.accumulate): srcs (x,), arg = (combine
+    # op, axis); out[..., i, ...] = x[..., 0, ...] op ... op x[..., i, ...] in the node's dtype
+    SCAN = enum.auto()
 
 
 @dataclass(frozen=True)
@@ -284,6 +287,8 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.MATMUL, np.matmul, 2, ref=np.matmul),
     _row(Op.REAL, None, 1, ref=np.real), _row(Op.IMAG, None, 1, ref=np.imag),
     _row(Op.CONJ, np.conjugate), _row(Op.COMPLEX, None, 2, ref=_complex_ref),
+    _row(Op.SCAN, None, 1, ref=lambda x, arg: OPS[arg[0]].ufunc.accumulate(
+        x, axis=arg[1], dtype=x.dtype)),
 ])
 assert set(OPS) == set(Op), set(Op) - set(OPS)
 
@@ -292,7 +297,7 @@ MOVEMENT = frozenset({Op.VIEW, Op.RESHAPE})
 REDUCE = frozenset({Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.ANY, Op.ALL})
 CONTRACT = frozenset({Op.MATMUL})  # computed by a GEMM kernel (fusejit/passes/gemm.py)
 ELEMENTWISE = frozenset(set(Op) - LEAVES - MOVEMENT - REDUCE - CONTRACT
-                        - {Op.SETITEM, Op.GATHER})
+                        - {Op.SETITEM, Op.GATHER, Op.SCAN})
 UFUNC_OPS = frozenset(op for op in ELEMENTWISE if OPS[op].ufunc is not None)
 COMMUTATIVE = frozenset(op for op, info in OPS.items() if "commutative" in info.flags)
 TRANSCENDENTAL = frozenset(op for op, info in OPS.items() if "transcendental" in info.flags)
@@ -309,6 +314,15 @@ OP_OF_UFUNC[np.degrees] = Op.RAD2DEG
 REDUCE_OF_UFUNC: dict[np.ufunc, Op] = {
     np.add: Op.SUM, np.multiply: Op.PROD, np.maximum: Op.MAX, np.minimum: Op.MIN,
     np.logical_or: Op.ANY, np.logical_and: Op.ALL,
+}
+
+# Combine ops a SCAN may use: associative, so a work-group may scan in a tree (fusejit/
+# scan_source.py); their identities start each scan (NumPy's ufunc.identity, and the lowest /
+# highest value for maximum / minimum, filled in by the kernel's dtype).
+SCAN_COMBINE: dict[Op, object] = {
+    Op.ADD: 0, Op.MUL: 1, Op.MAXIMUM: "lowest", Op.MINIMUM: "highest", Op.FMAX: "nan",
+    Op.FMIN: "nan", Op.LOGICAL_AND: True, Op.LOGICAL_OR: False, Op.LOGICAL_XOR: False,
+    Op.BITWISE_AND: -1, Op.BITWISE_OR: 0, Op.BITWISE_XOR: 0,
 }
 
 CLIP_UFUNC = _clip_ufunc

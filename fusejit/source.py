@@ -27,6 +27,7 @@ from .passes.partition import Group, Plan
 from .passes.schedule import loaded
 from .reduce_source import ReductionKernels
 from .render import Renderer
+from .scan_source import scan_kernels
 from .symbolic import Expr, Var
 from .targets.base import Target
 
@@ -98,6 +99,8 @@ class SourceModule(ReductionKernels):
                 made = [self._elementwise(f"fj_k{i}", group)]
             elif group.kind == "gemm":
                 made = gemm_kernels(self, f"fj_k{i}", group)
+            elif group.kind == "scan":
+                made = scan_kernels(self, f"fj_k{i}", group)
             else:
                 made = self._reduce(f"fj_k{i}", group)
             for kernel, low in made:

@@ -158,6 +158,8 @@ def _bound(node: Node, srcs: list[Bound], values: Sequence[Any]) -> Bound:
         return _reduce(node, srcs[0])
     if op is Op.MATMUL:
         return _matmul(node, *srcs)
+    if op is Op.SCAN:
+        return _scan(node, srcs[0])
     return _pointwise(node, srcs)
 
 
@@ -316,6 +318,36 @@ def _reduce(node: Node, src: Bound) -> Bound:
     else:  # integer sums and products wrap the same way; arg-reductions need exact operands
         out = np.where(unknown | inexact, np.inf, 0.0)
     return Bound(ref, np.broadcast_to(out, node.shape))
+
+
+def _scan(node: Node, src: Bound) -> Bound:
+    """A scan: element i is bounded as the reduction of the prefix ``[0, i]`` (summed in any
+    grouping: ``(L - 1)·u·cumsum(|x|)`` for floats, the relative errors added for products,
+    the largest operand bound for max/min); other scans are exact from exact operands."""
+    combine, axis = node.arg
+    ref = np.asarray(eval_node(_wide(node), [src.ref]))
+    err = np.broadcast_to(src.err, src.ref.shape)
+    unknown = np.logical_or.accumulate(np.isinf(err), axis=axis)
+    e = np.where(np.isinf(err), 0.0, err)
+    n = node.shape[axis]
+    if node.dtype.kind == "f" and combine in (Op.ADD, Op.MUL):
+        u = np.finfo(np.float32 if node.dtype.itemsize < 4 else node.dtype).eps / 2
+        x = src.ref
+        finite = np.isfinite(x)
+        mag = np.where(finite, np.abs(x) + e, 0.0)
+        if combine is Op.ADD:
+            total = np.cumsum(e, axis=axis) + max(n - 1, 0) * u * np.cumsum(mag, axis=axis)
+        else:
+            rel = np.where(e > 0, np.where(np.abs(x) > 0, e / np.abs(x), np.inf), 0.0)
+            total = np.abs(ref) * (max(n - 1, 0) * u + np.cumsum(rel, axis=axis))
+        total = total + 0.5 * _ulp(ref, node.dtype)
+        out = np.where(unknown | ~np.isfinite(total), np.inf, total)
+    elif node.dtype.kind == "f":  # max/min and their NaN-skipping forms pick an operand
+        out = np.where(unknown, np.inf, np.maximum.accumulate(e, axis=axis))
+    else:
+        inexact = np.logical_or.accumulate(e != 0, axis=axis)
+        out = np.where(unknown | inexact, np.inf, 0.0)
+    return Bound(ref, out)
 
 
 def _matmul(node: Node, a: Bound, b: Bound) -> Bound:

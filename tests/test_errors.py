@@ -73,7 +73,9 @@ MISTAKES = {
     "np_sort": (lambda x, y: np.sort(x), fusejit.UnsupportedOperationError, ["np.sort"]),
     "np_linalg_inv": (lambda x, y: np.linalg.inv(x.reshape(32, 32)),
                       fusejit.UnsupportedOperationError, ["np.linalg.inv"]),
-    "np_cumsum": (lambda x, y: np.cumsum(x), fusejit.UnsupportedOperationError, ["np.cumsum"]),
+    "subtract_accumulate": (lambda x, y: np.subtract.accumulate(x),
+                            fusejit.UnsupportedOperationError,
+                            ["np.subtract.accumulate", "associative"]),
     "sort_method": (lambda x, y: x.sort(), fusejit.UnsupportedAttributeError, ["ndarray.sort"]),
     "mask_gather": (lambda x, y: x[x > 0], fusejit.UnsupportedOperationError,
                     ["data-dependent shape", "np.where"]),
@@ -138,7 +140,7 @@ def test_unsupported_method_is_still_an_attribute_error():
 
     @fuse
     def f(x):
-        seen.append((hasattr(x, "sort"), getattr(x, "cumsum", None), hasattr(x, "no_such")))
+        seen.append((hasattr(x, "sort"), getattr(x, "tofile", None), hasattr(x, "no_such")))
         return x + 1
 
     f(np.ones(3, np.float32))

@@ -139,6 +139,8 @@ class UnfusedBackend(Backend):
     def prepare(self, wl: Workload, host: list[np.ndarray]) -> Prepared:
         if wl.family in ("gemm", "mlp"):
             raise Unsupported("pyopencl.array has no matrix product")
+        if wl.family == "scan":
+            raise Unsupported("pyopencl.array has no cumsum (pyopencl.scan is a kernel builder)")
         dev = [self.ns.asarray(a) for a in host]
         return Prepared(functools.partial(wl.fn, self.ns, *dev), _get, self._finish)
 

@@ -249,19 +249,21 @@ class Scale:
     layernorm: tuple[int, int]
     gemm: int = 128  # n of the n^3 dense layers
     mlp: tuple[int, int] = (128, 128)  # (tokens, width) of the MLP block
+    scan: int = 2**24  # elements of the 1-d cumsum (a few long rows: reduce-then-scan)
+    scan_rows: tuple[int, int] = (16384, 1024)  # (rows, length) of the row-wise cumsum
 
 
 CHAIN_LENGTHS = (1, 2, 4, 8, 16, 32)
 SCALES: dict[str, Scale] = {
     "tiny": Scale((2**10, 2**14), (1, 8), 2**14, 2**14, 2**14, (64, 256), (64, 256), 64,
-                  (64, 64)),
+                  (64, 64), 2**14, (64, 256)),
     "small": Scale((2**10, 2**14, 2**18, 2**22), CHAIN_LENGTHS, 2**22, 2**20, 2**21,
-                   (1024, 1024), (512, 4096), 1024, (1024, 1024)),
+                   (1024, 1024), (512, 4096), 1024, (1024, 1024), 2**22, (4096, 1024)),
     "full": Scale((2**10, 2**14, 2**18, 2**22, 2**26), CHAIN_LENGTHS, 2**26, 2**24, 2**25,
                   (16384, 1024), (8192, 4096), 4096, (8192, 4096)),
 }
 FAMILIES = ("chain", "gelu", "haversine", "black_scholes", "adam", "softmax", "layernorm", "gemm",
-            "mlp")
+            "mlp", "scan")
 
 
 def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload]:
@@ -316,7 +318,18 @@ def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload
                              InputSpec("b1", (d,), -0.5, 0.5), _weights("w2", d, d),
                              InputSpec("b2", (d,), -0.5, 0.5)), ((t, d),),
                             params={"flops": 4 * t * d * d}))
+    if "scan" in families:
+        n, shape = scale.scan, scale.scan_rows
+        out.append(Workload(f"cumsum/2^{int(math.log2(n))}", "scan", cumsum,
+                            (InputSpec("x", (n,), -1.0, 1.0),), ((n,),)))
+        out.append(Workload(f"row_cumsum/{shape[0]}x{shape[1]}", "scan", cumsum,
+                            (InputSpec("x", shape, -1.0, 1.0),), (shape,)))
     return out
+
+
+def cumsum(xp: Any, x: Any) -> Any:
+    """A scan along the last axis (the whole array when 1-d): one read and one write."""
+    return xp.cumsum(x, axis=-1)
 
 
 SCALE_ENV = "FUSEJIT_BENCH_SCALE"

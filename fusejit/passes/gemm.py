@@ -16,6 +16,9 @@
    feeds a GEMM and reads it. Values stored by GEMM kernels are leaves there (stand-in
    parameters), mapped back to the graph's nodes afterwards.
 
+Scans (SCAN nodes) follow the same rules as products: a scan reads whole rows of its operand
+and its epilogue reads it at its own index, so each is a "scan" group (fusejit/scan_source.py).
+
 In-place writes are then checked across all kernels: a write that a later kernel, or the
 GEMM's own tile loads, could still read goes through a temporary copied back at the end.
 """
@@ -40,7 +43,8 @@ def partition_gemm(graph: Graph, limits: DeviceLimits | None = None,
                    aliases: Sequence[frozenset[int]] = ()) -> Plan:
     """``partition`` for graphs with matrix products (see the module docstring)."""
     order = graph.toposort()
-    mms = [n for n in order if n.op is Op.MATMUL]
+    # scans are kernels of this shape too: a whole-row prologue, an epilogue at their own index
+    mms = [n for n in order if n.op in (Op.MATMUL, Op.SCAN)]
     if not mms:
         return partition(graph, limits, aliases)
     return _GemmPartition(graph, order, mms, limits or DeviceLimits(), aliases).plan()
@@ -209,6 +213,13 @@ class _GemmPartition:
                     continue
                 stores = list(epilogue[m]) + [Store(p, Dest("temp", temp_of[p]))
                                               for p, g in stored_by.items() if g is m]
+                if m.op is Op.SCAN:
+                    from ..scan_source import scan_reason
+
+                    groups.append(Group("scan", m.shape, tuple(stores),
+                                        scan_reason(m, stores, _ops(m.srcs[0], stored)),
+                                        scan=m))
+                    continue
                 groups.append(Group("gemm", m.shape, tuple(stores), _reason(m, stores, stored),
                                     matmul=m))
         groups, temps = _inplace(graph, groups, temps, self.aliases)
@@ -321,8 +332,8 @@ def _reads(group: Group, temps: set[Node]) -> set[int]:
     """Argument indices a group's kernel loads (not below stored values)."""
     nodes = [st.node for st in group.stores + group.row_stores]
     nodes += [r.srcs[0] for r in group.reductions]
-    if group.matmul is not None:
-        nodes += list(group.matmul.srcs)
+    if group.whole is not None:
+        nodes += list(group.whole.srcs)
     out: set[int] = set()
     for node in nodes:
         out |= {n.arg for n in leaves_of(node, temps - {node}) if n.op is Op.INPUT}
@@ -346,14 +357,15 @@ def _inplace(graph: Graph, groups: list[Group], temps: list[Node],
                 continue
             family = cls.get(st.dest.index, {st.dest.index})
             why = None
-            if g.kind == "gemm":
+            if g.kind in ("gemm", "scan"):
                 operand_reads = set()
-                for src in g.matmul.srcs:
+                for src in g.whole.srcs:
                     operand_reads |= {n.arg for n in leaves_of(src, temp_set) if
                                       n.op is Op.INPUT}
                 if operand_reads & family:
-                    why = "the GEMM's tile loads read the argument it writes"
-                elif _other_index(graph, st, family, temp_set | {g.matmul}):
+                    why = ("the GEMM's tile loads read the argument it writes" if g.kind ==
+                           "gemm" else "the scan reads whole rows of the argument it writes")
+                elif _other_index(graph, st, family, temp_set | {g.whole}):
                     why = "the epilogue reads the argument at other elements than it writes"
             if why is None and any(reads[j] & family for j in range(gi + 1, len(groups))):
                 why = f"a later kernel reads argument {st.dest.index}"

@@ -74,7 +74,7 @@ class ReduceStrategy:
 
 @dataclass(frozen=True)
 class Group:
-    kind: str  # "elementwise" | "reduce" | "gemm"
+    kind: str  # "elementwise" | "reduce" | "gemm" | "scan"
     space: tuple[int, ...]  # elementwise: iteration shape; reduce: the reductions' input shape
     stores: tuple[Store, ...]  # elementwise stores; reduce: epilogue stores (kept shape)
     reason: str
@@ -86,6 +86,13 @@ class Group:
     matmul: Node | None = None  # gemm: the MATMUL whose accumulator the stores read
     gemm_config: object = None  # gemm: the kernel configuration codegen uses (gemm_tune)
     copy: bool = False  # copies a staged in-place value from its temporary into its argument
+    scan: Node | None = None  # scan: the SCAN whose running value the stores read
+
+    @property
+    def whole(self) -> Node | None:
+        """gemm / scan: the node whose kernel reads whole rows of its operand(s), not only the
+        element a work-item stores (the MATMUL or the SCAN)."""
+        return self.matmul if self.matmul is not None else self.scan
 
     @property
     def outer_shape(self) -> tuple[int, ...]:
