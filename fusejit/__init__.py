@@ -9,6 +9,12 @@
 from . import numpy_api  # noqa: F401 - the traced NumPy surface, loaded now, not in a first call
 from . import random  # fusejit.random: keyed Philox random numbers (in __all__)
 from . import linalg  # noqa: F401 - matrix products (@, matmul, dot, einsum, ...)
+# what every first call needs, loaded now (not in it): the OpenCL backend (with PyOpenCL's
+# kernel invoker module, which cl.Kernel imports on first use), the schedule verifier, the
+# GEMM tuner's runtime half
+from .runtime import opencl as _opencl  # noqa: F401
+from .passes.verify import verify_module as _verify_module  # noqa: F401
+from .runtime import gemm_bench as _gemm_bench  # noqa: F401
 from .aot import BundleError, ShapeDtype, export, load
 from .api import CacheInfo, Fused, Lowered, fuse
 from .errors import (
