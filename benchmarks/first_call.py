@@ -14,7 +14,9 @@ process costs (lazy imports) are paid.
 from outside (nested stages are included in their parents): ``lower`` (trace + passes +
 codegen: ``trace``, ``passes``, ``codegen``), ``disk_read``, ``from_binary``
 (clCreateProgramWithBinary + clBuildProgram), ``compile`` (a source build, cold only),
-``executable`` (kernel objects and launch plan), ``launch`` (the first enqueue + finish).
+``cl_create_program`` and ``cl_build_program``
+(PyOpenCL's Program and its build, inside ``from_binary`` or ``compile``), ``executable``
+(kernel objects and launch plan), ``launch`` (the first enqueue + finish).
 ``other`` is the call's time outside all of them.
 """
 
@@ -28,7 +30,7 @@ import sys
 import tempfile
 
 CHILD = r"""
-import json, sys, time
+import json, os, sys, time
 t0 = time.perf_counter()
 import numpy as np, pyopencl as cl, pyopencl.array as cla, fusejit
 t1 = time.perf_counter()
@@ -56,6 +58,8 @@ for module, attr, label in [
         ("fusejit.source", "SourceModule.build", "codegen"),
         ("fusejit.runtime.cache", "ProgramCache.get", "disk_read"),
         ("fusejit.runtime.build", "from_binary", "from_binary"),
+        ("pyopencl", "Program.__init__", "cl_create_program"),
+        ("pyopencl", "Program.build", "cl_build_program"),
         ("fusejit.runtime.build", "_build_uncached", "compile"),
         ("fusejit.runtime.opencl", "Executable", "executable"),
         ("fusejit.runtime.executable", "Executable.run", "launch")]:
@@ -76,6 +80,7 @@ fusejit.api.Tracer = Timed
 gelu = fusejit.fuse(lambda x: 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3))))
 t3 = time.perf_counter(); y = gelu(x); q.finish(); t = time.perf_counter() - t3
 breakdown = {k: round(v * 1e3, 2) for k, v in spent.items()}
+entries = [p for p in __import__("pathlib").Path(os.environ["FUSEJIT_CACHE_DIR"]).glob("programs/*.fjc")]
 top = sum(spent.get(k, 0.0) for k in ("lower", "disk_read", "from_binary", "compile",
                                       "executable", "launch"))
 breakdown["other"] = round((t - top) * 1e3, 2)
@@ -89,7 +94,8 @@ print(json.dumps({"first_call_ms": round(t * 1e3, 2), "second_fn_ms": round(t_2 
                   "import_ms": round((t1 - t0) * 1e3, 1),
                   "context_ms": round((t2 - t1) * 1e3, 1), "breakdown_ms": breakdown,
                   "traces": info.traces, "compiles": info.compiles,
-                  "disk_hits": info.disk_hits, "correct": ok, "device": q.device.name.strip()}))
+                  "disk_hits": info.disk_hits,
+                  "cache_entry_bytes": sorted(e.stat().st_size for e in entries), "correct": ok, "device": q.device.name.strip()}))
 """
 
 
