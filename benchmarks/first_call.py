@@ -11,13 +11,17 @@ function of the same shape in the same process: what a first call costs once the
 process costs (lazy imports) are paid.
 
 ``breakdown_ms`` splits the first call by stage, timed by wrapping fusejit's stage functions
-from outside (nested stages are included in their parents): ``lower`` (trace + passes +
-codegen: ``trace``, ``passes``, ``codegen``), ``disk_read``, ``from_binary``
-(clCreateProgramWithBinary + clBuildProgram), ``compile`` (a source build, cold only),
-``cl_create_program`` and ``cl_build_program``
-(PyOpenCL's Program and its build, inside ``from_binary`` or ``compile``), ``executable``
-(kernel objects and launch plan), ``launch`` (the first enqueue + finish).
-``other`` is the call's time outside all of them.
+from outside (nested stages are included in their parents):
+
+* ``lower``: trace + passes + codegen (``trace``, ``passes``, ``codegen``); absent on a
+  trace-cache hit, where ``trace_cache_load`` (a signature lowered by an earlier process:
+  its key ``trace_key``, the disk reads, the program, the executable) stands for it and for
+  the stages below but ``launch``;
+* ``disk_read`` (program-cache reads), ``from_binary`` (clCreateProgramWithBinary +
+  clBuildProgram) or ``compile`` (a source build, cold only), with PyOpenCL's
+  ``cl_create_program`` and ``cl_build_program`` inside them; ``executable`` (kernel objects
+  and launch plan); ``launch`` (the first enqueue + finish);
+* ``other``: the call's time outside all the top-level stages.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ for module, attr, label in [
         ("pyopencl", "Program.build", "cl_build_program"),
         ("fusejit.runtime.build", "_build_uncached", "compile"),
         ("fusejit.runtime.opencl", "Executable", "executable"),
+        ("fusejit.aot", "executable_from", "executable"),
+        ("fusejit.trace_cache", "entry_key", "trace_key"),
+        ("fusejit.trace_cache", "load", "trace_cache_load"),
         ("fusejit.runtime.executable", "Executable.run", "launch")]:
     try:
         timed(module, attr, label)
@@ -81,8 +88,9 @@ gelu = fusejit.fuse(lambda x: 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.04471
 t3 = time.perf_counter(); y = gelu(x); q.finish(); t = time.perf_counter() - t3
 breakdown = {k: round(v * 1e3, 2) for k, v in spent.items()}
 entries = [p for p in __import__("pathlib").Path(os.environ["FUSEJIT_CACHE_DIR"]).glob("programs/*.fjc")]
-top = sum(spent.get(k, 0.0) for k in ("lower", "disk_read", "from_binary", "compile",
-                                      "executable", "launch"))
+outer = ("lower", "trace_cache_load", "launch") + (() if "trace_cache_load" in spent else (
+    "disk_read", "from_binary", "compile", "executable"))
+top = sum(spent.get(k, 0.0) for k in outer)
 breakdown["other"] = round((t - top) * 1e3, 2)
 info = gelu.cache_info()
 gelu2 = fusejit.fuse(lambda x: 0.5 * x * (1 + np.tanh(0.79788456 * (x + 0.044715 * x ** 3))))

@@ -42,6 +42,10 @@ from .runtime.devices import default_queue
 
 __version__ = "0.1.0"
 
+from . import trace_cache as _trace_cache  # noqa: E402
+
+_trace_cache.note_library(__version__)  # (the trace cache's key: what fusejit is made of)
+
 __all__ = [
     "BroadcastError",
     "BundleError",

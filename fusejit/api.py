@@ -14,7 +14,7 @@ from typing import Any
 
 import pyopencl as cl
 
-from . import validate
+from . import trace_cache, validate
 from .aot import Compiled, ShapeDtype
 from .captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values
 from .errors import ContextMismatchError
@@ -183,7 +183,7 @@ def _group_nodes(kernel: Kernel) -> int:
 @dataclass
 class _Compiled:
     executable: Executable
-    lowered: Lowered
+    lowered: Lowered | None  # None: loaded from the trace cache (lower() retraces)
     backend: Any = None  # the runtime backend the executable runs on
     used: bool = False  # set by fast-path hits: the signature LRU's second chance
 
@@ -400,18 +400,27 @@ class Fused:
                 self._hits += 1
                 return compiled
             self._stats.note_miss(lambda: reversed(list(self._cache)), key)
-            lowered, outputs, treedef, constants = self._lowered.pop(key, None) or self._lower(
-                key, flat, kwnames, queue)
-            check_call(lowered, key.specs, flat)  # too-big buffers fail here, named
-            host_mode = not any(isinstance(s, DeviceArraySpec)  # (of the arguments passed)
-                                for s in key.specs[:len(key.specs) - key.implicit])
             backend = backend_of(queue)  # builds, allocates, copies and launches
-            exe = backend.executable(lowered, outputs, treedef, constants, queue, host_mode,
-                                     autotune.enabled(self.autotune),
-                                     getattr(self._fn, "__name__", "fn"))
+            pre = self._lowered.pop(key, None)
+            # a signature lowered in an earlier process: no trace (fusejit/trace_cache.py)
+            stored = None if pre is not None else trace_cache.load(
+                self, key, queue, autotune.enabled(self.autotune))
+            if stored is not None:
+                (exe, how), lowered = stored, None
+            else:
+                lowered, outputs, treedef, constants = pre or self._lower(
+                    key, flat, kwnames, queue)
+                check_call(lowered, key.specs, flat)  # too-big buffers fail here, named
+                host_mode = not any(isinstance(s, DeviceArraySpec)  # (of the arguments passed)
+                                    for s in key.specs[:len(key.specs) - key.implicit])
+                exe = backend.executable(lowered, outputs, treedef, constants, queue,
+                                         host_mode, autotune.enabled(self.autotune),
+                                         getattr(self._fn, "__name__", "fn"))
+                how = getattr(exe, "built_how", "compiled")
+                trace_cache.store(self, key, queue, exe, lowered)
             exe.queue_arg = next((i for i, s in enumerate(key.specs)
                                   if isinstance(s, DeviceArraySpec)), -1)
-            self._stats.note_build(getattr(exe, "built_how", "compiled"))
+            self._stats.note_build(how)
             compiled = _Compiled(exe, lowered, backend)
             self._cache.insert(key, compiled)
             self._misses += 1
@@ -507,7 +516,7 @@ class Fused:
         build = functools.partial(self._compile_lowered, key, flat, kwnames, queue)
         with self._lock:
             compiled = self._cache.get(key)
-            if compiled is not None:
+            if compiled is not None and compiled.lowered is not None:  # (None: trace cache)
                 return dataclasses.replace(compiled.lowered, _compile=build)
             if key not in self._lowered:
                 self._lowered[key] = self._lower(key, flat, kwnames, queue)
