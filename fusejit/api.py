@@ -335,7 +335,12 @@ class Fused:
             if compiled is not None and _current_tracer() is None:
                 self._hits += 1
                 compiled.used = True
-                self._mono = self._guarded.get(fkey)
+                mono = self._guarded.get(fkey, _MISS)
+                if mono is _MISS:  # this signature's second call: its guarded launcher
+                    exe = compiled.executable
+                    mono = self._guarded[fkey] = exe.guarded(fkey, exe.treedef,
+                                                             tree_unflatten, _MISS)
+                self._mono = mono
                 return self._launch(compiled, args)
         elif not kwargs and self._fast_captured:  # guarded captured values, no captured arrays
             fkey = fast_key(args, self._static_nums)
@@ -382,8 +387,10 @@ class Fused:
                 self._fast_captured[(fkey, key.guards)] = compiled
             elif fkey is not None:
                 self._fast[fkey] = compiled
-                self._mono = self._guarded[fkey] = compiled.executable.guarded(
-                    fkey, compiled.executable.treedef, tree_unflatten, _MISS)
+                # the guarded launcher is generated at the second call (above): a process's
+                # first call does not pay for compiling it
+                self._guarded.pop(fkey, None)
+                self._mono = None
         exe = compiled.executable
         if self._validate:  # results checked against a float64 NumPy evaluation of the graph
             leaves = validate.run_checked(exe, flat, queue, getattr(self, "__name__", "fn"))

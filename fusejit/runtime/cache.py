@@ -66,6 +66,9 @@ def cache_dir() -> Path | None:
     env = os.environ.get("FUSEJIT_CACHE_DIR", "")
     if env.strip().lower() in ("0", "off", "false", "none"):
         return None
+    known = _known_dir
+    if known and known[0] == env and os.path.isdir(known[1]):  # (a first call asks 6 times)
+        return known[1]
     if env:
         path = Path(env).expanduser()
     else:
@@ -78,7 +81,11 @@ def cache_dir() -> Path | None:
         warn_once(f"dir:{path}", f"fusejit cache directory {path} is unusable ({exc}); "
                                   "caching in memory only (set FUSEJIT_CACHE_DIR to move it)")
         return None
+    _known_dir[:] = [env, path]
     return path
+
+
+_known_dir: list[Any] = []  # [FUSEJIT_CACHE_DIR, the directory made for it]
 
 
 def _private_dir(path: Path) -> None:

@@ -273,7 +273,13 @@ class Executable:
         self._binding: list[tuple] = [_UNBOUND]
         self._offset_params = {index for _, _, _, plan in self._plans for kind, index in plan
                                if kind == _OFFSET}
+        self.launch = self._first_launch
+
+    def _first_launch(self, flat: Sequence[Any], queue: cl.CommandQueue) -> tuple[Any, ...]:
+        """The first fast-path launch generates the straight-line launcher (not the build:
+        a process's first call runs through ``run``, and compiling it costs ~0.3-1 ms)."""
         self.launch = self._build_launcher()
+        return self.launch(flat, queue)
 
     def _bind(self, queue: cl.CommandQueue) -> tuple:
         """What a launch needs of its queue, as one tuple: (queue, its memory pool, then per
