@@ -27,7 +27,6 @@ from outside (nested stages are included in their parents):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys

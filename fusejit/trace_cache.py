@@ -8,8 +8,9 @@ all of its safety (one checksummed file, atomic writes, LRU eviction, bad entrie
 and a warning) under a key that holds everything the trace could have read:
 
 * the function's code (bytecode, constants, names, nested code objects), its defaults, and
-  what each global or closure variable it reads is bound to: only library modules (``np``)
-  and builtins are allowed, by name;
+  what each global or closure variable it reads is bound to: only pure library modules
+  (``np``, ``math``; not ``os``, ``time`` or ``random``) and computing builtins are allowed,
+  by name, and no attribute named like a read of the outside world (``np.load``);
 * the argument specs, keyword names and aliasing, the ``dynamic`` state;
 * the device (platform, name, driver), the Python, NumPy, PyOpenCL and fusejit versions, and
   the size and mtime of every fusejit module loaded (an edited fusejit misses).
@@ -25,7 +26,7 @@ built (same kernels, arguments, geometry, outputs), and one loaded from it has n
 
 from __future__ import annotations
 
-import hashlib
+import builtins
 import json
 import logging
 import os
@@ -92,10 +93,29 @@ def _names(code: types.CodeType, into: set[str]) -> None:
             _names(c, into)
 
 
+# What a keyed function may read besides its arguments: modules whose functions are pure
+# (a trace through os, time, random or an I/O call would bake in a value of the process that
+# traced: in-process that is the documented rule for library state, across processes it
+# would freeze it), the builtins that compute, and no attribute named like a read of the
+# outside world (np.load of a weights file edited between runs)
+_PURE_MODULES = frozenset({"numpy", "math", "cmath", "operator", "fusejit"})
+_PURE_BUILTINS = frozenset({
+    "abs", "all", "any", "bool", "complex", "divmod", "enumerate", "filter", "float",
+    "frozenset", "getattr", "hasattr", "int", "isinstance", "issubclass", "iter", "len", "list",
+    "map", "max", "min", "next", "pow", "range", "reversed", "round", "slice", "sorted", "sum",
+    "tuple", "dict", "set", "type", "zip", "callable", "ValueError", "TypeError",
+    "IndexError", "KeyError", "NotImplementedError", "RuntimeError", "ArithmeticError",
+    "ZeroDivisionError", "Exception", "True", "False", "None"})
+_IMPURE_ATTRS = frozenset({"load", "loads", "loadtxt", "genfromtxt", "fromfile", "fromregex",
+                           "memmap", "open", "read", "environ", "getenv", "time", "urandom",
+                           "random", "seed", "now", "today"})
+
+
 def _binding(value: Any) -> Any:
-    """What a global or closure variable names, if it may be keyed by name: a library
+    """What a global or closure variable names, if it may be keyed by name: a pure library
     module (by its name and its package's version); else TypeError."""
-    if isinstance(value, types.ModuleType) and _is_library(value):
+    if isinstance(value, types.ModuleType) and _is_library(value) and \
+            value.__name__.partition(".")[0] in _PURE_MODULES:
         top = sys.modules.get(value.__name__.partition(".")[0])
         return ["module", value.__name__, str(getattr(top, "__version__", ""))]
     raise TypeError(type(value).__name__)
@@ -111,9 +131,13 @@ def function_key(fn: Any) -> Any:
     try:
         names: set[str] = set()
         _names(code, names)
-        # a name the function's globals bind must be a library module; any other is a
-        # builtin or an attribute (a global the trace could not find raised NameError)
+        # a name the function's globals bind must be a pure module; any other is a builtin
+        # or an attribute (a global the trace could not find raised NameError)
         reads = [[name, _binding(scope[name])] for name in sorted(names) if name in scope]
+        builtin_names = vars(builtins)
+        if any(name in builtin_names and name not in _PURE_BUILTINS or name in _IMPURE_ATTRS
+               for name in names if name not in scope):
+            return None
         cells = [_binding(c.cell_contents) for c in fn.__closure__ or ()]
         defaults = [_const(d) for d in fn.__defaults__ or ()]
         kwdefaults = sorted([k, _const(v)] for k, v in (fn.__kwdefaults__ or {}).items())
