@@ -181,7 +181,8 @@ print(json.dumps({"traces": i.traces, "compiles": i.compiles, "disk_hits": i.dis
 
 def test_a_new_process_runs_without_tracing_or_compiling(tmp_path):
     env = dict(os.environ, FUSEJIT_CACHE_DIR=str(tmp_path), FUSEJIT_TRACE_CACHE="1",
-               PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                           os.environ.get("PYTHONPATH", "")]))
     env.pop("POCL_CACHE_DIR", None)
     runs = [json.loads(subprocess.run([sys.executable, "-c", CHILD], env=env, check=True,
                                       capture_output=True, text=True, timeout=300).stdout)
