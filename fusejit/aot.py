@@ -185,40 +185,14 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path) -> Pat
                               "dimension; export one signature per batch size it will see")
         flat, kwnames, key, queue = f._flatten(sig, {})
         compiled = f._compile(key, flat, kwnames, queue)
-        exe, lowered = compiled.executable, compiled.lowered
-        graph, module = exe.graph, exe.module
+        exe = compiled.executable
         binary = exe.program.get_info(cl.program_info.BINARIES)[0]
-        entries.append({
-            "args": [_spec_json(s) for s in key.specs],
-            "treedef": _treedef_json(exe.treedef),
-            "outputs": [[o.kind, o.index] for o in exe.outputs],
-            "graph": format_graph(lowered.graph),
-            "params": [{"kind": p.kind, "dtype": p.dtype.str, "shape": list(p.shape),
-                        "name": p.name, "source": p.source,
-                        "strides": None if p.strides is None else list(p.strides),
-                        "has_offset": p.has_offset, "wide": p.wide,
-                        "expr": None if p.expr is None else _expr_json(p.expr)}
-                       for p in graph.params],
-            "writes": [p for p, _ in graph.writes],
-            "graph_outputs": [{"dtype": n.dtype.str, "shape": list(n.shape)}
-                              for n in graph.outputs],
-            "temps": [{"dtype": np.dtype(d).str, "shape": list(s)} for s, d in exe.temps],
-            "partials": [{"size": p.size, "dtype": p.dtype.str} for p in module.partials],
-            "wide": module.wide, "uses_fp64": module.uses_fp64,
-            "index_dtype": exe.index_dtype.str,
-            "source": module.source, "options": _options(exe),
-            "kernels": [{"name": k.name, "args": [_arg_json(a) for a in k.signature.args],
-                         "global_size": list(k.global_size),
-                         "local_size": None if k.local_size is None else list(k.local_size),
-                         "kind": k.group.kind, "role": k.role, "work": k.work,
-                         "items": k.items, "vec": k.vec} for k in module.kernels],
-            "constants": {str(p): {"dtype": a.dtype.str, "shape": list(a.shape),
-                                   "blob": blob(np.ascontiguousarray(a).tobytes())}
-                          for p, a in exe.constants.items()},
-            "binaries": [{"key": program_key(queue.device, module.source,
-                                             _options(exe)).as_json(),
-                          "blob": blob(binary)}] if binary else [],
-        })
+        entry = entry_of(exe, key.specs, blob, None if compiled.lowered is None else
+                         format_graph(compiled.lowered.graph))
+        entry["binaries"] = [{"key": program_key(queue.device, exe.module.source,
+                                                 _options(exe)).as_json(),
+                              "blob": blob(binary)}] if binary else []
+        entries.append(entry)
     from . import __version__
 
     manifest = json.dumps({"format": FORMAT, "fusejit": __version__,
@@ -229,6 +203,42 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path) -> Pat
     path = Path(path)
     cache.atomic_write(path, data)
     return path
+
+
+def entry_of(exe: Executable, specs: Sequence[Any], blob: Any, graph_text: str | None
+             ) -> dict[str, Any]:
+    """One compiled signature as JSON (``blob(bytes) -> index`` stores the captured
+    constants): what ``executable_from`` needs to run it again without a trace. Raises
+    BundleError for what JSON cannot hold (a static argument of another type)."""
+    graph, module = exe.graph, exe.module
+    return {
+        "args": [_spec_json(s) for s in specs],
+        "treedef": _treedef_json(exe.treedef),
+        "outputs": [[o.kind, o.index] for o in exe.outputs],
+        "graph": graph_text if graph_text is not None else getattr(exe, "graph_text", ""),
+        "params": [{"kind": p.kind, "dtype": p.dtype.str, "shape": list(p.shape),
+                    "name": p.name, "source": p.source,
+                    "strides": None if p.strides is None else list(p.strides),
+                    "has_offset": p.has_offset, "wide": p.wide,
+                    "expr": None if p.expr is None else _expr_json(p.expr)}
+                   for p in graph.params],
+        "writes": [p for p, _ in graph.writes],
+        "graph_outputs": [{"dtype": n.dtype.str, "shape": list(n.shape)}
+                          for n in graph.outputs],
+        "temps": [{"dtype": np.dtype(d).str, "shape": list(s)} for s, d in exe.temps],
+        "partials": [{"size": p.size, "dtype": p.dtype.str} for p in module.partials],
+        "wide": module.wide, "uses_fp64": module.uses_fp64,
+        "index_dtype": exe.index_dtype.str,
+        "source": module.source, "options": _options(exe),
+        "kernels": [{"name": k.name, "args": [_arg_json(a) for a in k.signature.args],
+                     "global_size": list(k.global_size),
+                     "local_size": None if k.local_size is None else list(k.local_size),
+                     "kind": k.group.kind, "role": k.role, "work": k.work,
+                     "items": k.items, "vec": k.vec} for k in module.kernels],
+        "constants": {str(p): {"dtype": a.dtype.str, "shape": list(a.shape),
+                               "blob": blob(np.ascontiguousarray(a).tobytes())}
+                      for p, a in exe.constants.items()},
+    }
 
 
 def _expr_json(expr: Node) -> list[dict[str, Any]]:
@@ -364,36 +374,43 @@ class Loaded:
             program, how = build_cached(ctx, source, options, self.__name__)
             self.builds += how == "compiled"
             self.binary_loads += how != "compiled"
-        params = tuple(Param(p["kind"], np.dtype(p["dtype"]), _shape(p["shape"]), p["name"],
-                             int(p["source"]),
-                             None if p["strides"] is None else _shape(p["strides"]),
-                             bool(p["has_offset"]), bool(p["wide"]),
-                             _expr_from(p["expr"]) if p.get("expr") else None)
-                       for p in e["params"])
-        # output placeholders: the runtime reads only their shapes and dtypes
-        outputs = tuple(Node.make(Op.INPUT, np.dtype(o["dtype"]), _shape(o["shape"]), (),
-                                  ("bundle output", k)) for k, o in enumerate(e["graph_outputs"]))
-        writes = tuple((int(p), Node.make(Op.INPUT, params[int(p)].dtype,
-                                          params[int(p)].shape, (), ("bundle write", p)))
-                       for p in e["writes"])
-        graph = Graph(params, outputs, writes)
-        kernels = tuple(Kernel(k["name"], "", KernelSignature(k["name"], tuple(
-            _arg_from(a) for a in k["args"])), _shape(k["global_size"]),
-            None if k["local_size"] is None else _shape(k["local_size"]),
-            Group(k["kind"], (), (), "loaded from a bundle"), k["role"], int(k["work"]),
-            int(k["items"]), int(k["vec"])) for k in e["kernels"])
-        module = Module(source, kernels, tuple(Partial(int(p["size"]), np.dtype(p["dtype"]))
-                                               for p in e["partials"]),
-                        bool(e["uses_fp64"]), bool(e["wide"]))
-        constants = {int(p): np.frombuffer(self._blobs[c["blob"]], np.dtype(c["dtype"]))
-                     .reshape(_shape(c["shape"])) for p, c in e["constants"].items()}
-        host_mode = not any(a["kind"] == "device" for a in e["args"])
-        temps = [(_shape(t["shape"]), np.dtype(t["dtype"])) for t in e["temps"]]
-        exe = Executable(graph, module, program, info,
-                         [OutSpec(k, int(x)) for k, x in e["outputs"]], temps, host_mode,
-                         np.dtype(e["index_dtype"]), _treedef_from(e["treedef"]), constants,
-                         autotune=False)
-        return exe
+        return executable_from(e, self._blobs, program, info, autotune=False)
+
+
+def executable_from(e: dict[str, Any], blobs: Sequence[bytes], program: cl.Program,
+                    info: Any, autotune: bool) -> Executable:
+    """The Executable of an ``entry_of`` entry, on ``program`` (built from its source)."""
+    params = tuple(Param(p["kind"], np.dtype(p["dtype"]), _shape(p["shape"]), p["name"],
+                         int(p["source"]),
+                         None if p["strides"] is None else _shape(p["strides"]),
+                         bool(p["has_offset"]), bool(p["wide"]),
+                         _expr_from(p["expr"]) if p.get("expr") else None)
+                   for p in e["params"])
+    # output placeholders: the runtime reads only their shapes and dtypes
+    outputs = tuple(Node.make(Op.INPUT, np.dtype(o["dtype"]), _shape(o["shape"]), (),
+                              ("bundle output", k)) for k, o in enumerate(e["graph_outputs"]))
+    writes = tuple((int(p), Node.make(Op.INPUT, params[int(p)].dtype,
+                                      params[int(p)].shape, (), ("bundle write", p)))
+                   for p in e["writes"])
+    graph = Graph(params, outputs, writes)
+    kernels = tuple(Kernel(k["name"], "", KernelSignature(k["name"], tuple(
+        _arg_from(a) for a in k["args"])), _shape(k["global_size"]),
+        None if k["local_size"] is None else _shape(k["local_size"]),
+        Group(k["kind"], (), (), "loaded from a bundle"), k["role"], int(k["work"]),
+        int(k["items"]), int(k["vec"])) for k in e["kernels"])
+    module = Module(e["source"], kernels, tuple(Partial(int(p["size"]), np.dtype(p["dtype"]))
+                                           for p in e["partials"]),
+                    bool(e["uses_fp64"]), bool(e["wide"]))
+    constants = {int(p): np.frombuffer(blobs[c["blob"]], np.dtype(c["dtype"]))
+                 .reshape(_shape(c["shape"])) for p, c in e["constants"].items()}
+    host_mode = not any(a["kind"] == "device" for a in e["args"])
+    temps = [(_shape(t["shape"]), np.dtype(t["dtype"])) for t in e["temps"]]
+    exe = Executable(graph, module, program, info,
+                     [OutSpec(k, int(x)) for k, x in e["outputs"]], temps, host_mode,
+                     np.dtype(e["index_dtype"]), _treedef_from(e["treedef"]), constants,
+                     autotune=autotune)
+    exe.graph_text = e.get("graph", "")  # (export of a signature loaded from the trace cache)
+    return exe
 
 
 def _matches(stored: dict[str, Any], value: Any) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyopencl as cl
 
-from . import validate
+from . import trace_cache, validate
 from .aot import Compiled, ShapeDtype
 from .captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values
 from .errors import ContextMismatchError
@@ -183,7 +183,7 @@ def _group_nodes(kernel: Kernel) -> int:
 @dataclass
 class _Compiled:
     executable: Executable
-    lowered: Lowered
+    lowered: Lowered | None  # None: loaded from the trace cache (lower() retraces)
     backend: Any = None  # the runtime backend the executable runs on
     used: bool = False  # set by fast-path hits: the signature LRU's second chance
 
@@ -335,7 +335,12 @@ class Fused:
             if compiled is not None and _current_tracer() is None:
                 self._hits += 1
                 compiled.used = True
-                self._mono = self._guarded.get(fkey)
+                mono = self._guarded.get(fkey, _MISS)
+                if mono is _MISS:  # this signature's second call: its guarded launcher
+                    exe = compiled.executable
+                    mono = self._guarded[fkey] = exe.guarded(fkey, exe.treedef,
+                                                             tree_unflatten, _MISS)
+                self._mono = mono
                 return self._launch(compiled, args)
         elif not kwargs and self._fast_captured:  # guarded captured values, no captured arrays
             fkey = fast_key(args, self._static_nums)
@@ -382,8 +387,10 @@ class Fused:
                 self._fast_captured[(fkey, key.guards)] = compiled
             elif fkey is not None:
                 self._fast[fkey] = compiled
-                self._mono = self._guarded[fkey] = compiled.executable.guarded(
-                    fkey, compiled.executable.treedef, tree_unflatten, _MISS)
+                # the guarded launcher is generated at the second call (above): a process's
+                # first call does not pay for compiling it
+                self._guarded.pop(fkey, None)
+                self._mono = None
         exe = compiled.executable
         if self._validate:  # results checked against a float64 NumPy evaluation of the graph
             leaves = validate.run_checked(exe, flat, queue, getattr(self, "__name__", "fn"))
@@ -400,18 +407,27 @@ class Fused:
                 self._hits += 1
                 return compiled
             self._stats.note_miss(lambda: reversed(list(self._cache)), key)
-            lowered, outputs, treedef, constants = self._lowered.pop(key, None) or self._lower(
-                key, flat, kwnames, queue)
-            check_call(lowered, key.specs, flat)  # too-big buffers fail here, named
-            host_mode = not any(isinstance(s, DeviceArraySpec)  # (of the arguments passed)
-                                for s in key.specs[:len(key.specs) - key.implicit])
             backend = backend_of(queue)  # builds, allocates, copies and launches
-            exe = backend.executable(lowered, outputs, treedef, constants, queue, host_mode,
-                                     autotune.enabled(self.autotune),
-                                     getattr(self._fn, "__name__", "fn"))
+            pre = self._lowered.pop(key, None)
+            # a signature lowered in an earlier process: no trace (fusejit/trace_cache.py)
+            stored = None if pre is not None else trace_cache.load(
+                self, key, queue, autotune.enabled(self.autotune))
+            if stored is not None:
+                (exe, how), lowered = stored, None
+            else:
+                lowered, outputs, treedef, constants = pre or self._lower(
+                    key, flat, kwnames, queue)
+                check_call(lowered, key.specs, flat)  # too-big buffers fail here, named
+                host_mode = not any(isinstance(s, DeviceArraySpec)  # (of the arguments passed)
+                                    for s in key.specs[:len(key.specs) - key.implicit])
+                exe = backend.executable(lowered, outputs, treedef, constants, queue,
+                                         host_mode, autotune.enabled(self.autotune),
+                                         getattr(self._fn, "__name__", "fn"))
+                how = getattr(exe, "built_how", "compiled")
+                trace_cache.store(self, key, queue, exe, lowered)
             exe.queue_arg = next((i for i, s in enumerate(key.specs)
                                   if isinstance(s, DeviceArraySpec)), -1)
-            self._stats.note_build(getattr(exe, "built_how", "compiled"))
+            self._stats.note_build(how)
             compiled = _Compiled(exe, lowered, backend)
             self._cache.insert(key, compiled)
             self._misses += 1
@@ -507,7 +523,7 @@ class Fused:
         build = functools.partial(self._compile_lowered, key, flat, kwnames, queue)
         with self._lock:
             compiled = self._cache.get(key)
-            if compiled is not None:
+            if compiled is not None and compiled.lowered is not None:  # (None: trace cache)
                 return dataclasses.replace(compiled.lowered, _compile=build)
             if key not in self._lowered:
                 self._lowered[key] = self._lower(key, flat, kwnames, queue)

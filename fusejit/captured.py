@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pyopencl.array as cla
 
+from . import dtypes as dt
 from .errors import CapturedStateError
 from .keys import StaticKey, static_key
 from .signature import Identity
@@ -423,7 +424,7 @@ def guard_key(value: Any, implicit: list[Any], chain: Chain, depth: int = 0,
         if count is not None:
             _tick(count, depth, chain)
         return static_key(value)
-    if isinstance(value, np.ndarray) and not isinstance(value, np.ma.MaskedArray):
+    if isinstance(value, np.ndarray) and not dt.is_masked(value):
         if value.size <= SMALL_ARRAY:
             return StaticKey(np.ndarray, (value.shape, value.dtype.str, value.tobytes()))
         return _implicit(value, implicit)

@@ -14,13 +14,22 @@ is replaced in the type's own dict (reached through ``gc.get_referents`` of its 
 and the type's method cache is invalidated with ``PyType_Modified``: a CPython detail; where
 ``ctypes.pythonapi`` is missing only the module functions are guarded. A name bound before the
 trace (``from numpy.random import rand``) keeps the original and is not caught.
+
+NumPy imports ``numpy.random`` lazily (~20 ms), so a process that never uses it does not pay
+for it at its first trace: until it is imported, a trace puts an import hook on
+``sys.meta_path`` instead, which guards the module as soon as the traced function imports it
+(``np.random.rand`` inside the trace), before the function gets to call anything in it.
 """
 
 from __future__ import annotations
 
 import functools
 import gc
+import importlib.abc
+import importlib.machinery
+import sys
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -72,13 +81,13 @@ _targets: list[_Target] | None = None
 _classes: list[type] = []
 
 
-def _find_targets() -> list[_Target]:
+def _find_targets(random: types.ModuleType) -> list[_Target]:
     """What to guard, found once: np.random's public functions, and the public methods in the
     own dicts of its generator classes (reached through their mappingproxy)."""
-    spaces: list[tuple[dict, str, bool]] = [(vars(np.random), "", False)]
+    spaces: list[tuple[dict, str, bool]] = [(vars(random), "", False)]
     if _type_modified is not None:
         for name in _CLASSES:
-            cls = getattr(np.random, name, None)
+            cls = getattr(random, name, None)
             real = gc.get_referents(cls.__dict__) if isinstance(cls, type) else []
             if len(real) == 1 and isinstance(real[0], dict):
                 spaces.append((real[0], name + ".", True))
@@ -93,10 +102,10 @@ def _find_targets() -> list[_Target]:
     return targets
 
 
-def _install() -> None:
+def _install(random: types.ModuleType) -> None:
     global _targets
     if _targets is None:
-        _targets = _find_targets()
+        _targets = _find_targets(random)
     for space, name, call, method in _targets:
         value = space.get(name)
         if value is None:  # (removed since: nothing to guard)
@@ -109,6 +118,8 @@ def _install() -> None:
 
 
 def _uninstall() -> None:
+    if _HOOK in sys.meta_path:
+        sys.meta_path.remove(_HOOK)
     for space, name, original, wrapper in reversed(_installed):
         if space.get(name) is wrapper:  # (unless someone replaced it meanwhile)
             space[name] = original
@@ -123,7 +134,11 @@ def enter(is_tracing: Callable[[], bool]) -> None:
     with _lock:
         _is_tracing = is_tracing
         if _depth == 0:
-            _install()
+            random = vars(np).get("random")  # (an attribute of numpy once fully imported)
+            if isinstance(random, types.ModuleType):
+                _install(random)
+            elif _HOOK not in sys.meta_path:
+                sys.meta_path.insert(0, _HOOK)
         _depth += 1
 
 
@@ -134,3 +149,38 @@ def exit() -> None:
         _depth -= 1
         if _depth == 0:
             _uninstall()
+
+
+class _ImportHook(importlib.abc.MetaPathFinder):
+    """On ``sys.meta_path`` while a trace runs before numpy.random was imported: finds
+    numpy.random as the regular finders do, with a loader that guards it once executed."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != "numpy.random":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _GuardingLoader(spec.loader)
+        return spec
+
+
+class _GuardingLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._loader.exec_module(module)
+        with _lock:  # (enter/exit never import under the lock: no deadlock with an import)
+            if _HOOK in sys.meta_path:
+                sys.meta_path.remove(_HOOK)
+            if _depth > 0 and not _installed:
+                _install(module)
+
+    def __getattr__(self, name: str) -> Any:  # (get_resource_reader, is_package, ...)
+        return getattr(self._loader, name)
+
+
+_HOOK = _ImportHook()

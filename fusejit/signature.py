@@ -116,8 +116,8 @@ def arg_spec(value: Any, static: bool, what: str = "argument") -> Spec:
         return DeviceArraySpec(dtype, value.shape, strides, value.offset != 0, wide,
                                value.context)
     if isinstance(value, np.ndarray):
-        if isinstance(value, (np.ma.MaskedArray, np.matrix)):
-            raise TypeError(f"{what}: " + (MASKED if isinstance(value, np.ma.MaskedArray) else
+        if dt.is_masked(value) or isinstance(value, np.matrix):
+            raise TypeError(f"{what}: " + (MASKED if dt.is_masked(value) else
                                            "np.matrix is not supported by fusejit (its * is a "
                                            "matrix product); pass np.asarray(x)"))
         dtype = dt.check_supported(value.dtype, "argument")

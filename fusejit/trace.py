@@ -179,7 +179,7 @@ def to_operand(x: Any) -> Any:
     """Normalise what NumPy would accept as an array (lists, tuples) into an ndarray."""
     if isinstance(x, (list, tuple)):
         return np.asarray(x)
-    if isinstance(x, np.ma.MaskedArray):
+    if dt.is_masked(x):
         raise TypeError(MASKED)
     tracer = _current.get()
     if tracer is not None and tracer.captured and (seen := tracer.captured.get(id(x))) \

@@ -13,8 +13,12 @@ import numpy as np
 import pyopencl.array as cla
 import pytest
 
-import fusejit
-import fusejit.testing
+# every test traces (trace counts, and the trace path itself, are what most tests check):
+# the disk cache of lowered signatures is on only in tests/test_trace_cache.py
+os.environ.setdefault("FUSEJIT_TRACE_CACHE", "0")
+
+import fusejit  # noqa: E402
+import fusejit.testing  # noqa: E402
 
 
 # fusejit's tests state their tolerances: exact unless a test passes ulp= (the public default

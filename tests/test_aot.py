@@ -126,6 +126,8 @@ def test_lower_abstract_then_compile_serves_calls():
                                    rtol=2e-6, atol=1e-7)
     info = f.cache_info()
     assert info.traces == 3 and info.hits == 1
-    assert info.compiles + info.disk_hits == 1  # the later extents reused the program
+    # the later extents reused the program (0 when an earlier test built the same source in
+    # this process: the program memo serves it)
+    assert info.compiles + info.disk_hits <= 1
     with pytest.raises(fusejit.BundleError, match="dynamic"):
         fusejit.export(f, [(ShapeDtype((None, 64), np.float32),)], "/nonexistent/x.fjb")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -399,6 +401,32 @@ def test_np_random_while_tracing_raises_and_points_to_fusejit_random(name):
     assert vars(np.random)["random"] == np.random.mtrand._rand.random
     assert "wrapper" not in type(np.random.Generator.__dict__["random"]).__name__
     draw(np.ones(2))
+
+
+_LAZY_CHILD = """
+import sys, numpy as np, fusejit
+assert "numpy.random" not in sys.modules, "fusejit imported numpy.random"
+ok = fusejit.fuse(lambda x: x * 2)
+ok(np.ones(3))
+assert "numpy.random" not in sys.modules, "a trace imported numpy.random"
+for draw in (lambda x: np.random.rand(3), lambda x: np.random.default_rng(0).random(3)):
+    try:
+        fusejit.fuse(lambda x: x * draw(x))(np.ones(3))
+        raise SystemExit("np.random imported during a trace was not refused")
+    except fusejit.RandomStateError:
+        pass
+assert np.random.rand(2).shape == (2,)
+assert vars(np.random)["rand"] is np.random.mtrand.rand
+print("ok")
+"""
+
+
+def test_np_random_first_imported_inside_a_trace_is_refused():
+    """A process's first trace does not import numpy.random (~20 ms); a function that
+    imports it while traced (NumPy's lazy ``np.random``) is refused all the same."""
+    out = subprocess.run([sys.executable, "-c", _LAZY_CHILD], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
 def test_threads_that_do_not_trace_keep_np_random():

@@ -105,11 +105,16 @@ def program_key(device: cl.Device, source: str, options: list[str]) -> cache.Pro
     from .. import __version__
 
     forced = tuple(os.environ.get("PYOPENCL_BUILD_OPTIONS", "").split())
-    return cache.ProgramKey(
-        hashlib.sha256(source.encode()).hexdigest(), tuple(options) + forced,
-        f"{device.platform.name.strip()} {device.platform.version.strip()}",
-        device.name.strip(), f"{device.driver_version.strip()} / {device.version.strip()}",
-        __version__)
+    ident = _device_ids.get(device)
+    if ident is None:  # (six info queries: once per device, not on every first call)
+        ident = _device_ids[device] = (
+            f"{device.platform.name.strip()} {device.platform.version.strip()}",
+            device.name.strip(), f"{device.driver_version.strip()} / {device.version.strip()}")
+    return cache.ProgramKey(hashlib.sha256(source.encode()).hexdigest(),
+                            tuple(options) + forced, *ident, __version__)
+
+
+_device_ids: dict[cl.Device, tuple[str, str, str]] = {}
 
 
 _MEMO_SIZE = 256  # programs kept per process (signatures with runtime extents share them)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.invoker  # noqa: F401 - cl.Kernel imports it at first use (~8 ms); now instead
 
 from ...errors import UnsupportedDTypeError
 from ...targets.base import Target
