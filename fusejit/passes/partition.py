@@ -47,6 +47,7 @@ from .plan import (
     row_index,
 )
 from .schedule import schedule
+from .visit import visit_group, visit_reason
 from .strategy import (
     choose_strategy,
     compute_size,
@@ -119,11 +120,16 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
                                sum(lane_bytes(m) for m in ms)))
     epilogues: list[list[Store]] = [[] for _ in keys]
     row_stores: list[list[Store]] = [[] for _ in keys]
+    visits: list[list[Store]] = [[] for _ in keys]  # stored as the first pass reads (visit.py)
     pending: list[Store] = []
     for st in roots:
         n = st.node
         deps = {group_of[d] for d in leaves_of(n, red_set) & red_set}
         g = max(deps, default=None)
+        h = visit_group(graph, st, deps, keys, members, red_set)
+        if h is not None:
+            visits[h].append(st)
+            continue
         if g is not None:
             space, axes = keys[g]
             group, others = set(members[g]), red_set - set(members[g])
@@ -139,7 +145,8 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         pending.append(st)
     for g, (key, ms) in enumerate(zip(keys, members)):  # stores computed with the lanes too
         st = strategies[g]
-        wide = max((_widest(x.node, red_set) for x in epilogues[g] + row_stores[g]), default=0)
+        wide = max((_widest(x.node, red_set) for x in epilogues[g] + row_stores[g] + visits[g]),
+                   default=0)
         if st.vec > 1 and st.vec * wide > 32:
             n_stages = 1 + max(stage_of[m] for m in ms)
             widest = max(wide, *(compute_size(m.dtype) for m in ms),
@@ -172,8 +179,10 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         elif any(keys[h] == keys[g] for h in range(g)):
             reason += ("; not fused with the earlier reduction of the same shape because it "
                        "reads a result that is computed in between")
+        if visits[g]:
+            reason += visit_reason(len(visits[g]))
         groups.append(Group("reduce", space, tuple(epilogues[g]), reason, tuple(axes), stages,
-                            tuple(row_stores[g]), st))
+                            tuple(row_stores[g] + visits[g]), st))
 
     # 3. materialise reductions that something outside their own group reads
     #    (each reader is walked once: per reduction it would be quadratic in big functions)
