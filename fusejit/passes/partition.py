@@ -107,9 +107,11 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     # 2. each root goes to the latest reduce group it depends on when it can be fused there
     #    (epilogue at the outer index, or row fusion over the input space); else elementwise.
     strategies = []
+    along: list[bool] = []  # lanes walk the rows in memory order
     for g, (key, ms) in enumerate(zip(keys, members)):
         n_stages = 1 + max(stage_of[m] for m in ms)
         contiguous = inner_contiguous(graph, ms[0], red_set)
+        along.append(contiguous)
         vector_ok = not any(m.op in (Op.ARGMAX, Op.ARGMIN) for m in ms)
         # every value computed per element, not just the reduced one: PoCL mishandles vectors
         # over 32 bytes (an int64 cone under a bool any() gave long8 operands and wrong results)
@@ -126,7 +128,8 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         n = st.node
         deps = {group_of[d] for d in leaves_of(n, red_set) & red_set}
         g = max(deps, default=None)
-        h = visit_group(graph, st, deps, keys, members, red_set)
+        h = visit_group(graph, st, deps, keys, members, red_set,
+                        [a or limits.is_gpu for a in along])
         if h is not None:
             visits[h].append(st)
             continue
