@@ -1,8 +1,9 @@
 """Host cost of a cached fused call, the enqueue stubbed out so only fusejit's Python dispatch
 is timed (CPU time, best of 25 rounds of 5000 calls): a function that captures nothing (the
 fast path, which issue 9 requires to stay within +0.3 µs), one that calls a helper function
-(whose identity each call checks), one that reads a guarded global scalar and one that reads a
-captured array (implicit input).
+(whose identity each call checks), one that reads a guarded global scalar, one that reads a
+captured array (implicit input), and Adam with constants against Adam with its hyperparameters
+and step count as arguments.
 
     PYTHONPATH=. python benchmarks/dispatch_overhead.py
 """
@@ -46,13 +47,36 @@ def main() -> None:
     def array(x):
         return x * weights + 1
 
+    @fusejit.fuse
+    def adam_constants(p, g, m, v):
+        m = 0.9 * m + (1.0 - 0.9) * g
+        v = 0.999 * v + (1.0 - 0.999) * (g * g)
+        return p - 1e-3 * (m / (1.0 - 0.9 ** 10)) / (np.sqrt(v / (1.0 - 0.999 ** 10)) + 1e-8), m, v
+
+    @fusejit.fuse
+    def adam_scalars(p, g, m, v, lr, b1, b2, eps, t):
+        m = b1 * m + (1.0 - b1) * g
+        v = b2 * v + (1.0 - b2) * (g * g)
+        return p - lr * (m / (1.0 - b1 ** t)) / (np.sqrt(v / (1.0 - b2 ** t)) + eps), m, v
+
     x = cla.to_device(queue, np.ones(64, np.float32))
-    for name, fn in (("captures nothing", nothing), ("calls a helper", helper),
-                     ("a global scalar", scalar),
-                     ("a captured device array", array)):
-        fn(x)
-        fn(x)
-        best = min(timeit.repeat(lambda: fn(x), number=5000, repeat=25,
+    state = [cla.to_device(queue, np.ones(64, np.float32)) for _ in range(4)]
+    hyper = [1e-3, 0.9, 0.999, 1e-8]
+    steps = iter(range(10, 10**9))
+    for name, fn, args in (
+            ("captures nothing", nothing, lambda: (x,)), ("calls a helper", helper, lambda: (x,)),
+            ("a global scalar", scalar, lambda: (x,)),
+            ("a captured device array", array, lambda: (x,)),
+            # Adam's 5 hyperparameters and step as arguments (runtime/scalar_args.py): the
+            # same objects each call, then a new step count each call (derived scalars
+            # evaluated again)
+            ("adam, constants", adam_constants, lambda: state),
+            ("adam, runtime scalars", adam_scalars, lambda: (*state, *hyper, 10)),
+            ("adam, new step each call", adam_scalars,
+             lambda: (*state, *hyper, next(steps)))):
+        fn(*args())
+        fn(*args())
+        best = min(timeit.repeat(lambda: fn(*args()), number=5000, repeat=25,
                                  timer=time.process_time)) / 5000
         print(f"{name:24s} {best * 1e6:6.2f} µs per cached call")
 

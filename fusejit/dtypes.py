@@ -167,6 +167,8 @@ def convert_scalar(value: Any, dt: np.dtype) -> np.generic:
         if not info.min <= value <= info.max:
             raise OverflowError(f"Python integer {value} out of bounds for {dt.name}")
         return dt.type(value)  # (in range: no warning to silence, no errstate to pay)
+    if type(value) is int and dt.kind == "f" and abs(value) <= _FLOAT_MAX[dt.itemsize]:
+        return dt.type(value)  # rounds to nearest without overflow: nothing to warn about
     if type(value) is float and dt.kind == "f" and (
             dt.itemsize == 8 or abs(value) <= _FLOAT_MAX[dt.itemsize] or value != value
             or abs(value) == math.inf):

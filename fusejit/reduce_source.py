@@ -20,6 +20,7 @@ from .kernels import Kernel, Partial
 from .lowering import LANE, Block, Instr, LaneOf, Lanes, Lowering, Ref, _store
 from .ops import Op
 from .passes.partition import Dest, Group, ReduceStrategy, Store
+from .passes.visit import visit_stores
 from .render import Renderer
 from .symbolic import Expr
 from .targets.base import Target
@@ -87,6 +88,7 @@ class ReductionKernels:
         per_lane = cache or math.ceil((chunk if gy > 1 else R) / ly)  # k-loop trip count
         local_decls: list[str] = []
         results: dict[Node, tuple[Ref, Ref | None]] = {}
+        visits = visit_stores(group)
         for s_i, stage in enumerate(group.stages):
             accs = []
             for j, r in enumerate(stage):
@@ -125,6 +127,9 @@ class ReductionKernels:
                     _accumulate(loop, t, r, acc, arg, v, acc_dt)
                 if levels:
                     _cascade_step(loop, t, r, acc, levels, acc_dt)
+            if s_i == 0:  # horizontal fusion: outputs stored as the first pass reads
+                for store in visits:
+                    _store(loop, store, row_idx, low, loop.value(store.node, row_idx))
             for r, acc, arg, acc_dt, levels in accs:
                 for level in levels:  # smallest partial sums first
                     top.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";",
@@ -211,14 +216,15 @@ class ReductionKernels:
                 block = top.nested("if (ly_ == 0 && active) {")
                 temp = Store(node, Dest("temp", self.materialized[node]))
                 _store(block, temp, outer_idx, low, low.bound[(node, outer_idx)])
-        if group.row_stores:
+        row_stores = [x for x in group.row_stores if x not in visit_stores(group)]
+        if row_stores:
             if st.cache:
                 M = math.prod(group.outer_shape)
                 loop = _cache_loop(top, self.target, it, st.cache, st.ly, R, M % st.lx == 0)
             else:
                 loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {st.ly}) {{",
                                   loop_vars=frozenset({"r"}))
-            for store in group.row_stores:
+            for store in row_stores:
                 _store(loop, store, row_idx, low, loop.value(store.node, row_idx))
 
     def _combine_kernel(self, name: str, group: Group, st: ReduceStrategy, base: int

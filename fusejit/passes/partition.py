@@ -47,6 +47,7 @@ from .plan import (
     row_index,
 )
 from .schedule import schedule
+from .visit import visit_group, visit_reason
 from .strategy import (
     choose_strategy,
     compute_size,
@@ -106,9 +107,11 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     # 2. each root goes to the latest reduce group it depends on when it can be fused there
     #    (epilogue at the outer index, or row fusion over the input space); else elementwise.
     strategies = []
+    along: list[bool] = []  # lanes walk the rows in memory order
     for g, (key, ms) in enumerate(zip(keys, members)):
         n_stages = 1 + max(stage_of[m] for m in ms)
         contiguous = inner_contiguous(graph, ms[0], red_set)
+        along.append(contiguous)
         vector_ok = not any(m.op in (Op.ARGMAX, Op.ARGMIN) for m in ms)
         # every value computed per element, not just the reduced one: PoCL mishandles vectors
         # over 32 bytes (an int64 cone under a bool any() gave long8 operands and wrong results)
@@ -119,11 +122,17 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
                                sum(lane_bytes(m) for m in ms)))
     epilogues: list[list[Store]] = [[] for _ in keys]
     row_stores: list[list[Store]] = [[] for _ in keys]
+    visits: list[list[Store]] = [[] for _ in keys]  # stored as the first pass reads (visit.py)
     pending: list[Store] = []
     for st in roots:
         n = st.node
         deps = {group_of[d] for d in leaves_of(n, red_set) & red_set}
         g = max(deps, default=None)
+        h = visit_group(graph, st, deps, keys, members, red_set,
+                        [a or limits.is_gpu for a in along])
+        if h is not None:
+            visits[h].append(st)
+            continue
         if g is not None:
             space, axes = keys[g]
             group, others = set(members[g]), red_set - set(members[g])
@@ -139,7 +148,8 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         pending.append(st)
     for g, (key, ms) in enumerate(zip(keys, members)):  # stores computed with the lanes too
         st = strategies[g]
-        wide = max((_widest(x.node, red_set) for x in epilogues[g] + row_stores[g]), default=0)
+        wide = max((_widest(x.node, red_set) for x in epilogues[g] + row_stores[g] + visits[g]),
+                   default=0)
         if st.vec > 1 and st.vec * wide > 32:
             n_stages = 1 + max(stage_of[m] for m in ms)
             widest = max(wide, *(compute_size(m.dtype) for m in ms),
@@ -172,8 +182,10 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         elif any(keys[h] == keys[g] for h in range(g)):
             reason += ("; not fused with the earlier reduction of the same shape because it "
                        "reads a result that is computed in between")
+        if visits[g]:
+            reason += visit_reason(len(visits[g]))
         groups.append(Group("reduce", space, tuple(epilogues[g]), reason, tuple(axes), stages,
-                            tuple(row_stores[g]), st))
+                            tuple(row_stores[g] + visits[g]), st))
 
     # 3. materialise reductions that something outside their own group reads
     #    (each reader is walked once: per reduction it would be quadratic in big functions)

@@ -18,12 +18,12 @@ import pyopencl.array as cla
 import pyopencl.tools as cltools
 
 from .. import dtypes as dt
-from .. import reference
-from ..ir import Graph, Param, toposort
+from ..ir import Graph, Param
 from ..ops import Op
 from ..signature import BIG_OFFSET
 from ..source import BufferArg, Module, ScalarArg
-from . import autotune
+from . import autotune, scalar_args
+from .derived import DerivedScalars
 from .devices import DeviceInfo
 from .memory import compact
 
@@ -47,21 +47,7 @@ def memory_pool(queue: cl.CommandQueue) -> cltools.MemoryPool:
 
 
 _PARAM, _OFFSET, _OUT, _TEMP, _PART, _SCALAR, _EXTENT = range(7)
-_BY_VALUE = frozenset((_OFFSET, _SCALAR, _EXTENT))  # NumPy scalars, not buffers
 _enqueue = cl.enqueue_nd_range_kernel
-# Kernel.set_arg of a NumPy scalar costs 10-30 us in PyOpenCL 2026.1 (it tries each kind of
-# argument in turn) against 0.25 us for the by-value setter PyOpenCL's own invokers use: a
-# kernel with one runtime extent or offset paid ~9 us per call on the H200 for it
-SET_VALUE = "_set_arg_buf" if hasattr(cl.Kernel, "_set_arg_buf") else "set_arg"
-
-
-def set_args(knl: cl.Kernel, plan: Sequence[tuple[int, int]], tables: tuple) -> None:
-    """Bind ``plan``'s arguments (kind, index into ``tables``) to ``knl``."""
-    by_value = getattr(knl, SET_VALUE)
-    for i, (kind, index) in enumerate(plan):
-        (by_value if kind in _BY_VALUE else knl.set_arg)(i, tables[kind][index])
-
-
 def _alloc_spec(shape: tuple[int, ...], dtype: np.dtype) -> tuple:
     size = math.prod(shape)
     strides = tuple(s * dtype.itemsize for s in _row_major(shape))
@@ -162,22 +148,31 @@ def _kernel_arg_scalar(value: Any, dtype: np.dtype) -> np.generic:
     return v
 
 
-def _deriver(params: Sequence[Param], index: int) -> Any:
+def _set_args(knl: cl.Kernel, plan: Sequence[tuple[int, int]], tables: tuple) -> None:
+    """Bind one kernel's arguments from the call's tables (by-value ones as packed bytes,
+    see scalar_args: ``set_arg`` of a NumPy scalar costs 15-20 us)."""
+    for i, (kind, index) in enumerate(plan):
+        value = tables[kind][index]
+        if kind in _BY_VALUE:
+            scalar_args.bind(knl, i, scalar_args.packer(value.dtype)(value))
+        else:
+            knl.set_arg(i, value)
+
+
+_BY_VALUE = frozenset({_OFFSET, _SCALAR, _EXTENT})
+
+
+def _deriver(params: Sequence[Param], index: int, shared: list | None = None) -> Any:
     """None for a scalar bound from an argument; for a derived one (passes/hoist.py), a function
-    of the call's flattened arguments that evaluates its expression on the host."""
-    param = params[index]
-    if param.kind != "derived":
+    of the call's flattened arguments that gives its value, from one evaluation of all the
+    executable's derived scalars per call (runtime/derived.py; ``shared`` holds it)."""
+    if params[index].kind != "derived":
         return None
-    expr = param.expr
-    sources = {p: params[p].source for p in {n.arg[0] for n in toposort([expr])
-                                             if n.op is Op.SCALAR}}
-
-    evaluate = reference.deriver(expr)
-    pairs = tuple(sources.items())
-
-    def derive(flat: Sequence[Any]) -> np.generic:
-        return evaluate({p: flat[src] for p, src in pairs})
-    return derive
+    if shared is None:
+        shared = []
+    if not shared:
+        shared.append(DerivedScalars(params))
+    return shared[0].getter(index)
 
 
 class Executable:
@@ -220,6 +215,8 @@ class Executable:
         # host evaluation from the call's arguments)
         self._scalars: list[tuple[int, np.dtype, Any]] = []
         self._extents: list[np.generic] = []  # loop bounds of kernels for runtime extents
+        derived: list = []  # the DerivedScalars every derived scalar's getter shares
+        self._derived = derived
         self._plans = []
         for knl, record in self.kernels:
             plan = []
@@ -234,7 +231,7 @@ class Executable:
                     if key not in scalars:
                         scalars[key] = len(self._scalars)
                         self._scalars.append((params[arg.index].source, arg.dtype,
-                                              _deriver(params, arg.index)))
+                                              _deriver(params, arg.index, derived)))
                     plan.append((_SCALAR, scalars[key]))
                 else:
                     plan.append(({"param": _PARAM, "output": _OUT, "temp": _TEMP,
@@ -251,7 +248,7 @@ class Executable:
             if n.op is Op.SCALAR and (n.arg[0], n.dtype.str) not in scalars:
                 scalars[(n.arg[0], n.dtype.str)] = len(self._scalars)
                 self._scalars.append((params[n.arg[0]].source, n.dtype,
-                                      _deriver(params, n.arg[0])))
+                                      _deriver(params, n.arg[0], derived)))
         # large, idempotent elementwise kernels get their launch shape tuned on first use;
         # tuning reruns the kernels before it, so none of those may write an argument
         writes = [any(a.role == "param" and a.writable for a in record.signature.args
@@ -322,6 +319,8 @@ class Executable:
                 "        b = bind(queue)",
                 "    pool = b[1]"]
         arg_expr: dict[tuple[int, int], str] = {}
+        packed: dict[tuple[int, int], str] = {}  # by-value arguments as bytes (scalar_args)
+        env["pack_index"] = scalar_args.packer(self.index_dtype)
         for p, src, itemsize in self._arrays:
             body.append(f"    a{p} = flat[{src}]")
             if not checked:
@@ -329,6 +328,7 @@ class Executable:
             arg_expr[(_PARAM, p)] = f"a{p}.base_data"
             if p in self._offset_params:
                 arg_expr[(_OFFSET, p)] = f"index_type(a{p}.offset // {itemsize})"
+                packed[(_OFFSET, p)] = f"pack_index(index_type(a{p}.offset // {itemsize}))"
         if self._consts:
             body.append("    consts = consts_of(queue)")
             for p in self._consts:
@@ -354,15 +354,27 @@ class Executable:
                 arg_expr[(kind, i)] = f"{prefix}{i}"
         for j, value in enumerate(self._extents):
             env[f"e{j}"] = value
+            env[f"e{j}b"] = scalar_args.packer(value.dtype)(value)
             arg_expr[(_EXTENT, j)] = f"e{j}"
+            packed[(_EXTENT, j)] = f"e{j}b"
+        convert = []
         for j, (src, dtype, derive) in enumerate(self._scalars):
             env[f"dtype{j}"] = dtype
+            env[f"pack{j}"] = scalar_args.packer(dtype)
+            env[f"conv{j}"] = scalar_args.converter(dtype, _kernel_arg_scalar)
             if derive is None:
-                body.append(f"    s{j} = conv(flat[{src}], dtype{j})")
+                convert.append(f"    s{j} = conv{j}(flat[{src}])")
             else:
                 env[f"derive{j}"] = derive
-                body.append(f"    s{j} = conv(derive{j}(flat), dtype{j})")
+                convert.append(f"    s{j} = conv{j}(derive{j}(flat))")
             arg_expr[(_SCALAR, j)] = f"s{j}"
+            packed[(_SCALAR, j)] = f"pack{j}(s{j})"
+        if scalar_args.FAST and self._scalars:  # the last call's bytes, for the same objects
+            sources = {src for src, _, derive in self._scalars if derive is None}
+            sources |= set(self._derived[0].sources if self._derived else ())
+            convert = scalar_args.cached(sorted(sources), len(self._scalars), convert, env)
+            packed.update({(_SCALAR, j): f"b{j}" for j in range(len(self._scalars))})
+        body += convert
         # acquire/release rather than `with lock:`, which costs twice as much per call
         body += ["    acquire()", "    try:"]
         if not self._plans:
@@ -370,8 +382,10 @@ class Executable:
         for n, (knl, gsize, lsize, plan) in enumerate(self._plans):
             env[f"k{n}"], env[f"g{n}"], env[f"l{n}"] = knl, gsize, lsize
             for i, (kind, index) in enumerate(plan):
-                setter = SET_VALUE if kind in _BY_VALUE else "set_arg"
-                body.append(f"        k{n}.{setter}({i}, {arg_expr[(kind, index)]})")
+                if scalar_args.FAST and (kind, index) in packed:
+                    body.append(f"        k{n}._set_arg_buf({i}, {packed[(kind, index)]})")
+                else:
+                    body.append(f"        k{n}.set_arg({i}, {arg_expr[(kind, index)]})")
             body.append(f"        enqueue(queue, k{n}, g{n}, l{n})")
         body += ["    finally:", "        release()"]
         outs = "[" + "".join(f"o{i}, " for i in range(len(self._out_specs))) + "]"
@@ -476,7 +490,7 @@ class Executable:
                 self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
             self._calls += 1
             for knl, gsize, lsize, plan in self._plans:
-                set_args(knl, plan, tables)
+                _set_args(knl, plan, tables)
                 _enqueue(queue, knl, gsize, lsize)
         if uploaded is not None:
             for p in self._host_writes:
@@ -496,9 +510,9 @@ class Executable:
                 continue
             for j in range(i):  # what the tuned kernel reads must exist
                 pknl, g, loc, pplan = self._plans[j]
-                set_args(pknl, pplan, tables)
+                _set_args(pknl, pplan, tables)
                 _enqueue(queue, pknl, g, loc)
-            set_args(knl, plan, tables)
+            _set_args(knl, plan, tables)
             record = self.kernels[i][1]
             cfg = autotune.tune(queue, knl, autotune.key(self.info.key, record.source,
                                                          record.items),
