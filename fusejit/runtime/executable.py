@@ -48,6 +48,8 @@ def memory_pool(queue: cl.CommandQueue) -> cltools.MemoryPool:
 
 _PARAM, _OFFSET, _OUT, _TEMP, _PART, _SCALAR, _EXTENT = range(7)
 _enqueue = cl.enqueue_nd_range_kernel
+
+
 def _alloc_spec(shape: tuple[int, ...], dtype: np.dtype) -> tuple:
     size = math.prod(shape)
     strides = tuple(s * dtype.itemsize for s in _row_major(shape))
