@@ -79,8 +79,17 @@ def test_default_device_picks_the_target_for_numpy_inputs(fv) -> None:
 def test_missing_dtypes_name_what_is_missing(fv) -> None:
     with pytest.raises(UnsupportedDTypeError, match="64-bit integers"):
         fv.to_device(np.arange(4))
-    with pytest.raises(UnsupportedDTypeError, match="float16"):
-        fv.to_device(np.ones(4, np.float16))
+    with pytest.raises(UnsupportedDTypeError, match="float64.*no bit access"):
+        fv.to_device(np.ones(4))
+    with pytest.raises(UnsupportedDTypeError, match="8-bit integers"):
+        fv.to_device(np.ones(4, np.uint8))
+    with pytest.raises(UnsupportedDTypeError, match="int16_t"):
+        fv.to_device(np.ones(4, np.int16))
+    # an adapter without shader-f16 names the feature (lavapipe and the H200 have it)
+    from fusejit.targets.glsl import GLSLTarget
+
+    with pytest.raises(UnsupportedDTypeError, match="shader-f16"):
+        GLSLTarget(frozenset()).storage_type(np.dtype(np.float16))
     d = fv.to_device(np.arange(4, dtype=np.int32))
     with pytest.raises(UnsupportedDTypeError, match="int64"):
         fuse(lambda a: a.sum())(d)  # NumPy sums int32 into int64
@@ -91,3 +100,38 @@ def test_fancy_indexing_of_a_device_array_is_refused(fv) -> None:
     d = fv.to_device(np.arange(4, dtype=np.float32))
     with pytest.raises(TypeError, match="basic indexing"):
         d[[0, 2]]
+
+
+def _halves() -> np.ndarray:
+    """float16 edge cases: every rounding boundary kind (halfway up/down/to even, into the
+    subnormals, to the largest finite and past it to inf), signed zeros, NaN, inf."""
+    with np.errstate(over="ignore"):
+        h = np.array([0.0, -0.0, 1.0, 1.0009765625, 2049.0, 2051.0, 65504.0, 65519.9, 65520.0,
+                      -65520.0, 6.1035156e-05, 6.0975552e-05, 5.9604645e-08, 2.9802322e-08,
+                      8.940697e-08, -1.1920929e-07, 1e-9, np.inf, -np.inf, np.nan, 0.1, 0.3,
+                      1e5], np.float32)
+    return h
+
+
+def test_float16_rounds_each_op_as_numpy(fv, rng) -> None:
+    if "shader-f16" not in fv.default_device().features:
+        pytest.skip("this Vulkan adapter has no shader-f16")
+    x32 = np.concatenate([_halves(), rng.standard_normal(200).astype(np.float32) * 300])
+    y32 = np.concatenate([np.full(_halves().size, 1.0009766, np.float32),
+                          rng.standard_normal(200).astype(np.float32)])
+    x, y = x32.astype(np.float16), y32.astype(np.float16)
+
+    def f(a, b, c):
+        return a * b + a, a / b, (c.astype(np.float16) - a) * b, np.nextafter(a, b), \
+            np.where(np.isfinite(a), a, 0).astype(np.int32), (a * b).sum(), np.maximum(a, b)
+
+    with np.errstate(all="ignore"):
+        want = f(x, y, x32)
+        got = fuse(f)(fv.to_device(x), fv.to_device(y), fv.to_device(x32))
+    for g, w in zip(got, want):
+        g = g.get()
+        assert g.dtype == w.dtype
+        if w.ndim == 0:  # a float32 pairwise sum in another order: within a half ulp or two
+            np.testing.assert_allclose(g, w, rtol=2e-3)
+        else:
+            np.testing.assert_array_equal(g, w)

@@ -28,6 +28,7 @@ _LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size",
 BARRIER_GROUP = 32  # work-items of a Vulkan work-group that uses barrier() (see VulkanDevice)
 MAX_GROUPS = 65535  # per dispatch dimension (WebGPU's guaranteed minimum; wgpu enforces it)
 _lock = threading.Lock()
+_features: dict[str, frozenset[str]] = {}  # DeviceInfo.key -> the adapter's optional features
 _default: VulkanDevice | None = None
 _unavailable: str | None = None
 
@@ -85,6 +86,7 @@ class VulkanDevice:
                 # barriers are kept to 32 work-items: one subgroup on NVIDIA and AMD.
                 max_barrier_group=BARRIER_GROUP),
             has_fp64=False, correctly_rounded_div_sqrt=False, is_cpu=self.is_cpu)
+        _features[self.info.key] = self.features
         self._free: dict[int, list[Any]] = {}
         self._staging: dict[int, Any] = {}
         self._sync: Any = None
@@ -166,6 +168,11 @@ class VulkanDevice:
         if self._sync is None:
             self._sync = self.device.create_buffer(size=16, usage=self.usage)
         self.download(self._sync, 0, 4)
+
+
+def features_of(info: DeviceInfo) -> frozenset[str]:
+    """The optional features (shader-f16, ...) of the Vulkan device ``info`` describes."""
+    return _features.get(info.key, frozenset())
 
 
 def default_device() -> VulkanDevice:

@@ -113,7 +113,9 @@ class _Pipeline:
 def _scalar_word(value: np.generic) -> np.ndarray:
     """A kernel scalar as its 4-byte std140 word (bool as a 32-bit 0/1)."""
     v = np.asarray(value)
-    if v.dtype.itemsize < 4:
+    if v.dtype == np.float16:  # (computed as float32)
+        v = v.astype(np.float32)
+    elif v.dtype.itemsize < 4:
         v = v.astype(np.uint32)
     return v.reshape(1).view(np.uint32)
 
