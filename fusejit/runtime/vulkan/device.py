@@ -90,6 +90,9 @@ class VulkanDevice:
         self._free: dict[int, list[Any]] = {}
         self._staging: dict[int, Any] = {}
         self._sync: Any = None
+        from .record import Recorder
+
+        self.recorder = Recorder(self.device)
         self._pool_lock = threading.Lock()
         self.usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
                       | wgpu.BufferUsage.COPY_DST)

@@ -94,6 +94,7 @@ class _Pipeline:
         if not self.scalars:
             device.upload(self.uniform, head)
         self.bind_groups: dict[tuple, Any] = {}
+        self.keys = [(a.role, a.index) for a in self.buffers]  # (into a call's buffer table)
         self.device = device
 
     def bind_group(self, bufs: tuple) -> Any:
@@ -197,8 +198,7 @@ class VulkanExecutable:
                 buf = dev.allocate(math.prod(shape) * storage_dtype(dtype).itemsize)
                 scratch.append(buf)
                 bufs[(role, i)] = buf
-        encoder = dev.device.create_command_encoder()
-        cpass = encoder.begin_compute_pass()
+        steps = []
         for pipe in self.pipelines:
             if pipe.scalars:
                 words = [pipe.head]
@@ -213,13 +213,10 @@ class VulkanExecutable:
                             else derive(flat)
                         words.append(_scalar_word(_kernel_arg_scalar(value, a.dtype)))
                 dev.upload(pipe.uniform, np.concatenate(words))
-            group = pipe.bind_group(tuple(bufs[(a.role, a.index)] for a in pipe.buffers))
-            cpass.set_pipeline(pipe.pipeline)
-            cpass.set_bind_group(0, group)
-            cpass.dispatch_workgroups(*pipe.dispatch, 1)
+            group = pipe.bind_group(tuple(bufs[k] for k in pipe.keys))
+            steps.append((pipe.pipeline, group, *pipe.dispatch))
             _record(1)
-        cpass.end()
-        dev.device.queue.submit([encoder.finish()])
+        dev.recorder.submit(steps)
         for p in self._host_writes:  # NumPy arguments written in place get the result
             if p in uploaded:
                 buf, target = uploaded[p]
