@@ -48,10 +48,10 @@ MAX_ARGS = 120
 
 
 LAYOUTS = ("scalar", "vector")
-# (layout, device) runs: both layouts on OpenCL, the scalar one on Vulkan (its kernels are
-# scalar code in either layout)
+# (layout, device) runs: both layouts on both devices (Vulkan's vector code: 4 lanes a
+# work-item, computed lane by lane)
 RUNS = [pytest.param(layout, dev, id=f"{layout}-{dev}") for layout, dev in
-        (("scalar", "opencl"), ("vector", "opencl"), ("scalar", "vulkan"))]
+        (("scalar", "opencl"), ("vector", "opencl"), ("scalar", "vulkan"), ("vector", "vulkan"))]
 VULKAN_DTYPES = frozenset(np.dtype(c) for c in ("?", "i4", "u4", "f4"))
 
 
@@ -228,6 +228,9 @@ def unary_mask(ufunc: np.ufunc, x: np.ndarray) -> np.ndarray | None:
 @pytest.mark.parametrize("ufunc", UNARY, ids=_ids(UNARY))
 @pytest.mark.parametrize(("layout", "device"), RUNS, indirect=["device"])
 def test_unary(layout: str, device: str, ufunc: np.ufunc, dtype: np.dtype) -> None:
+    if (layout, device) == ("vector", "vulkan") and np.dtype(dtype).kind != "f":
+        pytest.skip("Vulkan's vector code computes lane by lane with the scalar templates: "
+                    "the float dtypes cover it (the astype catalog covers every load and store)")
     (x,) = in_layout(layout, edge_values(dtype))
     want = numpy_result(ufunc, x)
     if isinstance(want, Exception):
@@ -290,6 +293,9 @@ def binary_results(left: np.dtype, layout: str, device: str) -> dict[Hashable, n
 @pytest.mark.parametrize(("layout", "device"), RUNS, indirect=["device"])
 def test_binary(layout: str, device: str, ufunc: np.ufunc, left: np.dtype) -> None:
     """``ufunc(left, right)`` for right = left, and for every other dtype if ufunc is MIXED."""
+    if (layout, device) == ("vector", "vulkan") and np.dtype(left).kind != "f":
+        pytest.skip("Vulkan's vector code computes lane by lane with the scalar templates: "
+                    "the float dtypes cover it (the astype catalog covers every load and store)")
     failures = []
     for right in partners(ufunc, left, layout):
         a, b = grid(left, right, layout)

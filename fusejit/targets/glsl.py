@@ -27,6 +27,7 @@ nor exact constants could be kept for it even where the adapter reports ``shader
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -46,6 +47,7 @@ from .glsl_helpers import truth as _truth
 _GL = {"bool": "bool", "int32": "int", "uint32": "uint", "float32": "float", "float16": "float"}
 _STORAGE = {"bool": "uint", "int32": "int", "uint32": "uint", "float32": "float",
             "float16": "float16_t"}
+_VEC = {"bool": "bvec", "int32": "ivec", "uint32": "uvec", "float32": "vec", "float16": "vec"}
 # dtypes that need an optional adapter feature (wgpu's name for it)
 FEATURE_OF = {"float16": "shader-f16"}
 _F16_EXT = "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
@@ -202,7 +204,7 @@ class GLSLTarget(Target):
     """GLSL 450 compute shaders, one shader per kernel, compiled by naga (wgpu)."""
 
     name = "glsl"
-    vector_code = False  # GPUs scalarise vectors anyway; a buffer has one element type
+    max_lanes = 4  # GLSL vectors have 2-4 components
     fixed_local_size = True  # local_size_x is part of the shader
     # any/all/max/min of bools accumulate as 0/1 uint: on an H200, bool accumulators (bool
     # registers and shared arrays) gave wrong any() results where uint ones are plain
@@ -220,6 +222,8 @@ class GLSLTarget(Target):
     def __init__(self, features: frozenset[str] = frozenset()) -> None:
         super().__init__()
         self.features = features
+        # FUSEJIT_VULKAN_VECTOR=0: one element per work-item and access (see vector_load)
+        self.vector_code = os.environ.get("FUSEJIT_VULKAN_VECTOR", "1") != "0"
 
     def _check(self, dtype: np.dtype) -> str:
         name = dt.type_name(dtype)
@@ -374,11 +378,29 @@ class GLSLTarget(Target):
             return f"{ptr}[{index}] = float16_t({value});"
         return f"{ptr}[{index}] = {value};"
 
-    # vectors: never asked for (vector_code is False)
+    # vectors: contiguous elementwise kernels give each work-item 4 neighbouring elements, read
+    # and written as 4 adjacent scalar accesses of one 16-byte-aligned vector, which GPU
+    # compilers merge into one 16-byte access (a buffer has one element type in GLSL, so no
+    # vector-typed loads); the ops themselves run lane by lane (render_op_vector is None)
     def vector_type(self, dtype: np.dtype, n: int) -> str:
-        raise NotImplementedError("the GLSL target emits scalar code only")
+        return _VEC[self._check(dtype)] + str(n)
 
-    vector_load = vector_store = broadcast = pack = lane = vector_type  # type: ignore[assignment]
+    def vector_load(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str:
+        lanes = ", ".join(self.load(ptr, f"({index}) * {n} + {i}", dtype) for i in range(n))
+        return f"{self.vector_type(dtype, n)}({lanes})"
+
+    def vector_store(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str:
+        return " ".join(self.store(ptr, f"({index}) * {n} + {i}", "{0}." + "xyzw"[i], dtype)
+                        for i in range(n))
+
+    def lane(self, dtype: np.dtype, lane: int) -> str:
+        return "{v}." + "xyzw"[lane]
+
+    def pack(self, dtype: np.dtype, n: int) -> str:
+        return f"{self.vector_type(dtype, n)}(" + ", ".join(f"{{{i}}}" for i in range(n)) + ")"
+
+    def broadcast(self, dtype: np.dtype, n: int, x: str) -> str:
+        return f"{self.vector_type(dtype, n)}({x})"
 
     def render_op_vector(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
                          operands: Sequence[str], n: int) -> str | None:

@@ -19,7 +19,8 @@ from ...errors import DeviceUnavailableError
 from ...passes.partition import DeviceLimits
 from ..devices import DeviceInfo
 
-_FEATURES = ("shader-f16", "shader-f64", "shader-int64", "subgroup", "subgroup-barrier")
+_FEATURES = ("shader-f16", "shader-f64", "shader-int64", "subgroup", "subgroup-barrier",
+             "timestamp-query")
 _LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size",
            "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
            "max-compute-workgroup-size-x", "max-compute-workgroup-size-y",
