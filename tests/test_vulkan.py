@@ -154,3 +154,11 @@ def test_cached_calls_keep_the_aliasing_rules(fv, rng) -> None:
         d = fv.to_device(x)
         acc(d, d)  # NumPy reads b before writing a where they overlap
         np.testing.assert_array_equal(d.get(), want)
+
+
+def test_random_numbers_name_what_vulkan_lacks(fv) -> None:
+    import fusejit.random as fr
+
+    x = fv.to_device(np.ones(64, np.float32))
+    with pytest.raises(UnsupportedDTypeError, match="fusejit.random's Philox4x64-10"):
+        fuse(lambda a, k: a * fr.bernoulli(k, 0.5, a.shape))(x, fr.key(0))

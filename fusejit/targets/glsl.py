@@ -53,7 +53,9 @@ FEATURE_OF = {"float16": "shader-f16"}
 _F16_EXT = "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
 _MISSING = {
     "int64": "64-bit integers (naga's GLSL frontend has no int64_t, even with shader-int64)",
-    "uint64": "64-bit integers (naga's GLSL frontend has no uint64_t, even with shader-int64)",
+    "uint64": "64-bit integers (naga's GLSL frontend has no uint64_t, even with shader-int64; "
+              "fusejit.random's Philox4x64-10 keys and counters are uint64, so random numbers "
+              "run on OpenCL only)",
     "int8": "8-bit integers (naga's GLSL frontend has no uint8_t / 8-bit storage)",
     "uint8": "8-bit integers (naga's GLSL frontend has no uint8_t / 8-bit storage)",
     "int16": "16-bit integers (naga's GLSL frontend has no int16_t, even with shader-i16)",

@@ -22,7 +22,7 @@ from .array import Array, empty, storage_dtype
 from .device import MAX_GROUPS, VulkanDevice
 from .trusted import create_module
 
-ELEMENTWISE_GROUPS = 8192  # work-groups an elementwise (grid-stride) kernel launches at most
+ELEMENTWISE_GROUPS = 65536  # work-groups an elementwise (grid-stride) kernel launches at most
 _BIND_CACHE = 64  # bind groups kept per kernel (keyed by the buffers they bind)
 
 
@@ -81,8 +81,10 @@ class _Pipeline:
         per_dim = [g // max(lo, 1) for g, lo in zip(kernel.global_size, local)]
         self.groups = math.prod(per_dim)
         if kernel.group.kind == "elementwise":
-            # grid-stride loops: a few resident waves of work-groups beat one group per 256
-            # elements (H200, chain8 2^26 back to back: 262,144 groups 2.0 TB/s, 8,448 2.6)
+            # grid-stride loops only past 65,536 groups: with 4 elements a work-item (vector
+            # code) an H200 runs chain8 2^26 (65,536 groups of 256) at 3.38 TB/s kernel time
+            # uncapped or capped at 33,792 groups, 2.85 at 8,192 and 2.71 at 2,112 (timestamp
+            # queries); with one element a work-item 262,144 groups were slower than 8,448
             self.groups = min(self.groups, ELEMENTWISE_GROUPS)
         self.dispatch = dispatch_shape(self.groups)
         head = np.array([per_dim[0], self.groups], np.uint32)
