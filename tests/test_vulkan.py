@@ -162,3 +162,18 @@ def test_random_numbers_name_what_vulkan_lacks(fv) -> None:
     x = fv.to_device(np.ones(64, np.float32))
     with pytest.raises(UnsupportedDTypeError, match="fusejit.random's Philox4x64-10"):
         fuse(lambda a, k: a * fr.bernoulli(k, 0.5, a.shape))(x, fr.key(0))
+
+
+def test_a_buffer_returns_to_the_pool_once_its_array_and_views_are_gone(fv) -> None:
+    dev = fv.default_device()
+
+    def pooled(buf) -> bool:
+        return any(b is buf for b in dev._free.get(buf.size, []))
+
+    a = fuse(lambda x: x + 1)(fv.to_device(np.arange(1000, dtype=np.float32)))  # a result
+    buf, view = a.base_data, a[::2]
+    del a
+    assert not pooled(buf)  # the view still reads it
+    np.testing.assert_array_equal(view.get(), np.arange(0, 1000, 2, dtype=np.float32) + 1)
+    del view
+    assert pooled(buf)

@@ -57,6 +57,7 @@ class Array(DeviceArray):
     ``transpose`` return views sharing the buffer."""
 
     __array_priority__ = 100
+    _owns = False  # the array its buffer came with (views and wrapped buffers: False)
 
     def __init__(self, device: VulkanDevice, buffer: Any, shape: tuple[int, ...],
                  dtype: np.dtype, strides: tuple[int, ...] | None = None, offset: int = 0,
@@ -69,6 +70,15 @@ class Array(DeviceArray):
             _row_major(self.shape, self.dtype.itemsize)
         self.offset = int(offset)
         self.base = base
+
+    def __del__(self) -> None:
+        # the owner's buffer returns to the pool once it and all views (which keep it alive
+        # through .base) are gone; cheaper per call than weakref.finalize
+        if self._owns:
+            try:
+                self.device.release(self.base_data)
+            except Exception:  # noqa: BLE001, S110 - interpreter shutdown
+                pass
 
     # the device doubles as queue and context (one call's arrays must share it)
     @property
@@ -182,7 +192,16 @@ def empty(shape: tuple[int, ...], dtype: Any, device: VulkanDevice | None = None
     dtype = check_dtype(np.dtype(dtype), device)
     shape = tuple(int(d) for d in np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
     n = math.prod(shape)
-    buf = device.allocate(n * storage_dtype(dtype).itemsize)
-    arr = Array(device, buf, shape, dtype)
-    device.owned(arr, buf)
+    return new_owned(device, shape, dtype, _row_major(shape, dtype.itemsize),
+                     n * storage_dtype(dtype).itemsize)
+
+
+def new_owned(device: VulkanDevice, shape: tuple[int, ...], dtype: np.dtype,
+              strides: tuple[int, ...], nbytes: int) -> Array:
+    """A new C-contiguous array owning a pooled buffer (``empty`` with everything known: a
+    call's results, whose layout is fixed per signature)."""
+    arr = Array.__new__(Array)
+    arr.device, arr.base_data = device, device.allocate(nbytes)
+    arr.shape, arr.dtype, arr.strides, arr.offset, arr.base = shape, dtype, strides, 0, None
+    arr._owns = True
     return arr

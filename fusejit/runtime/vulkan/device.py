@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from typing import Any
 
 import numpy as np
@@ -94,7 +93,7 @@ class VulkanDevice:
         from .record import Recorder
 
         self.recorder = Recorder(self.device)
-        self._pool_lock = threading.Lock()
+        self._pool_lock = threading.RLock()  # (an array's __del__ may release inside allocate)
         self.usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
                       | wgpu.BufferUsage.COPY_DST)
 
@@ -120,10 +119,6 @@ class VulkanDevice:
         before any later use: one queue runs everything)."""
         with self._pool_lock:
             self._free.setdefault(buf.size, []).append(buf)
-
-    def owned(self, owner: object, buf: Any) -> None:
-        """Return ``buf`` to the pool when ``owner`` is garbage."""
-        weakref.finalize(owner, self.release, buf)
 
     def upload(self, buf: Any, data: np.ndarray, offset: int = 0) -> None:
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)

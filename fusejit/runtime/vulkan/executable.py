@@ -18,7 +18,7 @@ import numpy as np
 from ...errors import ContextMismatchError, KernelBuildError, UnsupportedOperationError
 from ...kernels import BufferArg, Kernel, Module, ScalarArg
 from ..executable import Executable, OutSpec, _deriver, _kernel_arg_scalar
-from .array import Array, empty, storage_dtype
+from .array import Array, _row_major, new_owned, storage_dtype
 from .device import MAX_GROUPS, VulkanDevice
 from .trusted import create_module
 
@@ -150,6 +150,9 @@ class VulkanExecutable:
                 value = np.asarray(constants[p], dtype=prm.dtype)
                 self._consts[p] = _upload_new(device, value)
         self._out_specs = [(n.shape, n.dtype) for n in graph.outputs]
+        self._out_new = [(tuple(n.shape), n.dtype, _row_major(tuple(n.shape), n.dtype.itemsize),
+                          math.prod(n.shape) * storage_dtype(n.dtype).itemsize)
+                         for n in graph.outputs]
         self._temp_specs = [(n.shape, n.dtype) for n in lowered.plan.temps]
         self._part_specs = [((p.size,), p.dtype) for p in module.partials]
         self._host_writes = [p for p, _ in graph.writes if graph.params[p].kind == "array"]
@@ -192,7 +195,7 @@ class VulkanExecutable:
             offs[p] = 0
         for p, buf in self._consts.items():
             bufs[("param", p)] = buf
-        outs = [empty(shape, dtype, dev) for shape, dtype in self._out_specs]
+        outs = [new_owned(dev, *spec) for spec in self._out_new]
         for i, o in enumerate(outs):
             bufs[("output", i)] = o.base_data
         for role, specs in (("temp", self._temp_specs), ("partial", self._part_specs)):
