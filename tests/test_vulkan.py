@@ -177,3 +177,33 @@ def test_a_buffer_returns_to_the_pool_once_its_array_and_views_are_gone(fv) -> N
     np.testing.assert_array_equal(view.get(), np.arange(0, 1000, 2, dtype=np.float32) + 1)
     del view
     assert pooled(buf)
+
+
+def _softmax(a):
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _layernorm(a):
+    m = a.mean(axis=-1, keepdims=True)
+    return (a - m) / np.sqrt(((a - m) ** 2).mean(axis=-1, keepdims=True) + np.float32(1e-5))
+
+
+@pytest.mark.parametrize("cols", [33, 1000, 1024])
+def test_rows_kept_in_registers_are_unrolled(fv, rng, cols) -> None:
+    """Row fusion keeps each row in registers over loops unrolled in the GLSL text (naga has
+    no unroll hint); rows that do not split evenly over the lanes leave the copies early."""
+    from fusejit.targets.glsl import unroll
+
+    x = rng.standard_normal((37, cols)).astype(np.float32)
+    d = fv.to_device(x)
+    for fn in (_softmax, _layernorm):
+        f = fuse(fn)
+        np.testing.assert_allclose(f(d).get(), fn(x), rtol=1e-4, atol=1e-6)  # exp: 256 ulp
+        source = f.lower(d).source
+        assert "} while (false);" in source and "/*fj_unroll*/" not in source
+    loop = ["/*fj_unroll*/for (int k = 0; k < 2; k++) {", "    s += c[k];", "}"]
+    assert unroll(loop) == ["do {", "{ const int k = 0;", "    s += c[k];", "}",
+                            "{ const int k = 1;", "    s += c[k];", "}", "} while (false);"]
+    odd = ["/*fj_unroll*/for (int k = 0; k < 2; k++) {", "    if (k > 0) continue;", "}"]
+    assert unroll(odd) == [odd[0].replace("/*fj_unroll*/", ""), *odd[1:]]  # left a loop

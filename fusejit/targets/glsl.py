@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -189,6 +190,41 @@ for _op, _sym in _COMPARE.items():
     _T[(_op, "b")] = "(int({a}) " + _sym + " int({b}))"  # GLSL orders no bools
 
 
+_UNROLL = "/*fj_unroll*/"
+_UNROLL_LOOP = re.compile(r"^(\s*)/\*fj_unroll\*/for \(int k = 0; k < (\d+); k\+\+\) \{$")
+
+
+def unroll(lines: list[str]) -> list[str]:
+    """The loops marked with the unroll hint (rows kept in registers: ``c[k]`` arrays),
+    unrolled in the text. naga's GLSL frontend has no unroll pragma, and a row cache indexed by
+    a loop counter stays an array in memory, its loads one after another (an H200 ran softmax
+    16384x1024 at half the OpenCL target's speed). Each copy is a block with its own constant
+    ``k``, all inside ``do { } while (false)`` so the loop's ``break`` still leaves it."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _UNROLL_LOOP.match(lines[i])
+        end, depth = i + 1, 1
+        while m and end < len(lines):
+            depth += lines[end].count("{") - lines[end].count("}")
+            if depth == 0:
+                break
+            end += 1
+        n = int(m.group(2)) if m else 0
+        if not m or end == len(lines) or lines[end].strip() != "}" or n > 256 or \
+                any("continue" in line for line in lines[i + 1:end]):
+            out.append(lines[i].replace(_UNROLL, ""))
+            i += 1
+            continue
+        pad, inner = m.group(1), unroll(lines[i + 1:end])
+        out.append(pad + "do {")
+        for k in range(n):
+            out += [f"{pad}{{ const int k = {k};", *inner, pad + "}"]
+        out.append(pad + "} while (false);")
+        i = end + 1
+    return out
+
+
 def _float_literal(value: float) -> str:
     v = np.float32(value)
     bits = int(v.view(np.uint32))
@@ -219,7 +255,7 @@ class GLSLTarget(Target):
     group_id = "int(fj_lin % fj_g0)"
     barrier_local = "barrier();"
     local_qualifier = "shared"
-    unroll_hint = ""
+    unroll_hint = _UNROLL  # (naga's GLSL has no unroll pragma: kernel() unrolls these loops)
 
     def __init__(self, features: frozenset[str] = frozenset()) -> None:
         super().__init__()
@@ -271,7 +307,8 @@ class GLSLTarget(Target):
         return "\n".join([*shared, header, "{",
                           "    const uint fj_lin = gl_WorkGroupID.x + gl_WorkGroupID.y * "
                           "gl_NumWorkGroups.x;",
-                          "    if (fj_lin >= fj_groups) return;", *body, "}"])
+                          "    if (fj_lin >= fj_groups) return;",
+                          *unroll("\n".join(body).split("\n")), "}"])
 
     # -- values -----------------------------------------------------------------------------------
     def literal(self, value: np.generic, dtype: np.dtype) -> str:
