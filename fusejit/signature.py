@@ -185,6 +185,11 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
                 return None  # the full path decides between 32- and 64-bit index math
             ptrs.append(a)
             parts.append((a.dtype, a.shape, a.strides, offset != 0, a.context))
+        elif isinstance(a, DeviceArray):  # fusejit's own device arrays (Vulkan), as pyopencl's
+            if a.offset >= BIG_OFFSET:
+                return None
+            ptrs.append(a)
+            parts.append((a.dtype, a.shape, a.strides, a.offset != 0, a.context))
         elif t is np.ndarray:
             host += 1
             parts.append(("host", a.dtype, a.shape, a.flags.writeable or zero_axes(a)))
@@ -197,7 +202,7 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
         else:
             return None
     if len(ptrs) > 1:
-        bases = {a.base_data.int_ptr for a in ptrs}
+        bases = {a.base_data.int_ptr if type(a) is cla.Array else id(a.base_data) for a in ptrs}
         if len(bases) < len(ptrs):
             return None
     if host > 1:

@@ -79,8 +79,17 @@ def test_default_device_picks_the_target_for_numpy_inputs(fv) -> None:
 def test_missing_dtypes_name_what_is_missing(fv) -> None:
     with pytest.raises(UnsupportedDTypeError, match="64-bit integers"):
         fv.to_device(np.arange(4))
-    with pytest.raises(UnsupportedDTypeError, match="float16"):
-        fv.to_device(np.ones(4, np.float16))
+    with pytest.raises(UnsupportedDTypeError, match="float64.*no bit access"):
+        fv.to_device(np.ones(4))
+    with pytest.raises(UnsupportedDTypeError, match="8-bit integers"):
+        fv.to_device(np.ones(4, np.uint8))
+    with pytest.raises(UnsupportedDTypeError, match="int16_t"):
+        fv.to_device(np.ones(4, np.int16))
+    # an adapter without shader-f16 names the feature (lavapipe and the H200 have it)
+    from fusejit.targets.glsl import GLSLTarget
+
+    with pytest.raises(UnsupportedDTypeError, match="shader-f16"):
+        GLSLTarget(frozenset()).storage_type(np.dtype(np.float16))
     d = fv.to_device(np.arange(4, dtype=np.int32))
     with pytest.raises(UnsupportedDTypeError, match="int64"):
         fuse(lambda a: a.sum())(d)  # NumPy sums int32 into int64
@@ -91,3 +100,110 @@ def test_fancy_indexing_of_a_device_array_is_refused(fv) -> None:
     d = fv.to_device(np.arange(4, dtype=np.float32))
     with pytest.raises(TypeError, match="basic indexing"):
         d[[0, 2]]
+
+
+def _halves() -> np.ndarray:
+    """float16 edge cases: every rounding boundary kind (halfway up/down/to even, into the
+    subnormals, to the largest finite and past it to inf), signed zeros, NaN, inf."""
+    with np.errstate(over="ignore"):
+        h = np.array([0.0, -0.0, 1.0, 1.0009765625, 2049.0, 2051.0, 65504.0, 65519.9, 65520.0,
+                      -65520.0, 6.1035156e-05, 6.0975552e-05, 5.9604645e-08, 2.9802322e-08,
+                      8.940697e-08, -1.1920929e-07, 1e-9, np.inf, -np.inf, np.nan, 0.1, 0.3,
+                      1e5], np.float32)
+    return h
+
+
+def test_float16_rounds_each_op_as_numpy(fv, rng) -> None:
+    if "shader-f16" not in fv.default_device().features:
+        pytest.skip("this Vulkan adapter has no shader-f16")
+    x32 = np.concatenate([_halves(), rng.standard_normal(200).astype(np.float32) * 300])
+    y32 = np.concatenate([np.full(_halves().size, 1.0009766, np.float32),
+                          rng.standard_normal(200).astype(np.float32)])
+    x, y = x32.astype(np.float16), y32.astype(np.float16)
+
+    def f(a, b, c):
+        return a * b + a, a / b, (c.astype(np.float16) - a) * b, np.nextafter(a, b), \
+            np.where(np.isfinite(a), a, 0).astype(np.int32), (a * b).sum(), np.maximum(a, b)
+
+    with np.errstate(all="ignore"):
+        want = f(x, y, x32)
+        got = fuse(f)(fv.to_device(x), fv.to_device(y), fv.to_device(x32))
+    for g, w in zip(got, want):
+        g = g.get()
+        assert g.dtype == w.dtype
+        if w.ndim == 0:  # a float32 pairwise sum in another order: within a half ulp or two
+            np.testing.assert_allclose(g, w, rtol=2e-3)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def test_cached_calls_keep_the_aliasing_rules(fv, rng) -> None:
+    """Repeated calls take the fast cache path; arrays sharing a buffer still take the full
+    path (its aliasing analysis), whichever came first."""
+    x = rng.standard_normal(64).astype(np.float32)
+
+    @fuse
+    def acc(a, b):
+        a += b[::-1]
+
+    want = x + x[::-1]
+    for _ in range(3):
+        d, e = fv.to_device(x), fv.to_device(x)
+        acc(d, e)
+        np.testing.assert_array_equal(d.get(), want)
+        d = fv.to_device(x)
+        acc(d, d)  # NumPy reads b before writing a where they overlap
+        np.testing.assert_array_equal(d.get(), want)
+
+
+def test_random_numbers_name_what_vulkan_lacks(fv) -> None:
+    import fusejit.random as fr
+
+    x = fv.to_device(np.ones(64, np.float32))
+    with pytest.raises(UnsupportedDTypeError, match="fusejit.random's Philox4x64-10"):
+        fuse(lambda a, k: a * fr.bernoulli(k, 0.5, a.shape))(x, fr.key(0))
+
+
+def test_a_buffer_returns_to_the_pool_once_its_array_and_views_are_gone(fv) -> None:
+    dev = fv.default_device()
+
+    def pooled(buf) -> bool:
+        return any(b is buf for b in dev._free.get(buf.size, []))
+
+    a = fuse(lambda x: x + 1)(fv.to_device(np.arange(1000, dtype=np.float32)))  # a result
+    buf, view = a.base_data, a[::2]
+    del a
+    assert not pooled(buf)  # the view still reads it
+    np.testing.assert_array_equal(view.get(), np.arange(0, 1000, 2, dtype=np.float32) + 1)
+    del view
+    assert pooled(buf)
+
+
+def _softmax(a):
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _layernorm(a):
+    m = a.mean(axis=-1, keepdims=True)
+    return (a - m) / np.sqrt(((a - m) ** 2).mean(axis=-1, keepdims=True) + np.float32(1e-5))
+
+
+@pytest.mark.parametrize("cols", [33, 1000, 1024])
+def test_rows_kept_in_registers_are_unrolled(fv, rng, cols) -> None:
+    """Row fusion keeps each row in registers over loops unrolled in the GLSL text (naga has
+    no unroll hint); rows that do not split evenly over the lanes leave the copies early."""
+    from fusejit.targets.glsl import unroll
+
+    x = rng.standard_normal((37, cols)).astype(np.float32)
+    d = fv.to_device(x)
+    for fn in (_softmax, _layernorm):
+        f = fuse(fn)
+        np.testing.assert_allclose(f(d).get(), fn(x), rtol=1e-4, atol=1e-6)  # exp: 256 ulp
+        source = f.lower(d).source
+        assert "} while (false);" in source and "/*fj_unroll*/" not in source
+    loop = ["/*fj_unroll*/for (int k = 0; k < 2; k++) {", "    s += c[k];", "}"]
+    assert unroll(loop) == ["do {", "{ const int k = 0;", "    s += c[k];", "}",
+                            "{ const int k = 1;", "    s += c[k];", "}", "} while (false);"]
+    odd = ["/*fj_unroll*/for (int k = 0; k < 2; k++) {", "    if (k > 0) continue;", "}"]
+    assert unroll(odd) == [odd[0].replace("/*fj_unroll*/", ""), *odd[1:]]  # left a loop

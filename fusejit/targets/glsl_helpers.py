@@ -284,3 +284,43 @@ def special(fn: str) -> str:
     cases = "".join(f"    if ({c}) return {r};\n" for c, r in SPECIAL.get(fn, []))
     return (f"float fj_special_{fn}(float x) {{\n    if (fj_isnan(x)) return x;\n{cases}"
             f"    return {fn}(x);\n}}\n")
+
+
+# float16 computes in float32 (as NumPy's float16 loops do) and is rounded back to half after
+# every op by bit manipulation, so the rounding is round-to-nearest-even on every driver
+# (SPIR-V leaves the rounding of a float -> float16_t conversion to the implementation)
+HALF = """
+float fj_rh(float x) {
+    uint u = floatBitsToUint(x), a = u & 0x7fffffffu, s = u & 0x80000000u;
+    if (a >= 0x7f800000u) return x;  /* inf, NaN */
+    if (a >= 0x477ff000u) return uintBitsToFloat(s | 0x7f800000u);  /* >= 65520: inf */
+    if (a < 0x38800000u) {  /* half subnormals: multiples of 2^-24, exact in float32 */
+        float r = roundEven(uintBitsToFloat(a) * 16777216.0) * 5.9604644775390625e-8;
+        return uintBitsToFloat(floatBitsToUint(r) | s);
+    }
+    a += 0x0fffu + ((a >> 13) & 1u);
+    return uintBitsToFloat(s | (a & 0xffffe000u));
+}
+uint fj_hbits(float x) {
+    /* the half bit pattern of a float32 that holds a half value */
+    uint u = floatBitsToUint(x), a = u & 0x7fffffffu, s = (u >> 16) & 0x8000u;
+    if (a > 0x7f800000u) return s | 0x7e00u | ((a >> 13) & 0x3ffu);
+    if (a == 0x7f800000u) return s | 0x7c00u;
+    if (a < 0x38800000u) return s | uint(uintBitsToFloat(a) * 16777216.0);
+    return s | ((a >> 13) - 0x1c000u);
+}
+float fj_hfloat(uint h) {
+    uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0u) return uintBitsToFloat(floatBitsToUint(float(m) * 5.9604644775390625e-8) | s);
+    if (e == 31u) return uintBitsToFloat(s | 0x7f800000u | (m << 13));
+    return uintBitsToFloat(s | ((e + 112u) << 23) | (m << 13));
+}
+float fj_nextafter_h(float a, float b) {
+    if (fj_isnan(a) || fj_isnan(b)) return a + b;
+    if (a == b) return EQUAL;
+    if (a == 0.0) return fj_hfloat(b > 0.0 ? 1u : 0x8001u);
+    uint h = fj_hbits(a);
+    if ((a < b) == (a > 0.0)) h += 1u; else h -= 1u;
+    return fj_hfloat(h);
+}
+""".replace("EQUAL", "b" if np.signbit(np.nextafter(np.float16(0.0), np.float16(-0.0))) else "a")

@@ -112,7 +112,8 @@ class Step:
     operands: tuple[str, ...]
     code: str  # an expression; for "inplace" a statement that writes ``name``
     kind: str  # "map" | "transcendental" | "cast" | "reduce" | "move" | "inplace"
-    fj_op: Op | None = None  # fusejit op whose ULP bound applies (transcendental steps)
+    fj_op: Op | None = None  # fusejit op whose ULP bound applies (transcendental steps; and
+    # on Vulkan the ops of glsl.TOLERANCES: Vulkan's division and sqrt are not correctly rounded)
     detail: tuple[tuple[str, Any], ...] = ()
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -182,7 +183,7 @@ OPDEFS: tuple[OpDef, ...] = (
     _b("add", "{0} + {1}", "np.add({0}, {1})", weight=3),
     _b("sub", "{0} - {1}", "np.subtract({0}, {1})", weight=2),
     _b("mul", "{0} * {1}", "np.multiply({0}, {1})", weight=3),
-    _b("truediv", "{0} / {1}", "np.true_divide({0}, {1})", weight=1.5),
+    _b("truediv", "{0} / {1}", "np.true_divide({0}, {1})", weight=1.5, fj_op=Op.TRUEDIV),
     _b("floordiv", "{0} // {1}", "np.floor_divide({0}, {1})"),
     _b("mod", "{0} % {1}", "np.remainder({0}, {1})"),
     _b("fmod", "np.fmod({0}, {1})", weight=0.5),
@@ -207,7 +208,8 @@ OPDEFS: tuple[OpDef, ...] = (
     _u("neg", "-{0}", "np.negative({0})"), _u("pos", "np.positive({0})", weight=0.3),
     _u("abs", "abs({0})", "np.abs({0})", "np.fabs({0})"),
     _u("sign", "np.sign({0})"), _u("square", "np.square({0})"),
-    _u("sqrt", "np.sqrt({0})"), _u("reciprocal", "np.reciprocal({0})", kinds="f", weight=0.5),
+    _u("sqrt", "np.sqrt({0})", fj_op=Op.SQRT),
+    _u("reciprocal", "np.reciprocal({0})", kinds="f", weight=0.5, fj_op=Op.RECIPROCAL),
     _u("floor", "np.floor({0})"), _u("ceil", "np.ceil({0})"), _u("trunc", "np.trunc({0})"),
     _u("rint", "np.rint({0})", "np.round({0})", "np.round({0}, 1)", "np.round({0}, -1)"),
     _u("fix", "np.fix({0})", weight=0.3),

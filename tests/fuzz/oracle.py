@@ -336,8 +336,9 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
         zsign |= r == 0  # (literal operands are not in ``ops``: any zero result)
     if r.dtype.kind == "f":
         ulps = 0.0
-        if step.kind == "transcendental" and step.fj_op is not None:
-            ulps = op_ulp(step.fj_op, r.dtype)
+        if step.fj_op is not None:
+            if step.kind == "transcendental":
+                ulps = op_ulp(step.fj_op, r.dtype)
             if fusejit.get_default_device() == "vulkan":  # the Vulkan target's own bounds
                 ulps = max(ulps, glsl.TOLERANCES.get(step.fj_op, 0))
         err = err + _ulp(r) * np.where(inexact, max(ulps, 1.0), ulps)

@@ -24,7 +24,9 @@ class VulkanBackend(Backend):
     def target(self, info: DeviceInfo) -> Target:
         from ...targets.glsl import GLSLTarget
 
-        return GLSLTarget()
+        from .device import features_of
+
+        return GLSLTarget(features_of(info))
 
     def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
                    constants: dict[int, Any], queue: Any, host_mode: bool, autotune: bool,

@@ -19,6 +19,8 @@ from .device import VulkanDevice, default_device
 
 _STORAGE = {np.dtype(np.bool_): np.dtype(np.uint32)}
 SUPPORTED = frozenset(np.dtype(c) for c in ("?", "i4", "u4", "f4"))
+# dtypes an adapter supports with one of its optional features (see targets/glsl.FEATURE_OF)
+OPTIONAL = {np.dtype(np.float16): "shader-f16"}
 
 
 def storage_dtype(dtype: np.dtype) -> np.dtype:
@@ -26,12 +28,17 @@ def storage_dtype(dtype: np.dtype) -> np.dtype:
     return _STORAGE.get(dtype, dtype)
 
 
-def check_dtype(dtype: np.dtype) -> np.dtype:
+def supported_dtypes(device: VulkanDevice) -> frozenset[np.dtype]:
+    """The dtypes arrays on ``device`` may have (float16 with shader-f16)."""
+    return SUPPORTED | {d for d, f in OPTIONAL.items() if f in device.features}
+
+
+def check_dtype(dtype: np.dtype, device: VulkanDevice) -> np.dtype:
     dtype = np.dtype(dtype)
-    if dtype not in SUPPORTED:
+    if dtype not in SUPPORTED and OPTIONAL.get(dtype) not in device.features:
         from ...targets.glsl import GLSLTarget
 
-        GLSLTarget().compute_type(dt.check_supported(dtype, "array"))  # raises, naming why
+        GLSLTarget(device.features).compute_type(dt.check_supported(dtype, "array"))  # raises
         raise UnsupportedDTypeError(f"{dtype} arrays are not supported on Vulkan")
     return dtype
 
@@ -50,6 +57,7 @@ class Array(DeviceArray):
     ``transpose`` return views sharing the buffer."""
 
     __array_priority__ = 100
+    _owns = False  # the array its buffer came with (views and wrapped buffers: False)
 
     def __init__(self, device: VulkanDevice, buffer: Any, shape: tuple[int, ...],
                  dtype: np.dtype, strides: tuple[int, ...] | None = None, offset: int = 0,
@@ -62,6 +70,15 @@ class Array(DeviceArray):
             _row_major(self.shape, self.dtype.itemsize)
         self.offset = int(offset)
         self.base = base
+
+    def __del__(self) -> None:
+        # the owner's buffer returns to the pool once it and all views (which keep it alive
+        # through .base) are gone; cheaper per call than weakref.finalize
+        if self._owns:
+            try:
+                self.device.release(self.base_data)
+            except Exception:  # noqa: BLE001, S110 - interpreter shutdown
+                pass
 
     # the device doubles as queue and context (one call's arrays must share it)
     @property
@@ -161,8 +178,8 @@ class Array(DeviceArray):
 def to_device(x: Any, device: VulkanDevice | None = None) -> Array:
     """Copy ``x`` (anything ``np.asarray`` takes) into a new C-contiguous Vulkan array."""
     host = np.asarray(x)
-    dtype = check_dtype(host.dtype)
     device = device or default_device()
+    dtype = check_dtype(host.dtype, device)
     arr = empty(host.shape, dtype, device)
     device.upload(arr.base_data, np.ascontiguousarray(host, dtype=storage_dtype(dtype)))
     return arr
@@ -171,11 +188,20 @@ def to_device(x: Any, device: VulkanDevice | None = None) -> Array:
 def empty(shape: tuple[int, ...], dtype: Any, device: VulkanDevice | None = None) -> Array:
     """An uninitialised C-contiguous Vulkan array (its buffer returns to the pool when the
     array and all its views are gone)."""
-    dtype = check_dtype(np.dtype(dtype))
     device = device or default_device()
+    dtype = check_dtype(np.dtype(dtype), device)
     shape = tuple(int(d) for d in np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
     n = math.prod(shape)
-    buf = device.allocate(n * storage_dtype(dtype).itemsize)
-    arr = Array(device, buf, shape, dtype)
-    device.owned(arr, buf)
+    return new_owned(device, shape, dtype, _row_major(shape, dtype.itemsize),
+                     n * storage_dtype(dtype).itemsize)
+
+
+def new_owned(device: VulkanDevice, shape: tuple[int, ...], dtype: np.dtype,
+              strides: tuple[int, ...], nbytes: int) -> Array:
+    """A new C-contiguous array owning a pooled buffer (``empty`` with everything known: a
+    call's results, whose layout is fixed per signature)."""
+    arr = Array.__new__(Array)
+    arr.device, arr.base_data = device, device.allocate(nbytes)
+    arr.shape, arr.dtype, arr.strides, arr.offset, arr.base = shape, dtype, strides, 0, None
+    arr._owns = True
     return arr

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,8 @@ from ...errors import DeviceUnavailableError
 from ...passes.partition import DeviceLimits
 from ..devices import DeviceInfo
 
-_FEATURES = ("shader-f16", "shader-f64", "shader-int64", "subgroup", "subgroup-barrier")
+_FEATURES = ("shader-f16", "shader-f64", "shader-int64", "subgroup", "subgroup-barrier",
+             "timestamp-query")
 _LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size",
            "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
            "max-compute-workgroup-size-x", "max-compute-workgroup-size-y",
@@ -28,6 +28,7 @@ _LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size",
 BARRIER_GROUP = 32  # work-items of a Vulkan work-group that uses barrier() (see VulkanDevice)
 MAX_GROUPS = 65535  # per dispatch dimension (WebGPU's guaranteed minimum; wgpu enforces it)
 _lock = threading.Lock()
+_features: dict[str, frozenset[str]] = {}  # DeviceInfo.key -> the adapter's optional features
 _default: VulkanDevice | None = None
 _unavailable: str | None = None
 
@@ -85,10 +86,14 @@ class VulkanDevice:
                 # barriers are kept to 32 work-items: one subgroup on NVIDIA and AMD.
                 max_barrier_group=BARRIER_GROUP),
             has_fp64=False, correctly_rounded_div_sqrt=False, is_cpu=self.is_cpu)
+        _features[self.info.key] = self.features
         self._free: dict[int, list[Any]] = {}
         self._staging: dict[int, Any] = {}
         self._sync: Any = None
-        self._pool_lock = threading.Lock()
+        from .record import Recorder
+
+        self.recorder = Recorder(self.device)
+        self._pool_lock = threading.RLock()  # (an array's __del__ may release inside allocate)
         self.usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
                       | wgpu.BufferUsage.COPY_DST)
 
@@ -114,10 +119,6 @@ class VulkanDevice:
         before any later use: one queue runs everything)."""
         with self._pool_lock:
             self._free.setdefault(buf.size, []).append(buf)
-
-    def owned(self, owner: object, buf: Any) -> None:
-        """Return ``buf`` to the pool when ``owner`` is garbage."""
-        weakref.finalize(owner, self.release, buf)
 
     def upload(self, buf: Any, data: np.ndarray, offset: int = 0) -> None:
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
@@ -166,6 +167,11 @@ class VulkanDevice:
         if self._sync is None:
             self._sync = self.device.create_buffer(size=16, usage=self.usage)
         self.download(self._sync, 0, 4)
+
+
+def features_of(info: DeviceInfo) -> frozenset[str]:
+    """The optional features (shader-f16, ...) of the Vulkan device ``info`` describes."""
+    return _features.get(info.key, frozenset())
 
 
 def default_device() -> VulkanDevice:

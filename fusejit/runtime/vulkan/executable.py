@@ -18,11 +18,11 @@ import numpy as np
 from ...errors import ContextMismatchError, KernelBuildError, UnsupportedOperationError
 from ...kernels import BufferArg, Kernel, Module, ScalarArg
 from ..executable import Executable, OutSpec, _deriver, _kernel_arg_scalar
-from .array import Array, empty, storage_dtype
+from .array import Array, _row_major, new_owned, storage_dtype
 from .device import MAX_GROUPS, VulkanDevice
 from .trusted import create_module
 
-ELEMENTWISE_GROUPS = 8192  # work-groups an elementwise (grid-stride) kernel launches at most
+ELEMENTWISE_GROUPS = 65536  # work-groups an elementwise (grid-stride) kernel launches at most
 _BIND_CACHE = 64  # bind groups kept per kernel (keyed by the buffers they bind)
 
 
@@ -81,8 +81,10 @@ class _Pipeline:
         per_dim = [g // max(lo, 1) for g, lo in zip(kernel.global_size, local)]
         self.groups = math.prod(per_dim)
         if kernel.group.kind == "elementwise":
-            # grid-stride loops: a few resident waves of work-groups beat one group per 256
-            # elements (H200, chain8 2^26 back to back: 262,144 groups 2.0 TB/s, 8,448 2.6)
+            # grid-stride loops only past 65,536 groups: with 4 elements a work-item (vector
+            # code) an H200 runs chain8 2^26 (65,536 groups of 256) at 3.38 TB/s kernel time
+            # uncapped or capped at 33,792 groups, 2.85 at 8,192 and 2.71 at 2,112 (timestamp
+            # queries); with one element a work-item 262,144 groups were slower than 8,448
             self.groups = min(self.groups, ELEMENTWISE_GROUPS)
         self.dispatch = dispatch_shape(self.groups)
         head = np.array([per_dim[0], self.groups], np.uint32)
@@ -94,6 +96,7 @@ class _Pipeline:
         if not self.scalars:
             device.upload(self.uniform, head)
         self.bind_groups: dict[tuple, Any] = {}
+        self.keys = [(a.role, a.index) for a in self.buffers]  # (into a call's buffer table)
         self.device = device
 
     def bind_group(self, bufs: tuple) -> Any:
@@ -113,7 +116,9 @@ class _Pipeline:
 def _scalar_word(value: np.generic) -> np.ndarray:
     """A kernel scalar as its 4-byte std140 word (bool as a 32-bit 0/1)."""
     v = np.asarray(value)
-    if v.dtype.itemsize < 4:
+    if v.dtype == np.float16:  # (computed as float32)
+        v = v.astype(np.float32)
+    elif v.dtype.itemsize < 4:
         v = v.astype(np.uint32)
     return v.reshape(1).view(np.uint32)
 
@@ -145,6 +150,9 @@ class VulkanExecutable:
                 value = np.asarray(constants[p], dtype=prm.dtype)
                 self._consts[p] = _upload_new(device, value)
         self._out_specs = [(n.shape, n.dtype) for n in graph.outputs]
+        self._out_new = [(tuple(n.shape), n.dtype, _row_major(tuple(n.shape), n.dtype.itemsize),
+                          math.prod(n.shape) * storage_dtype(n.dtype).itemsize)
+                         for n in graph.outputs]
         self._temp_specs = [(n.shape, n.dtype) for n in lowered.plan.temps]
         self._part_specs = [((p.size,), p.dtype) for p in module.partials]
         self._host_writes = [p for p, _ in graph.writes if graph.params[p].kind == "array"]
@@ -187,7 +195,7 @@ class VulkanExecutable:
             offs[p] = 0
         for p, buf in self._consts.items():
             bufs[("param", p)] = buf
-        outs = [empty(shape, dtype, dev) for shape, dtype in self._out_specs]
+        outs = [new_owned(dev, *spec) for spec in self._out_new]
         for i, o in enumerate(outs):
             bufs[("output", i)] = o.base_data
         for role, specs in (("temp", self._temp_specs), ("partial", self._part_specs)):
@@ -195,8 +203,7 @@ class VulkanExecutable:
                 buf = dev.allocate(math.prod(shape) * storage_dtype(dtype).itemsize)
                 scratch.append(buf)
                 bufs[(role, i)] = buf
-        encoder = dev.device.create_command_encoder()
-        cpass = encoder.begin_compute_pass()
+        steps = []
         for pipe in self.pipelines:
             if pipe.scalars:
                 words = [pipe.head]
@@ -211,13 +218,10 @@ class VulkanExecutable:
                             else derive(flat)
                         words.append(_scalar_word(_kernel_arg_scalar(value, a.dtype)))
                 dev.upload(pipe.uniform, np.concatenate(words))
-            group = pipe.bind_group(tuple(bufs[(a.role, a.index)] for a in pipe.buffers))
-            cpass.set_pipeline(pipe.pipeline)
-            cpass.set_bind_group(0, group)
-            cpass.dispatch_workgroups(*pipe.dispatch, 1)
+            group = pipe.bind_group(tuple(bufs[k] for k in pipe.keys))
+            steps.append((pipe.pipeline, group, *pipe.dispatch))
             _record(1)
-        cpass.end()
-        dev.device.queue.submit([encoder.finish()])
+        dev.recorder.submit(steps)
         for p in self._host_writes:  # NumPy arguments written in place get the result
             if p in uploaded:
                 buf, target = uploaded[p]
