@@ -13,15 +13,17 @@ epilogue (the Lowering's stores, guarded in edge tiles) are the same code. What 
 * **The local pitch.** Local tiles are k-major (``Al[k][m]``, ``Bl[k][n]``, as in the SIMT
   kernel); fragments read 8 rows of g by 4 k rows of t, so the pitch is padded to be 8 (tf32:
   rows t*pitch) or 4 (f16: rows 2t*pitch) modulo 32 banks: conflict-free reads.
-* **compute.** Per k step of 8 (tf32) or 16 (f16): fragments read from local memory,
-  converted (``cvt.rna.tf32.f32``: round to nearest, ties away; ``cvt.rn.f16x2.f32`` packs two
-  float16 values, exact since they are float16 already), then one ``mma.sync`` per MMA tile.
+* **compute.** Per k step of 8 (tf32) or 16 (f16): fragments read from local memory
+  (``cvt.rna.tf32.f32``: round to nearest, ties away; float16 tiles hold halves in pairs along
+  k, stored by ``vstore_half``, so an f16x2 register is one 32-bit load), then one
+  ``mma.sync`` per MMA tile.
   3xTF32 splits each value x into big = tf32(x) and small = tf32(x - big) and sums
   small*big + big*small + big*big (small*small, ~2^-22 of the product, is dropped): float32
   accuracy (fusejit/tf32.py models it in NumPy, tests/test_tf32.py bounds it).
 
-Fragments are read with plain local loads, not ldmatrix: ldmatrix moves 16-bit 8x8 blocks,
-and the local tiles hold float32 values (the prologue's results, converted in registers).
+Fragments are read with plain 32-bit local loads, not ldmatrix: ldmatrix moves 8x8 blocks of
+16-bit rows, and the tf32 tiles hold float32 values; float16 tiles are k-pair interleaved, so
+each fragment register is already one load (ldmatrix would save instructions, not bandwidth).
 
 The PTX is spelled through four macros (FJ_TF32, FJ_F16X2, FJ_MMA_TF32, FJ_MMA_F16) defined
 at the top of the kernel. ``emulated()`` defines them instead as OpenCL C that exchanges the
@@ -102,12 +104,12 @@ def warps(cfg: GemmConfig) -> tuple[int, int]:
 
 
 def pad(kind: str) -> int:
-    return 4 if kind == "f16" else 8
+    return 8  # fragment reads: lanes g + t * pitch, conflict-free when pitch % 32 == 8
 
 
 def local_bytes(cfg: GemmConfig) -> int:
-    p = pad(cfg.mma)
-    return 2 * cfg.kwg * (cfg.mwg + p + cfg.nwg + p) * 4
+    item = 2 if cfg.mma == "f16" else 4  # (float16 tiles hold halves)
+    return 2 * cfg.kwg * (cfg.mwg + pad(cfg.mma) + cfg.nwg + pad(cfg.mma)) * item
 
 
 def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
@@ -126,14 +128,18 @@ def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
 
 def space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
     """Candidates, best guess first: 128x128 tiles over 8 warps of 64x32 (64 accumulators a
-    lane, 3xTF32's split fragments included under ~160 registers), then wider warp tiles and
-    smaller work-groups."""
-    k = 32 if kind == "f16" else 16
-    shapes = [(128, 128, k, 2, 4), (128, 128, k, 4, 2), (128, 256, k // 2 if kind != "f16"
-                                                         else 16, 2, 4),
-              (128, 64, k, 2, 2), (64, 64, k, 2, 2)]
-    if kind == "3xtf32":  # 64x64 warp tiles double the split fragments: registers spill
-        shapes = [s for s in shapes if s[1] // s[4] * s[0] // s[3] <= 64 * 32]
+    lane), for 3xTF32 over 16 warps of 32x32 (its split fragments and partial sums double
+    the registers); then other warp grids and smaller work-groups. Measured on an H200 at
+    4096^3 (tf32): 128x128 over 2x4 warps 1.24 ms, 128x256 1.35, 128x64 1.67, 64x64 1.95."""
+    if kind == "3xtf32":  # (split fragments and partial sums: warp tiles of 32x32 first)
+        shapes = [(128, 128, 16, 4, 4), (128, 64, 16, 4, 2), (128, 128, 16, 2, 4),
+                  (64, 64, 16, 2, 2)]
+    elif kind == "tf32":  # (local memory holds 48 KiB: 128x128 float tiles go 16 deep)
+        shapes = [(128, 128, 16, 2, 4), (128, 128, 16, 4, 2), (128, 256, 8, 2, 4),
+                  (128, 64, 16, 2, 2), (64, 64, 16, 2, 2)]
+    else:  # float16 tiles hold halves: twice as deep
+        shapes = [(128, 128, 32, 2, 4), (128, 128, 32, 4, 2), (128, 256, 16, 2, 4),
+                  (128, 64, 32, 2, 2), (64, 64, 32, 2, 2)]
     out = [config(kind, *s) for s in shapes]
     return [c for c in out if valid(c, limits)]
 
@@ -260,6 +266,23 @@ class MmaGen(_Gen):
     def pitch(self, is_a: bool) -> int:
         return (self.cfg.mwg if is_a else self.cfg.nwg) + pad(self.cfg.mma)
 
+    # float16 tiles hold halves in pairs along k (a 32-bit word is one f16x2 fragment
+    # register): element (k, o) at half 2 * ((k / 2) * pitch + o) + k % 2
+    def local_type(self) -> str:
+        return "ushort" if self.cfg.mma == "f16" else self.actype
+
+    def local_offset(self, is_a: bool, buf: str, krow: str, outer: str) -> str:
+        if self.cfg.mma != "f16":
+            return super().local_offset(is_a, buf, krow, outer)
+        P = self.pitch(is_a)
+        return (f"{buf} * {P * self.cfg.kwg} + (({krow}) >> 1) * {2 * P} + ({outer}) * 2 + "
+                f"(({krow}) & 1)")
+
+    def local_store(self, local: str, offset: str) -> str:
+        if self.cfg.mma != "f16":
+            return super().local_store(local, offset)
+        return f"vstore_half_rte({{0}}, {offset}, (__local half *){local});"
+
     def row_of(self, i: int) -> str:
         return f"m0 + wm * {self.wm} + mg + {16 * (i // 2) + 8 * (i % 2)}"
 
@@ -272,13 +295,14 @@ class MmaGen(_Gen):
         ti, tj = self.wm // 16, self.wn // 8
         f16 = kind == "f16"
         step = _K_STEP[kind]
-        rows = "2 * mt" if f16 else "mt"  # the first k row a lane reads
         body = block.nested("{")
         emit = body.emit
-        emit(None, f"__local const float *pa = Al + {buf} * {pa * cfg.kwg} + {rows} * {pa} + "
-                   f"wm * {self.wm} + mg;")
-        emit(None, f"__local const float *pb = Bl + {buf} * {pb * cfg.kwg} + {rows} * {pb} + "
-                   f"wn * {self.wn} + mg;")
+        # (float16: words of k pairs, so lane t's first word row is t, as for tf32)
+        lt, words = ("uint", cfg.kwg // 2) if f16 else ("float", cfg.kwg)
+        emit(None, f"__local const {lt} *pa = (__local const {lt} *)Al + {buf} * "
+                   f"{pa * words} + mt * {pa} + wm * {self.wm} + mg;")
+        emit(None, f"__local const {lt} *pb = (__local const {lt} *)Bl + {buf} * "
+                   f"{pb * words} + mt * {pb} + wn * {self.wn} + mg;")
         parts = ("h", "l") if kind == "3xtf32" else ("h",)
         for kk in range(0, cfg.kwg, step):
             s = body.nested("{")
@@ -288,37 +312,46 @@ class MmaGen(_Gen):
                 s.emit(None, "uint " + ", ".join(f"b{p}{j}_{r}" for j in range(tj)
                                                  for r in range(2)) + ";")
             # (k offset, row offset) of each fragment register: PTX ISA's layouts
-            if f16:
-                a_regs = [(kk, 0), (kk, 8), (kk + 8, 0), (kk + 8, 8)]
-                b_regs = [kk, kk + 8]
+            if f16:  # (word rows: k pairs)
+                a_regs = [(kk // 2, 0), (kk // 2, 8), (kk // 2 + 4, 0), (kk // 2 + 4, 8)]
+                b_regs = [kk // 2, kk // 2 + 4]
             else:
                 a_regs = [(kk, 0), (kk, 8), (kk + 4, 0), (kk + 4, 8)]
                 b_regs = [kk, kk + 4]
             for i in range(ti):
                 for r, (k, row) in enumerate(a_regs):
-                    self._fragment(s, f"a{{p}}{i}_{r}", f"pa[{k * pa + 16 * i + row}]",
-                                   f"pa[{(k + 1) * pa + 16 * i + row}]")
+                    self._fragment(s, f"a{{p}}{i}_{r}", f"pa[{k * pa + 16 * i + row}]")
             for j in range(tj):
                 for r, k in enumerate(b_regs):
-                    self._fragment(s, f"b{{p}}{j}_{r}", f"pb[{k * pb + 8 * j}]",
-                                   f"pb[{(k + 1) * pb + 8 * j}]")
+                    self._fragment(s, f"b{{p}}{j}_{r}", f"pb[{k * pb + 8 * j}]")
             mma = "FJ_MMA_F16" if f16 else "FJ_MMA_TF32"
-            # 3xTF32: the small cross terms first, the big product last
+            # 3xTF32: the small cross terms first, the big product last, into partial sums
+            # from zero added to the accumulators once a step: the tensor cores round their
+            # sums toward zero, a bias that grows with K if they carry the whole sum
+            # (fusejit/tf32.py; measured on an H200: 4-9x the SIMT kernel's error)
             terms = (("l", "h"), ("h", "l"), ("h", "h")) if kind == "3xtf32" else (("h", "h"),)
+            split = kind == "3xtf32"
+            acc = "p" if split else "acc"
+            if split:
+                s.emit(None, "float " + ", ".join(f"p{r}_{c} = 0.0f" for r in range(2 * ti)
+                                                  for c in range(2 * tj)) + ";")
             for pa_, pb_ in terms:
                 for i in range(ti):
                     for j in range(tj):
-                        d = [f"acc{2 * i + q // 2}_{2 * j + q % 2}" for q in range(4)]
+                        d = [f"{acc}{2 * i + q // 2}_{2 * j + q % 2}" for q in range(4)]
                         a = [f"a{pa_}{i}_{r}" for r in range(4)]
                         b = [f"b{pb_}{j}_{r}" for r in range(2)]
                         s.emit(None, f"{mma}({', '.join(d + a + b)});")
+            if split:
+                for r in range(2 * ti):
+                    s.emit(None, " ".join(f"acc{r}_{c} += p{r}_{c};" for c in range(2 * tj)))
 
-    def _fragment(self, block: Block, name: str, first: str, second: str) -> None:
+    def _fragment(self, block: Block, name: str, first: str) -> None:
         """One fragment register from local memory: tf32 (rounded; 3xTF32: big and small
-        parts) from ``first``, or two float16 values (``first`` the lower half)."""
+        parts) from ``first``, or a word of two float16 values."""
         kind = self.kind
-        if kind == "f16":
-            block.emit(None, f"FJ_F16X2({name.format(p='h')}, {first}, {second});")
+        if kind == "f16":  # two halves already in one word
+            block.emit(None, f"{name.format(p='h')} = {first};")
         elif kind == "tf32":
             block.emit(None, f"FJ_TF32({name.format(p='h')}, {first});")
         else:

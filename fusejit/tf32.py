@@ -6,8 +6,12 @@ checked without a GPU (tests/test_tf32.py) and its error bounds have one definit
 * ``split``: 3xTF32's operand split, big = tf32(x), small = tf32(x - big). ``x - big`` is
   exact in float32 (it has at most 13 significant bits), so ``|x - big - small| <= 2**-22 |x|``.
 * ``mma_model``: a product as the kernel sums it: per k step of 8 (m16n8k8), each MMA adds its
-  8 exact products to the float32 accumulator with one rounding (3xTF32: small*big, big*small,
-  then big*big); ``simt_model``: one fused multiply-add per k in float32, the SIMT kernel.
+  8 exact products to its float32 accumulator rounding toward zero, as NVIDIA's tensor cores
+  do (Fasi et al., "Numerical behavior of NVIDIA tensor cores", 2021; a simplification:
+  the H200's measured errors lie between this and rounding to nearest). That bias grows with
+  K, so 3xTF32 sums each step's three MMAs (small*big, big*small, big*big) from zero and adds
+  them to the accumulator in a float32 add, rounding to nearest. ``simt_model``: one fused
+  multiply-add per k in float32, the SIMT kernel.
 """
 
 from __future__ import annotations
@@ -36,20 +40,34 @@ def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return big, small
 
 
-def _mma_steps(terms: list[tuple[np.ndarray, np.ndarray]], k: int, step: int) -> np.ndarray:
+def round_toward_zero(x: np.ndarray) -> np.ndarray:
+    """float64 ``x`` to float32, rounded toward zero (as the tensor cores round their sums)."""
+    f = np.asarray(x, np.float64).astype(np.float32)
+    over = np.abs(f.astype(np.float64)) > np.abs(x)
+    f[over] = np.nextafter(f[over], np.float32(0))
+    return f
+
+
+def _mma_steps(terms: list[tuple[np.ndarray, np.ndarray]], k: int, step: int, partial: bool
+               ) -> np.ndarray:
     m, n = terms[0][0].shape[0], terms[0][1].shape[1]
     acc = np.zeros((m, n), np.float32)
     for k0 in range(0, k, step):
-        for a, b in terms:  # one MMA: exact products, one rounding into the accumulator
+        p = np.zeros_like(acc) if partial else acc
+        for a, b in terms:  # one MMA: exact products, the sum rounded toward zero
             part = a[:, k0:k0 + step].astype(np.float64) @ b[k0:k0 + step].astype(np.float64)
-            acc = (acc.astype(np.float64) + part).astype(np.float32)
+            p = round_toward_zero(p.astype(np.float64) + part)
+        # the partial sums join the accumulator in a float32 add (round to nearest)
+        acc = (acc + p).astype(np.float32) if partial else p
     return acc
 
 
-def mma_model(a: np.ndarray, b: np.ndarray, precision: str = "3xtf32", step: int = 8
-              ) -> np.ndarray:
+def mma_model(a: np.ndarray, b: np.ndarray, precision: str = "3xtf32", step: int = 8,
+              partial: bool | None = None) -> np.ndarray:
     """float32 ``a @ b`` as the tensor-core kernel computes it under ``precision``
-    ('tf32' or '3xtf32'; see the module docstring)."""
+    ('tf32' or '3xtf32'; see the module docstring). ``partial``: each k step's MMAs sum
+    from zero and are added to the accumulator in float32 (the kernel does so for 3xTF32,
+    the default there); else the MMAs carry the accumulator."""
     a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
     if precision == "tf32":
         terms = [(tf32_round(a), tf32_round(b))]
@@ -58,7 +76,8 @@ def mma_model(a: np.ndarray, b: np.ndarray, precision: str = "3xtf32", step: int
         terms = [(as_, bb), (ab, bs), (ab, bb)]
     else:
         raise ValueError(f"precision {precision!r}: write 'tf32' or '3xtf32'")
-    return _mma_steps(terms, a.shape[1], step)
+    return _mma_steps(terms, a.shape[1], step, precision == "3xtf32" if partial is None
+                      else partial)
 
 
 def simt_model(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -76,4 +95,4 @@ def error_stats(got: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     return float(np.abs(err).max()), float(np.sqrt(np.mean(err * err)))
 
 
-__all__ = ["error_stats", "mma_model", "simt_model", "split", "tf32_round"]
+__all__ = ["error_stats", "mma_model", "round_toward_zero", "simt_model", "split", "tf32_round"]

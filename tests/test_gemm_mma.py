@@ -113,7 +113,10 @@ def test_selected_kernel_spells_ptx_and_is_keyed(monkeypatch):
         src = fuse(_relu, matmul_precision=precision).lower(a, b, c).source
         assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in src
         assert "cvt.rna.tf32.f32" in src
-        mmas[precision] = src.count("FJ_MMA_TF32(acc0_0,")
+        # (3xTF32 sums each step from zero into p, added to the accumulators after)
+        mmas[precision] = src.count("FJ_MMA_TF32(p0_0," if precision == "3xtf32" else
+                                    "FJ_MMA_TF32(acc0_0,")
+        assert ("acc0_0 += p0_0;" in src) == (precision == "3xtf32")
         assert f"matmul_precision={precision!r}: tensor cores" in str(fuse(
             _relu, matmul_precision=precision).explain(a, b, c))
     h = [x.astype(np.float16) for x in (a, b, c)]
@@ -147,8 +150,8 @@ def _emulated(kind: str, cfg_shape: tuple, fn, *args):
         return f(*args)
 
 
-@pytest.mark.parametrize("kind", ["tf32", "f16"])  # (3xtf32 differs only in its split and
-def test_emulated_mma_odd_sizes_bias_relu(kind):  # three calls: too slow for PoCL on CI)
+@pytest.mark.parametrize("kind", ["tf32", "3xtf32", "f16"])
+def test_emulated_mma_odd_sizes_bias_relu(kind):
     rng = np.random.default_rng(3)
     dtype = np.float16 if kind == "f16" else np.float32
     m, n, k = 37, 21, 29  # edge tiles on both axes, a K tail
