@@ -23,6 +23,7 @@ from .overlay import substituted
 from .ir import Graph, Node, format_graph, toposort
 from .passes import PassRecord, run_pipeline
 from . import gemm_tune
+from .gemm_mma import check_precision, mma_unavailable
 from .passes.gemm import partition_gemm
 from .passes.partition import Plan
 from .recompiles import DEFAULT_CACHE_SIZE, DEFAULT_LIMIT, CallStats, SignatureLRU, env_int
@@ -194,8 +195,10 @@ class Fused:
     def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
                  static_argnames: Sequence[str] = (), autotune: bool | None = None,
                  validate: bool | None = None, recompile_limit: int | None = None,
-                 cache_size: int | None = None, dynamic: bool | None = None) -> None:
+                 cache_size: int | None = None, dynamic: bool | None = None,
+                 matmul_precision: str = "highest") -> None:
         functools.update_wrapper(self, fn)
+        self.matmul_precision = check_precision(matmul_precision)  # (gemm_mma.py)
         self._fn = fn
         sig = inspect.signature(fn)
         names = [n for n, p in sig.parameters.items()
@@ -501,8 +504,9 @@ class Fused:
         info = backend.device_info(queue)
         classes = alias_classes(key.aliases, traced)
         plan = partition_gemm(graph, info.limits, classes)
+        precision = self.matmul_precision
         plan = gemm_tune.configure(plan, info.key, info.limits, gemm_tune.tuner(
-            queue, info, self.autotune))
+            queue, info, self.autotune), precision, mma_unavailable(queue, precision, plan))
         aliased = frozenset(p for c in classes for p in c)
         module = SourceModule(graph, plan, backend.target(info), info.limits, aliased,
                               dynamic=self._stats.dynamic_on).build()
@@ -581,7 +585,8 @@ class Fused:
 def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
          static_argnames: Sequence[str] | str = (), autotune: bool | None = None,
          validate: bool | None = None, recompile_limit: int | None = None,
-         cache_size: int | None = None, dynamic: bool | None = None) -> Any:
+         cache_size: int | None = None, dynamic: bool | None = None,
+         matmul_precision: str = "highest") -> Any:
     """Compile a numpy-style function into fused OpenCL kernels.
 
     Use as ``@fuse`` or ``@fuse(static_argnums=..., static_argnames=..., autotune=...,
@@ -602,6 +607,11 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
         validate: check every call against a float64 NumPy evaluation of the graph and raise
             ``ValidationError`` beyond the documented ULP bounds (default:
             ``FUSEJIT_VALIDATE``).
+        matmul_precision: "highest" (default: float32 products, the SIMT kernel), "3xtf32"
+            (NVIDIA tensor cores, three TF32 products per term: float32-grade error) or
+            "tf32" (tensor cores, operands rounded to 10 mantissa bits); either of the
+            latter also runs float16 products on tensor cores. Elsewhere the SIMT kernel
+            runs and ``explain()`` says why.
 
     Returns:
         A ``Fused`` callable (or, without ``fn``, a decorator making one). Calling it with
@@ -675,5 +685,5 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
     """
     def wrap(f: Callable[..., Any]) -> Fused:
         return Fused(f, static_argnums, static_argnames, autotune, validate, recompile_limit,
-                     cache_size, dynamic)
+                     cache_size, dynamic, matmul_precision)
     return wrap(fn) if fn is not None else wrap

@@ -120,6 +120,10 @@ class DeviceMemoryError(FusejitError, MemoryError):
     allocation or its global memory); raised before anything is allocated or launched."""
 
 
+class MatmulPrecisionError(FusejitError, ValueError):
+    """``@fuse(matmul_precision=...)`` got a value that is not 'highest', '3xtf32' or 'tf32'."""
+
+
 __all__ = [
     "BroadcastError",
     "CapturedStateError",
@@ -127,6 +131,7 @@ __all__ = [
     "DeviceMemoryError",
     "FusejitError",
     "InternalError",
+    "MatmulPrecisionError",
     "KernelBuildError",
     "RandomStateError",
     "ReadOnlyError",

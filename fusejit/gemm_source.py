@@ -19,7 +19,8 @@ straight into registers in a loop over K.
 Operand values are whatever the group's prologue computes at an (m, k) or (k, n) index, and
 stores are the epilogue's values at (m, n): both come from the shared Lowering, with the
 accumulator bound as the MATMUL node's value, so any elementwise chain, view or cast fuses.
-A tensor-core variant would replace only ``_compute`` and the register tile layout.
+The tensor-core variant (gemm_mma.py) replaces only ``compute``, the local pitch and the
+register tile layout (``row_of``/``col_of``).
 """
 
 from __future__ import annotations
@@ -262,9 +263,10 @@ class _Gen:
         cfg, it, K = self.cfg, self.it, self.K
         la, lb = self.a_layout, self.b_layout = (self.contiguous(self.a, True),
                                                  self.contiguous(self.b, False))
-        a_size, b_size = cfg.kwg * cfg.mwg, cfg.kwg * cfg.nwg
-        self.pre += [f"__local {self.actype} Al[{2 * a_size}] __attribute__((aligned(16)));",
-                     f"__local {self.actype} Bl[{2 * b_size}] __attribute__((aligned(16)));"]
+        a_size, b_size = cfg.kwg * self.pitch(True), cfg.kwg * self.pitch(False)
+        ltype = self.local_type()
+        self.pre += [f"__local {ltype} Al[{2 * a_size}] __attribute__((aligned(16)));",
+                     f"__local {ltype} Bl[{2 * b_size}] __attribute__((aligned(16)));"]
         Kc = self.Kc
         rem = Kc % cfg.kwg
         k_first = rem - cfg.kwg if rem else 0
@@ -330,11 +332,11 @@ class _Gen:
             if layout == "k":  # r_: row of the tile, c_: vector along k
                 outer_txt = f"{o0} + {r_}"
                 k_txt = f"{kstart} + {c_} * {V}"
-                local_of = f"{buf} * {OW * cfg.kwg} + ({c_} * {V} + {{l}}) * {OW} + {r_}"
+                local_of = self.local_offset(is_a, buf, f"({c_} * {V} + {{l}})", r_)
             else:  # r_: k row, c_: vector along the outer axis
                 outer_txt = f"{o0} + {c_} * {V}"
                 k_txt = f"{kstart} + {r_}"
-                local_of = f"{buf} * {OW * cfg.kwg} + {r_} * {OW} + {c_} * {V} + {{l}}"
+                local_of = self.local_offset(is_a, buf, r_, f"{c_} * {V} + {{l}}")
             # the outer index, clamped into range in edge tiles (those values are not stored)
             ov = f"{q}o{s}"
             if layout == "outer" and V > 1:
@@ -368,12 +370,27 @@ class _Gen:
                 if k_guard:  # the partial step's part before k = 0 reads as zero
                     ref = inner.emit(self.actype, f"({kv}raw >= 0 ? {{0}} : "
                                      f"({self.actype})0)", ref)
-                stores.append((f"{local}[{local_of.format(l=lane)}] = {{0}};", (ref,)))
+                stores.append((self.local_store(local, local_of.format(l=lane)), (ref,)))
             if inner is not block:  # values defined in the guard: store there, now
                 for tmpl, refs2 in stores[-V:]:
                     inner.emit(None, tmpl, *refs2)
                 del stores[-V:]
         return stores
+
+    def pitch(self, is_a: bool) -> int:
+        """Elements between consecutive k rows of an operand's local tile."""
+        return self.cfg.mwg if is_a else self.cfg.nwg
+
+    def local_type(self) -> str:
+        return self.actype
+
+    def local_offset(self, is_a: bool, buf: str, krow: str, outer: str) -> str:
+        """Where element (k row, outer index) of buffer ``buf`` lies in the local tile."""
+        P = self.pitch(is_a)  # (the tensor-core kernel pads it against bank conflicts)
+        return f"{buf} * {P * self.cfg.kwg} + {krow} * {P} + {outer}"
+
+    def local_store(self, local: str, offset: str) -> str:
+        return f"{local}[{offset}] = {{0}};"
 
     def compute(self, block: Block, buf: str) -> None:
         cfg = self.cfg
@@ -566,6 +583,10 @@ def _gpu_limits(sm: object):
 
 def gemm_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
     """The kernel of one gemm group, two with split-K (see the module docstring)."""
+    if getattr(group.gemm_config, "mma", ""):  # tensor cores: fusejit/gemm_mma.py
+        from .gemm_mma import MmaGen
+
+        return MmaGen(sm, name, group).build()
     return _Gen(sm, name, group).build()
 
 

@@ -42,6 +42,9 @@ class GemmConfig:
     local: bool = True  # False: the direct kernel (global loads straight into registers)
     split: int = 1  # split-K: work-groups per output tile summing slices of K (then combined)
     why: str = ""
+    # tensor cores (fusejit/gemm_mma.py): "" (the SIMT kernel), "tf32", "3xtf32" or "f16";
+    # then MDIMC x NDIMC is 8 x 4 per warp of the warp grid (an MMA lane's accumulator layout)
+    mma: str = ""
 
     @property
     def mwi(self) -> int:
@@ -56,6 +59,10 @@ class GemmConfig:
         return self.mdimc * self.ndimc
 
     def local_bytes(self, itemsize: int) -> int:
+        if self.mma:
+            from .gemm_mma import local_bytes
+
+            return local_bytes(self)
         return 2 * self.kwg * (self.mwg + self.nwg) * itemsize if self.local else 0
 
     def registers(self, words: int) -> int:
@@ -65,6 +72,10 @@ class GemmConfig:
         return words * (self.mwi * self.nwi + self.mwi + self.nwi + tile) + 24
 
     def describe(self) -> str:
+        if self.mma:
+            from .gemm_mma import describe
+
+            return describe(self)
         if not self.local:
             return (f"direct kernel: {self.mwg}x{self.nwg} outputs per work-group of "
                     f"{self.threads}, {self.mwi}x{self.nwi} per work-item, no local memory")
@@ -227,11 +238,13 @@ def layout(group: Group) -> str:
 Tuner = Callable[[Group, str, list[GemmConfig], float], "GemmConfig | None"]
 
 
-def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuner: Tuner | None = None
-              ) -> Plan:
+def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuner: Tuner | None = None,
+              precision: str = "highest", mma: str | None = None) -> Plan:
     """The plan with a configuration on every gemm group: forced (tests), tuned before (the
     persisted table), tuned now (``tuner``, on first use, each product given its share of
-    the call's tuning budget) or the heuristic."""
+    the call's tuning budget) or the heuristic. ``precision`` is ``@fuse``'s
+    matmul_precision; ``mma`` None when tensor cores serve it on this device, else why not
+    (fusejit/gemm_mma.py)."""
     products = sum(g.kind == "gemm" for g in plan.groups)
     groups = []
     for g in plan.groups:
@@ -242,15 +255,31 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuner: Tuner | 
 
         m, n, k, b = problem(g)
         acc = accumulator(g.matmul.dtype)
+        kind, note = "", ""
+        if precision != "highest":
+            from .gemm_mma import kind_for
+
+            kind, note = kind_for(g.matmul.dtype, precision, mma)
         key = tune_key(device_key, g.matmul.dtype, layout(g), bucket(m, n, k, b),
-                       epilogue_class(g))
+                       epilogue_class(g)) + (f"|mma-{kind}" if kind else "")
         cfg = _forced[-1] if _forced else lookup(key)
         if cfg is not None and not _forced:
             cfg = replace(cfg, why=f"tuned on first use, kept under {key!r}")
+        if kind and not _forced:
+            from .gemm_mma import heuristic as mma_heuristic, space as mma_space
+
+            if cfg is not None and cfg.mma != kind:
+                cfg = None  # (a stale or foreign entry)
+            if cfg is None and tuner is not None and m * n * k * b >= 1 << 24:
+                cfg = tuner(g, key, mma_space(kind, limits), 1 / products)
+            if cfg is None:
+                cfg = mma_heuristic(kind, m, n, limits)
         if cfg is None and tuner is not None and limits.is_gpu and m * n * k * b >= 1 << 24:
             cfg = tuner(g, key, space(limits, acc), 1 / products)
         if cfg is None:
             cfg = heuristic(m, n, k, b, limits, acc)
+        if note:
+            cfg = replace(cfg, why=f"{note}; {cfg.why}" if cfg.why else note)
         if not _forced and limits.is_gpu:
             cfg = with_split(cfg, m, n, k, b, limits.compute_units)
         groups.append(replace(g, gemm_config=cfg))
@@ -302,7 +331,7 @@ def lookup(key: str) -> GemmConfig | None:
     return GemmConfig(**found)
 
 
-_FIELD_TYPES = {"local": bool, "why": str}  # every other field is a positive int
+_FIELD_TYPES = {"local": bool, "why": str, "mma": str}  # every other field is a positive int
 
 
 def _well_formed(found: dict) -> bool:
@@ -313,6 +342,8 @@ def _well_formed(found: dict) -> bool:
         t = _FIELD_TYPES.get(k, int)
         if type(v) is not t or (t is int and v < 1):
             return False
+    if found.get("mma", "") not in ("", "tf32", "3xtf32", "f16"):
+        return False
     return found["mwg"] % found["mdimc"] == 0 and found["nwg"] % found["ndimc"] == 0
 
 

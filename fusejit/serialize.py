@@ -32,7 +32,7 @@ def reduce_fused(fused: Any) -> tuple:
         blob = _blobs.get(fused)
     if blob is None:
         blob = _dumps((fused._fn, sorted(fused._static_nums), sorted(fused._static_names),
-                       fused.autotune, fused._validate))
+                       fused.autotune, fused._validate, fused.matmul_precision))
         with _lock:
             _blobs[fused] = blob
             _restored.setdefault(hashlib.sha256(blob).digest(), fused)
@@ -46,8 +46,8 @@ def restore_fused(blob: bytes) -> Any:
     with _lock:
         fused = _restored.get(digest)
     if fused is None:
-        fn, nums, names, autotune, validate = pickle.loads(blob)
-        fused = Fused(fn, nums, names, autotune, validate)
+        fn, nums, names, autotune, validate, precision = pickle.loads(blob)
+        fused = Fused(fn, nums, names, autotune, validate, matmul_precision=precision)
         with _lock:
             fused = _restored.setdefault(digest, fused)
     return fused

@@ -226,8 +226,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--epilogue", action="store_true")
     p.add_argument("--sweep", action="store_true")
     p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--precision", action="store_true",
+                   help="the matmul_precision table instead (fusejit/bench/gemm_precision.py)")
+    p.add_argument("--mlp", action="store_true", help="with --precision: the MLP block too")
+    p.add_argument("--mma-sweep", action="store_true",
+                   help="with --precision: time every tensor-core candidate on 4096^3")
     args = p.parse_args(argv)
-    result = run(args.scale, args.epilogue, args.sweep)
+    if args.precision:
+        from fusejit.bench.gemm_precision import run as run_precision
+
+        result = run_precision(args.mlp, args.mma_sweep)
+    else:
+        result = run(args.scale, args.epilogue, args.sweep)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)

@@ -1,0 +1,364 @@
+"""Tensor-core GEMM kernels: ``mma.sync`` through inline PTX in OpenCL C (NVIDIA, sm_80+), for
+``@fuse(matmul_precision="tf32" | "3xtf32")`` and for float16 operands.
+
+The kernel is the tiled SIMT kernel of gemm_source.py with three parts replaced: the loads
+(global -> registers -> local memory, double-buffered, the fused prologue in them) and the
+epilogue (the Lowering's stores, guarded in edge tiles) are the same code. What changes:
+
+* **The register tile.** A work-group is a grid of WGM x WGN warps; each warp owns a WM x WN
+  block of the tile as (WM/16) x (WN/8) MMA tiles. A lane holds, per MMA tile, the C fragment
+  ``c0 = (g, 2t), c1 = (g, 2t+1), c2 = (g+8, 2t), c3 = (g+8, 2t+1)`` (g = lane >> 2, t =
+  lane & 3; PTX ISA "Matrix Fragments for mma.m16n8k8"), so its accumulators form a
+  (WM/8) x (WN/4) grid, and ``row_of``/``col_of`` say where each one lies.
+* **The local pitch.** Local tiles are k-major (``Al[k][m]``, ``Bl[k][n]``, as in the SIMT
+  kernel); fragments read 8 rows of g by 4 k rows of t, so the pitch is padded to be 8 (tf32:
+  rows t*pitch) or 4 (f16: rows 2t*pitch) modulo 32 banks: conflict-free reads.
+* **compute.** Per k step of 8 (tf32) or 16 (f16): fragments read from local memory
+  (``cvt.rna.tf32.f32``: round to nearest, ties away; float16 tiles hold halves in pairs along
+  k, stored by ``vstore_half``, so an f16x2 register is one 32-bit load), then one
+  ``mma.sync`` per MMA tile.
+  3xTF32 splits each value x into big = tf32(x) and small = tf32(x - big) and sums
+  small*big + big*small + big*big (small*small, ~2^-22 of the product, is dropped): float32
+  accuracy (fusejit/tf32.py models it in NumPy, tests/test_tf32.py bounds it).
+
+Fragments are read with plain 32-bit local loads, not ldmatrix: ldmatrix moves 8x8 blocks of
+16-bit rows, and the tf32 tiles hold float32 values; float16 tiles are k-pair interleaved, so
+each fragment register is already one load (ldmatrix would save instructions, not bandwidth).
+
+The PTX is spelled through four macros (FJ_TF32, FJ_F16X2, FJ_MMA_TF32, FJ_MMA_F16) defined
+at the top of the kernel. ``emulated()`` defines them instead as OpenCL C that exchanges the
+fragments through local memory and computes the same products, so PoCL runs the whole kernel
+(fragment layouts, edge tiles, prologue, epilogue) on CI; the NVIDIA driver builds the PTX.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+
+import numpy as np
+
+from . import dtypes as dt
+from .errors import MatmulPrecisionError
+from .gemm_source import _Gen
+from .gemm_tune import GemmConfig
+from .lowering import Block
+from .passes.plan import DeviceLimits
+
+PRECISIONS = ("highest", "3xtf32", "tf32")
+KINDS = ("tf32", "3xtf32", "f16")
+_K_STEP = {"tf32": 8, "3xtf32": 8, "f16": 16}
+
+
+def check_precision(value: object) -> str:
+    """``value`` if it is a matmul_precision name, else a MatmulPrecisionError naming it."""
+    if isinstance(value, str) and value in PRECISIONS:
+        return value
+    raise MatmulPrecisionError(
+        f"matmul_precision={value!r} is not one of {', '.join(map(repr, PRECISIONS))}: write "
+        "'highest' (the default, float32 arithmetic), '3xtf32' (tensor cores, float32-grade "
+        "error) or 'tf32' (tensor cores, products rounded to 10 mantissa bits)")
+
+
+def kind_for(dtype: np.dtype, precision: str, unavailable: str | None) -> tuple[str, str]:
+    """(the MMA kind for a product of ``dtype`` under ``precision``, or ""; a note for
+    explain() when the SIMT kernel serves it instead). ``unavailable``: None when this device
+    runs MMA kernels, else why not (runtime/mma_probe.py)."""
+    if dtype == dt.FLOAT32:
+        kind = precision
+    elif dtype == dt.FLOAT16:
+        kind = "f16"  # exact products, float32 sums: as accurate as the SIMT kernel
+    else:
+        return "", (f"matmul_precision={precision!r} applies to float32 and float16 products; "
+                    f"this {dtype.name} product uses the SIMT kernel")
+    if unavailable is not None:
+        return "", (f"matmul_precision={precision!r}: tensor cores unavailable "
+                    f"({unavailable}); fell back to the SIMT kernel")
+    return kind, f"matmul_precision={precision!r}: tensor cores ({kind})"
+
+
+def mma_unavailable(queue: object, precision: str, plan: object) -> str | None:
+    """Why this call's products cannot use tensor cores (None: they can); probes the device
+    only when ``precision`` asks for them and the plan has a product."""
+    if precision == "highest" or not any(g.kind == "gemm" for g in plan.groups):  # type: ignore
+        return "matmul_precision='highest'"
+    from .runtime.mma_probe import unavailable
+
+    return unavailable(queue)
+
+
+# -- configurations ---------------------------------------------------------------------------------
+
+
+def config(kind: str, mwg: int, nwg: int, kwg: int, wgm: int, wgn: int, why: str = ""
+           ) -> GemmConfig:
+    """An MMA configuration: an MWG x NWG x KWG tile over a WGM x WGN grid of warps."""
+    return GemmConfig(mwg, nwg, kwg, 8 * wgm, 4 * wgn, 2, 8, mma=kind, why=why)
+
+
+def warps(cfg: GemmConfig) -> tuple[int, int]:
+    return cfg.mdimc // 8, cfg.ndimc // 4
+
+
+def pad(kind: str) -> int:
+    return 8  # fragment reads: lanes g + t * pitch, conflict-free when pitch % 32 == 8
+
+
+def local_bytes(cfg: GemmConfig) -> int:
+    item = 2 if cfg.mma == "f16" else 4  # (float16 tiles hold halves)
+    return 2 * cfg.kwg * (cfg.mwg + pad(cfg.mma) + cfg.nwg + pad(cfg.mma)) * item
+
+
+def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
+    wgm, wgn = warps(cfg)
+    if cfg.mma not in KINDS or wgm * 8 != cfg.mdimc or wgn * 4 != cfg.ndimc:
+        return False
+    wm, wn = cfg.mwg // wgm, cfg.nwg // wgn
+    if cfg.mwg % wgm or cfg.nwg % wgn or wm % 16 or wn % 8 or cfg.kwg % _K_STEP[cfg.mma]:
+        return False
+    if limits is not None and (local_bytes(cfg) > limits.local_mem or
+                               cfg.threads > limits.max_work_group):
+        return False
+    # whole rounds of tile loads per work-item (as the SIMT space asks)
+    return cfg.vw == 2 and all((o * cfg.kwg) % cfg.threads == 0 for o in (cfg.mwg, cfg.nwg))
+
+
+def space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
+    """Candidates, best guess first: 128x128 tiles over 8 warps of 64x32 (64 accumulators a
+    lane), for 3xTF32 over 16 warps of 32x32 (its split fragments and partial sums double
+    the registers); then other warp grids and smaller work-groups. Measured on an H200 at
+    4096^3 (tf32): 128x128 over 2x4 warps 1.24 ms, 128x256 1.35, 128x64 1.67, 64x64 1.95."""
+    if kind == "3xtf32":  # (split fragments and partial sums: warp tiles of 32x32 first)
+        shapes = [(128, 128, 16, 4, 4), (128, 64, 16, 4, 2), (128, 128, 16, 2, 4),
+                  (64, 64, 16, 2, 2)]
+    elif kind == "tf32":  # (local memory holds 48 KiB: 128x128 float tiles go 16 deep)
+        shapes = [(128, 128, 16, 2, 4), (128, 128, 16, 4, 2), (128, 256, 8, 2, 4),
+                  (128, 64, 16, 2, 2), (64, 64, 16, 2, 2)]
+    else:  # float16 tiles hold halves: twice as deep
+        shapes = [(128, 128, 32, 2, 4), (128, 128, 32, 4, 2), (128, 256, 16, 2, 4),
+                  (128, 64, 32, 2, 2), (64, 64, 32, 2, 2)]
+    out = [config(kind, *s) for s in shapes]
+    return [c for c in out if valid(c, limits)]
+
+
+def heuristic(kind: str, m: int, n: int, limits: DeviceLimits) -> GemmConfig:
+    """Without tuning: 128x128 tiles, 64x64 for products too small to fill the device."""
+    cands = space(kind, limits)
+    if not cands:
+        raise MatmulPrecisionError(f"no {kind} tensor-core tile fits this device's limits")
+    big = cands[0]
+    small = next((c for c in cands if c.mwg == c.nwg == 64), big)
+    tiles = math.ceil(m / 128) * math.ceil(n / 128)
+    cfg = big if tiles >= limits.compute_units else small
+    return replace(cfg, why="heuristic tensor-core tile")
+
+
+def describe(cfg: GemmConfig) -> str:
+    wgm, wgn = warps(cfg)
+    inst = {"tf32": "m16n8k8 tf32", "3xtf32": "m16n8k8 tf32, three products a step (3xTF32)",
+            "f16": "m16n8k16 f16, float32 accumulators"}[cfg.mma]
+    return (f"tensor cores (mma.sync {inst}): tile {cfg.mwg}x{cfg.nwg}x{cfg.kwg}, "
+            f"{wgm}x{wgn} warps of {cfg.mwg // wgm}x{cfg.nwg // wgn}, local tiles "
+            f"double-buffered, launch grouped by {cfg.group_m} tile rows" +
+            (f", K split over {cfg.split} work-groups per tile" if cfg.split > 1 else ""))
+
+
+# -- the PTX spellings and their emulation -----------------------------------------------------------
+
+_MMA_OPERANDS = ('"+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), '
+                 '"r"(b0), "r"(b1)')
+PTX_MACROS = (
+    '#define FJ_TF32(d, x) asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(d) : "f"(x))',
+    '#define FJ_F16X2(d, lo, hi) asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), '
+    '"f"(lo))',
+    '#define FJ_MMA_TF32(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1) asm volatile('
+    '"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, '
+    '{%8,%9}, {%0,%1,%2,%3};" : ' + _MMA_OPERANDS + ')',
+    '#define FJ_MMA_F16(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1) asm volatile('
+    '"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, '
+    '{%8,%9}, {%0,%1,%2,%3};" : ' + _MMA_OPERANDS + ')',
+)
+
+
+def _emulated_mma(name: str, f16: bool, threads: int) -> str:
+    """The warp's fragments through local memory, then each lane's four results from the ISA's
+    layout. One barrier a call (the macro is only used in uniform control flow): calls
+    alternate between two scratch halves, so a half is rewritten only after the next call's
+    barrier, which every lane reaches after reading it."""
+    if f16:  # element (row, k) of A: lane (row%8)*4 + (k%8)/2, register (row>=8) + 2(k>=8)
+        a = ("vload_half((((fj_r & 7) * 4 + ((fj_k & 7) >> 1)) * 6 + (fj_r >> 3) + "
+             "2 * (fj_k >> 3)) * 2 + (fj_k & 1), (__local const half *)fj_s)")
+        b = ("vload_half(((fj_c * 4 + ((fj_k & 7) >> 1)) * 6 + 4 + (fj_k >> 3)) * 2 + "
+             "(fj_k & 1), (__local const half *)fj_s)")
+        depth = 16
+    else:  # element (row, k) of A: lane (row%8)*4 + k%4, register (row>=8) + 2(k>=4)
+        a = "as_float(fj_s[((fj_r & 7) * 4 + (fj_k & 3)) * 6 + (fj_r >> 3) + 2 * (fj_k >> 2)])"
+        b = "as_float(fj_s[(fj_c * 4 + (fj_k & 3)) * 6 + 4 + (fj_k >> 2)])"
+        depth = 8
+    return (
+        f"#define {name}(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1) {{ "
+        f"__local uint *fj_s = fj_mma + fj_par * {threads * 6} + (tid - lane) * 6; "
+        "fj_par ^= 1; "
+        "fj_s[lane * 6] = a0; fj_s[lane * 6 + 1] = a1; fj_s[lane * 6 + 2] = a2; "
+        "fj_s[lane * 6 + 3] = a3; fj_s[lane * 6 + 4] = b0; fj_s[lane * 6 + 5] = b1; "
+        "barrier(CLK_LOCAL_MEM_FENCE); float fj_d[4] = {d0, d1, d2, d3}; "
+        "for (int fj_q = 0; fj_q < 4; fj_q++) { "
+        "const int fj_r = mg + (fj_q >> 1) * 8, fj_c = mt * 2 + (fj_q & 1); float fj_sum = 0.0f; "
+        f"for (int fj_k = 0; fj_k < {depth}; fj_k++) fj_sum += {a} * {b}; "
+        "fj_d[fj_q] += fj_sum; } "
+        "d0 = fj_d[0]; d1 = fj_d[1]; d2 = fj_d[2]; d3 = fj_d[3]; }")
+
+
+def emulated_macros(threads: int) -> tuple[str, ...]:
+    return (
+        f"__local uint fj_mma[{2 * threads * 6}];",
+        f"__local uint fj_pk[{threads}];",
+        "int fj_par = 0;",
+        "#define FJ_TF32(d, x) d = (as_uint(x) + 0x1000u) & 0xffffe000u",
+        "#define FJ_F16X2(d, lo, hi) { vstore_half_rte(lo, 2 * tid, (__local half *)fj_pk); "
+        "vstore_half_rte(hi, 2 * tid + 1, (__local half *)fj_pk); d = fj_pk[tid]; }",
+        _emulated_mma("FJ_MMA_TF32", False, threads),
+        _emulated_mma("FJ_MMA_F16", True, threads),
+    )
+
+
+_emulate = threading.local()
+
+
+@contextlib.contextmanager
+def emulated() -> Iterator[None]:
+    """MMA kernels generated inside the block spell the PTX as portable OpenCL C (tests on
+    PoCL; see the module docstring)."""
+    old = getattr(_emulate, "on", False)
+    _emulate.on = True
+    try:
+        yield
+    finally:
+        _emulate.on = old
+
+
+# -- the kernel --------------------------------------------------------------------------------------
+
+
+class MmaGen(_Gen):
+    """The tiled GEMM kernel with the register tile of MMA fragments (module docstring)."""
+
+    def build(self):  # type: ignore[override]
+        cfg = self.cfg
+        if not valid(cfg):
+            raise MatmulPrecisionError(f"not a valid tensor-core configuration: {cfg}")
+        self.kind = cfg.mma
+        self.wgm, self.wgn = warps(cfg)
+        self.wm, self.wn = cfg.mwg // self.wgm, cfg.nwg // self.wgn
+        it = self.it
+        self.pre += [f"const {it} lane = ({it})get_local_id(0) % 32;",
+                     f"const {it} warp = ({it})get_local_id(0) / 32;",
+                     f"const {it} mg = lane >> 2;", f"const {it} mt = lane & 3;",
+                     f"const {it} wm = warp / {self.wgn};", f"const {it} wn = warp % {self.wgn};"]
+        # (identical macros in each kernel of a program: a benign redefinition)
+        self.pre += list(emulated_macros(cfg.threads) if getattr(_emulate, "on", False)
+                         else PTX_MACROS)
+        return super().build()
+
+    def pitch(self, is_a: bool) -> int:
+        return (self.cfg.mwg if is_a else self.cfg.nwg) + pad(self.cfg.mma)
+
+    # float16 tiles hold halves in pairs along k (a 32-bit word is one f16x2 fragment
+    # register): element (k, o) at half 2 * ((k / 2) * pitch + o) + k % 2
+    def local_type(self) -> str:
+        return "ushort" if self.cfg.mma == "f16" else self.actype
+
+    def local_offset(self, is_a: bool, buf: str, krow: str, outer: str) -> str:
+        if self.cfg.mma != "f16":
+            return super().local_offset(is_a, buf, krow, outer)
+        P = self.pitch(is_a)
+        return (f"{buf} * {P * self.cfg.kwg} + (({krow}) >> 1) * {2 * P} + ({outer}) * 2 + "
+                f"(({krow}) & 1)")
+
+    def local_store(self, local: str, offset: str) -> str:
+        if self.cfg.mma != "f16":
+            return super().local_store(local, offset)
+        return f"vstore_half_rte({{0}}, {offset}, (__local half *){local});"
+
+    def row_of(self, i: int) -> str:
+        return f"m0 + wm * {self.wm} + mg + {16 * (i // 2) + 8 * (i % 2)}"
+
+    def col_of(self, j: int) -> str:
+        return f"n0 + wn * {self.wn} + mt * 2 + {8 * (j // 2) + j % 2}"
+
+    def compute(self, block: Block, buf: str) -> None:
+        cfg, kind = self.cfg, self.kind
+        pa, pb = self.pitch(True), self.pitch(False)
+        ti, tj = self.wm // 16, self.wn // 8
+        f16 = kind == "f16"
+        step = _K_STEP[kind]
+        body = block.nested("{")
+        emit = body.emit
+        # (float16: words of k pairs, so lane t's first word row is t, as for tf32)
+        lt, words = ("uint", cfg.kwg // 2) if f16 else ("float", cfg.kwg)
+        emit(None, f"__local const {lt} *pa = (__local const {lt} *)Al + {buf} * "
+                   f"{pa * words} + mt * {pa} + wm * {self.wm} + mg;")
+        emit(None, f"__local const {lt} *pb = (__local const {lt} *)Bl + {buf} * "
+                   f"{pb * words} + mt * {pb} + wn * {self.wn} + mg;")
+        parts = ("h", "l") if kind == "3xtf32" else ("h",)
+        for kk in range(0, cfg.kwg, step):
+            s = body.nested("{")
+            for p in parts:
+                s.emit(None, "uint " + ", ".join(f"a{p}{i}_{r}" for i in range(ti)
+                                                 for r in range(4)) + ";")
+                s.emit(None, "uint " + ", ".join(f"b{p}{j}_{r}" for j in range(tj)
+                                                 for r in range(2)) + ";")
+            # (k offset, row offset) of each fragment register: PTX ISA's layouts
+            if f16:  # (word rows: k pairs)
+                a_regs = [(kk // 2, 0), (kk // 2, 8), (kk // 2 + 4, 0), (kk // 2 + 4, 8)]
+                b_regs = [kk // 2, kk // 2 + 4]
+            else:
+                a_regs = [(kk, 0), (kk, 8), (kk + 4, 0), (kk + 4, 8)]
+                b_regs = [kk, kk + 4]
+            for i in range(ti):
+                for r, (k, row) in enumerate(a_regs):
+                    self._fragment(s, f"a{{p}}{i}_{r}", f"pa[{k * pa + 16 * i + row}]")
+            for j in range(tj):
+                for r, k in enumerate(b_regs):
+                    self._fragment(s, f"b{{p}}{j}_{r}", f"pb[{k * pb + 8 * j}]")
+            mma = "FJ_MMA_F16" if f16 else "FJ_MMA_TF32"
+            # 3xTF32: the small cross terms first, the big product last, into partial sums
+            # from zero added to the accumulators once a step: the tensor cores round their
+            # sums toward zero, a bias that grows with K if they carry the whole sum
+            # (fusejit/tf32.py; measured on an H200: 4-9x the SIMT kernel's error)
+            terms = (("l", "h"), ("h", "l"), ("h", "h")) if kind == "3xtf32" else (("h", "h"),)
+            split = kind == "3xtf32"
+            acc = "p" if split else "acc"
+            if split:
+                s.emit(None, "float " + ", ".join(f"p{r}_{c} = 0.0f" for r in range(2 * ti)
+                                                  for c in range(2 * tj)) + ";")
+            for pa_, pb_ in terms:
+                for i in range(ti):
+                    for j in range(tj):
+                        d = [f"{acc}{2 * i + q // 2}_{2 * j + q % 2}" for q in range(4)]
+                        a = [f"a{pa_}{i}_{r}" for r in range(4)]
+                        b = [f"b{pb_}{j}_{r}" for r in range(2)]
+                        s.emit(None, f"{mma}({', '.join(d + a + b)});")
+            if split:
+                for r in range(2 * ti):
+                    s.emit(None, " ".join(f"acc{r}_{c} += p{r}_{c};" for c in range(2 * tj)))
+
+    def _fragment(self, block: Block, name: str, first: str) -> None:
+        """One fragment register from local memory: tf32 (rounded; 3xTF32: big and small
+        parts) from ``first``, or a word of two float16 values."""
+        kind = self.kind
+        if kind == "f16":  # two halves already in one word
+            block.emit(None, f"{name.format(p='h')} = {first};")
+        elif kind == "tf32":
+            block.emit(None, f"FJ_TF32({name.format(p='h')}, {first});")
+        else:
+            big, small = name.format(p="h"), name.format(p="l")
+            block.emit(None, f"{{ const float x = {first}; FJ_TF32({big}, x); "
+                             f"FJ_TF32({small}, x - as_float({big})); }}")
+
+
+__all__ = ["KINDS", "PRECISIONS", "MmaGen", "check_precision", "config", "describe",
+           "emulated", "heuristic", "kind_for", "space", "valid"]
