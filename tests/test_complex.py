@@ -333,3 +333,11 @@ def test_validate_refuses_complex_before_running(launches):
     with pytest.raises(fusejit.UnsupportedDTypeError, match="no error bounds for complex"):
         f(z)
     assert not launches
+
+
+def test_docs_table_lists_the_complex_ops():
+    from fusejit.api_table import complex_support, render_rst
+
+    computed, refused = complex_support()
+    assert {"np.exp", "np.arctanh", "np.multiply", "np.add.reduce"} <= set(computed)
+    assert not refused and "Complex numbers" in render_rst()
