@@ -638,8 +638,8 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
             ``NotImplementedError``; the message says what to write instead).
         TracerConversionError, TracerBoolConversionError: a traced value used where Python
             needs a concrete one.
-        UnsupportedDTypeError: complex, object, datetime dtypes; float64 on a device
-            without fp64.
+        UnsupportedDTypeError: object, datetime, longdouble dtypes; float64 or complex128 on
+            a device without fp64; complex values where fusejit lacks them (argmax, GEMM).
         TypeError, ValueError, IndexError, ...: wherever NumPy raises them for the same
             call (bad ``out=``, mismatched shapes, an index out of bounds known while
             tracing), before anything is launched.

@@ -15,7 +15,7 @@ import numpy as np
 from . import numpy_api
 from .numpy_elementwise import MULTI_OUTPUT
 from .numpy_reduce import EXTRA_REDUCE
-from .ops import CLIP_UFUNC, OP_OF_UFUNC, REDUCE_OF_UFUNC, SCAN_COMBINE
+from .ops import CLIP_UFUNC, COMPLEX_OPS, OP_OF_UFUNC, REDUCE_OF_UFUNC, SCAN_COMBINE
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,20 @@ def supported_api() -> list[Entry]:
     return sorted(unique.values(), key=lambda e: (order[e.kind], e.name))
 
 
+def complex_support() -> tuple[list[str], list[str]]:
+    """(computed, refused): the traced ufuncs and ufunc reductions that NumPy defines on
+    complex64/complex128, split by whether fusejit computes them (the op table's
+    ``COMPLEX_OPS``)."""
+    computed, refused = [], []
+    for u, op in sorted(OP_OF_UFUNC.items(), key=lambda item: item[0].__name__):
+        if any(c in t for t in u.types for c in "FD"):
+            (computed if op in COMPLEX_OPS else refused).append(f"np.{u.__name__}")
+    for u, op in sorted(REDUCE_OF_UFUNC.items(), key=lambda item: item[0].__name__):
+        if any(c in t for t in u.types for c in "FD"):
+            (computed if op in COMPLEX_OPS else refused).append(f"np.{u.__name__}.reduce")
+    return computed, refused
+
+
 def render_rst() -> str:
     """The table as reStructuredText (the docs build includes it)."""
     lines = ["Supported NumPy API", "===================", "",
@@ -62,6 +76,14 @@ def render_rst() -> str:
     for kind, title in titles.items():
         group = [e for e in entries if e.kind == kind and e.supported]
         lines += [title, "-" * len(title), "", ", ".join(f"``{e.name}``" for e in group), ""]
+    computed, refused_c = complex_support()
+    lines += ["Complex numbers", "---------------", "",
+              "On complex64 and complex128 values (the OpenCL target; the Vulkan target refuses "
+              "them): " + ", ".join(f"``{n}``" for n in computed) + ", with "
+              "``np.real``, ``np.imag``, ``np.angle``, ``np.conj`` and the reductions sum, "
+              "prod, mean, var, std, max, min, any and all.", ""]
+    if refused_c:
+        lines += ["Refused on complex values: " + ", ".join(f"``{n}``" for n in refused_c), ""]
     refused = [e for e in entries if not e.supported]
     lines += ["Refused with advice", "-------------------", "", ".. list-table::",
               "   :header-rows: 1", "", "   * - Name", "     - Why, and what to do instead"]

@@ -188,7 +188,8 @@ def _nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | Non
 
 FUNCTIONS.update({np.real: numpy_complex.real, np.imag: numpy_complex.imag,
                   np.angle: numpy_complex.angle, np.iscomplexobj: numpy_complex.iscomplexobj,
-                  np.isrealobj: numpy_complex.isrealobj})
+                  np.isrealobj: numpy_complex.isrealobj, np.iscomplex: numpy_complex.iscomplex,
+                  np.isreal: numpy_complex.isreal})
 METHODS["conj"] = METHODS["conjugate"] = numpy_complex.conjugate
 
 

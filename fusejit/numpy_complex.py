@@ -80,6 +80,16 @@ def refuse(x: TensorProxy, what: str) -> None:
             "call it outside the fused function")
 
 
+def iscomplex(x: Any) -> TensorProxy:
+    """np.iscomplex: a nonzero imaginary part (all False for real dtypes)."""
+    return apply_ufunc(np.not_equal, (imag(x), 0), {})
+
+
+def isreal(x: Any) -> TensorProxy:
+    """np.isreal: a zero imaginary part (all True for real dtypes)."""
+    return apply_ufunc(np.equal, (imag(x), 0), {})
+
+
 def iscomplexobj(x: Any) -> bool:
     return lift(x).dtype.kind == "c"
 
@@ -88,4 +98,5 @@ def isrealobj(x: Any) -> bool:
     return lift(x).dtype.kind != "c"
 
 
-__all__ = ["angle", "conjugate", "imag", "iscomplexobj", "isrealobj", "real"]
+__all__ = ["angle", "conjugate", "from_parts", "imag", "iscomplex", "iscomplexobj", "isreal",
+           "isrealobj", "real", "refuse", "squared_magnitude"]

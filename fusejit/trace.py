@@ -887,7 +887,7 @@ def _power(self: TensorProxy, exponent: Any, inplace: bool = False) -> Any:
     ndarray = bool(self.shape) or self.node.op is Op.INPUT
     if type(exponent) in (int, float) and self._weak is None and ndarray:
         fast = _OPERATOR_POWER.get((type(exponent), exponent))
-        if fast is np.square or (fast is not None and self.dtype.kind == "f"):
+        if fast is np.square or (fast is not None and self.dtype.kind in "fc"):
             return _operator(fast, (self,), inplace)
     return _operator(np.power, (self, exponent), inplace)
 
