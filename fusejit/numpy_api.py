@@ -673,4 +673,4 @@ for _f, _why in {
 # NumPy functions implemented in their own modules register into FUNCTIONS / METHODS on import
 from . import numpy_build, numpy_elementwise, numpy_gather, numpy_reduce  # noqa: E402,F401
 from . import numpy_split  # noqa: E402,F401
-from . import numpy_scan  # noqa: E402,F401
+from . import numpy_scan, numpy_svd  # noqa: E402,F401

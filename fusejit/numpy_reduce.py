@@ -297,10 +297,10 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     row, col = (shapes.normalize_axis(a, nd) for a in axis)
     if row == col:
         raise ValueError("Duplicate axes given.")
-    if ord in (2, -2, "nuc"):
-        raise UnsupportedOperationError(
-            f"np.linalg.norm(..., ord={ord!r}) of a matrix needs singular values (an SVD), "
-            "which fusejit does not compute; call it outside the fused function")
+    if ord in (2, -2, "nuc"):  # singular values: a Jacobi kernel per matrix
+        from .numpy_svd import matrix_svd_norm
+
+        return matrix_svd_norm(v, row, col, ord, keepdims)
     if ord in (1, -1):
         pick = _max if ord == 1 else _min
         ret = pick(_sum(_abs(v), row), col - (col > row), None, False)

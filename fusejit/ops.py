@@ -138,6 +138,9 @@ class Op(enum.Enum):
     # inclusive scan along one axis (np.cumsum, ufunc.accumulate): srcs (x,), arg = (combine
     # op, axis); out[..., i, ...] = x[..., 0, ...] op ... op x[..., i, ...] in the node's dtype
     SCAN = enum.auto()
+    # singular values of the last two axes: srcs (x[..., m, n],), result [..., min(m, n)],
+    # descending (np.linalg.svd(x, compute_uv=False)); computed by a Jacobi kernel per matrix
+    SVDVALS = enum.auto()
 
 
 @dataclass(frozen=True)
@@ -289,6 +292,7 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.CONJ, np.conjugate), _row(Op.COMPLEX, None, 2, ref=_complex_ref),
     _row(Op.SCAN, None, 1, ref=lambda x, arg: OPS[arg[0]].ufunc.accumulate(
         x, axis=arg[1], dtype=x.dtype)),
+    _row(Op.SVDVALS, None, 1, ref=lambda x: np.linalg.svd(x, compute_uv=False)),
 ])
 assert set(OPS) == set(Op), set(Op) - set(OPS)
 
@@ -297,7 +301,7 @@ MOVEMENT = frozenset({Op.VIEW, Op.RESHAPE})
 REDUCE = frozenset({Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.ANY, Op.ALL})
 CONTRACT = frozenset({Op.MATMUL})  # computed by a GEMM kernel (fusejit/passes/gemm.py)
 ELEMENTWISE = frozenset(set(Op) - LEAVES - MOVEMENT - REDUCE - CONTRACT
-                        - {Op.SETITEM, Op.GATHER, Op.SCAN})
+                        - {Op.SETITEM, Op.GATHER, Op.SCAN, Op.SVDVALS})
 UFUNC_OPS = frozenset(op for op in ELEMENTWISE if OPS[op].ufunc is not None)
 COMMUTATIVE = frozenset(op for op, info in OPS.items() if "commutative" in info.flags)
 TRANSCENDENTAL = frozenset(op for op, info in OPS.items() if "transcendental" in info.flags)

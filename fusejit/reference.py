@@ -52,6 +52,8 @@ def eval_node(node: Node, srcs: Sequence[np.ndarray], args: Sequence[Any] = ()) 
             value = _setitem(srcs[0], srcs[1], node.arg)
         elif op is Op.GATHER:
             value = OPS[op].reference()(srcs[0], srcs[1], node.arg)
+        elif op is Op.SVDVALS:
+            value = OPS[op].reference()(srcs[0])
         elif op is Op.SCAN:
             value = OPS[op].reference()(srcs[0], node.arg)
         elif op is Op.MATMUL:  # NumPy's own loop: wrapping ints, float16 summed in float32

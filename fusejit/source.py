@@ -101,6 +101,10 @@ class SourceModule(ReductionKernels):
                 made = gemm_kernels(self, f"fj_k{i}", group)
             elif group.kind == "scan":
                 made = scan_kernels(self, f"fj_k{i}", group)
+            elif group.kind == "svd":
+                from .svd_source import svd_kernels
+
+                made = svd_kernels(self, f"fj_k{i}", group)
             else:
                 made = self._reduce(f"fj_k{i}", group)
             for kernel, low in made:

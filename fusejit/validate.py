@@ -160,6 +160,8 @@ def _bound(node: Node, srcs: list[Bound], values: Sequence[Any]) -> Bound:
         return _matmul(node, *srcs)
     if op is Op.SCAN:
         return _scan(node, srcs[0])
+    if op is Op.SVDVALS:
+        return _svdvals(node, srcs[0])
     return _pointwise(node, srcs)
 
 
@@ -348,6 +350,20 @@ def _scan(node: Node, src: Bound) -> Bound:
         inexact = np.logical_or.accumulate(e != 0, axis=axis)
         out = np.where(unknown | inexact, np.inf, 0.0)
     return Bound(ref, out)
+
+
+def _svdvals(node: Node, src: Bound) -> Bound:
+    """Singular values move by at most the operand error's spectral norm (Weyl), bounded by
+    its Frobenius norm; Jacobi's rotations add ``~M·eps·σ_max`` (a few sweeps of M-term dot
+    products), plus the final rounding."""
+    ref = np.asarray(eval_node(_wide(node), [src.ref]))
+    err = np.broadcast_to(src.err, src.ref.shape)
+    moved = np.sqrt(np.sum(np.where(np.isinf(err), np.inf, err) ** 2, axis=(-2, -1)))
+    m = max(src.ref.shape[-2:])
+    top = ref.max(axis=-1, initial=0.0)
+    total = moved + 8 * m * np.finfo(node.dtype).eps * top
+    out = total[..., None] + 0.5 * _ulp(ref, node.dtype)
+    return Bound(ref, np.where(np.isfinite(out), out, np.inf))
 
 
 def _matmul(node: Node, a: Bound, b: Bound) -> Bound:

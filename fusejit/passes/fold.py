@@ -58,7 +58,7 @@ def _nan_result(node: Node, values: list[np.generic | None]) -> np.generic:
 
 
 def _fold(node: Node) -> Node | None:
-    if node.op in LEAVES or node.op in (Op.SETITEM, Op.GATHER, Op.SCAN):
+    if node.op in LEAVES or node.op in (Op.SETITEM, Op.GATHER, Op.SCAN, Op.SVDVALS):
         return None
     if node.op in (Op.VIEW, Op.RESHAPE):
         # a literal seen through views is one broadcast literal (VIEW of CONST is canonical)

@@ -44,7 +44,7 @@ def partition_gemm(graph: Graph, limits: DeviceLimits | None = None,
     """``partition`` for graphs with matrix products (see the module docstring)."""
     order = graph.toposort()
     # scans are kernels of this shape too: a whole-row prologue, an epilogue at their own index
-    mms = [n for n in order if n.op in (Op.MATMUL, Op.SCAN)]
+    mms = [n for n in order if n.op in (Op.MATMUL, Op.SCAN, Op.SVDVALS)]
     if not mms:
         return partition(graph, limits, aliases)
     return _GemmPartition(graph, order, mms, limits or DeviceLimits(), aliases).plan()
@@ -220,6 +220,11 @@ class _GemmPartition:
                                         scan_reason(m, stores, _ops(m.srcs[0], stored)),
                                         scan=m))
                     continue
+                if m.op is Op.SVDVALS:
+                    groups.append(Group("svd", m.shape, tuple(stores), f"singular values of "
+                                        f"{m.srcs[0].describe()} (one-sided Jacobi, a work-group "
+                                        "per matrix)", svd=m))
+                    continue
                 groups.append(Group("gemm", m.shape, tuple(stores), _reason(m, stores, stored),
                                     matmul=m))
         groups, temps = _inplace(graph, groups, temps, self.aliases)
@@ -357,14 +362,15 @@ def _inplace(graph: Graph, groups: list[Group], temps: list[Node],
                 continue
             family = cls.get(st.dest.index, {st.dest.index})
             why = None
-            if g.kind in ("gemm", "scan"):
+            if g.kind in ("gemm", "scan", "svd"):
                 operand_reads = set()
                 for src in g.whole.srcs:
                     operand_reads |= {n.arg for n in leaves_of(src, temp_set) if
                                       n.op is Op.INPUT}
                 if operand_reads & family:
                     why = ("the GEMM's tile loads read the argument it writes" if g.kind ==
-                           "gemm" else "the scan reads whole rows of the argument it writes")
+                           "gemm" else f"the {g.kind} reads whole rows of the argument it "
+                           "writes")
                 elif _other_index(graph, st, family, temp_set | {g.whole}):
                     why = "the epilogue reads the argument at other elements than it writes"
             if why is None and any(reads[j] & family for j in range(gi + 1, len(groups))):

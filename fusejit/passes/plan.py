@@ -74,7 +74,7 @@ class ReduceStrategy:
 
 @dataclass(frozen=True)
 class Group:
-    kind: str  # "elementwise" | "reduce" | "gemm" | "scan"
+    kind: str  # "elementwise" | "reduce" | "gemm" | "scan" | "svd"
     space: tuple[int, ...]  # elementwise: iteration shape; reduce: the reductions' input shape
     stores: tuple[Store, ...]  # elementwise stores; reduce: epilogue stores (kept shape)
     reason: str
@@ -87,12 +87,14 @@ class Group:
     gemm_config: object = None  # gemm: the kernel configuration codegen uses (gemm_tune)
     copy: bool = False  # copies a staged in-place value from its temporary into its argument
     scan: Node | None = None  # scan: the SCAN whose running value the stores read
+    svd: Node | None = None  # svd: the SVDVALS whose singular values the stores read
 
     @property
     def whole(self) -> Node | None:
         """gemm / scan: the node whose kernel reads whole rows of its operand(s), not only the
         element a work-item stores (the MATMUL or the SCAN)."""
-        return self.matmul if self.matmul is not None else self.scan
+        return self.matmul if self.matmul is not None else self.scan if self.scan is not None \
+            else self.svd
 
     @property
     def outer_shape(self) -> tuple[int, ...]:

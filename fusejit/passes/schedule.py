@@ -66,12 +66,12 @@ def race(graph: Graph, g: Group, st: Store, family: frozenset[int], kind: str,
     (a reduction's row stores); ``stop`` the temporaries the kernel loads."""
     p = st.dest.index
     layout = (graph.params[p].strides, graph.params[p].has_offset)
-    if g.kind in ("gemm", "scan") and g.whole is not None:
+    if g.kind in ("gemm", "scan", "svd") and g.whole is not None:
         # the product (scan) reads whole rows and columns (rows) of its operands; the epilogue
         # reads its inputs at the output element it stores
         if any(n.op is Op.INPUT and n.arg in family and n not in stop
                for src in g.whole.srcs for n in leaves_of(src, stop)):
-            return f"the {'product' if g.kind == 'gemm' else 'scan'} reads the argument its " \
+            return f"the {dict(gemm='product').get(g.kind, g.kind)} reads the argument its " \
                 "kernel writes"
         def at_out(node: Node) -> Index:
             return unravel(Expr.var("o", max(1, math.prod(node.shape))), node.shape)

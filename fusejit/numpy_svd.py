@@ -1,0 +1,67 @@
+"""Singular values: ``np.linalg.svd(a, compute_uv=False)``, ``np.linalg.svdvals`` and the
+matrix norms that need them (``np.linalg.norm`` with ``ord`` 2, -2 and 'nuc'), traced into one
+SVDVALS node per stack of matrices (computed by fusejit/svd_source.py, a one-sided Jacobi
+kernel per matrix), as NumPy's ``_multi_svd_norm`` does: the two axes moved last, then the
+largest, smallest or summed singular value.
+
+Dtypes are NumPy's linalg rules: integers and bools are computed in float64, float16 is refused
+(LAPACK has no half precision; NumPy raises TypeError), float32 stays float32. Singular vectors
+(``compute_uv=True``) are not computed: that is refused with a pointer to ``compute_uv=False``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as dt
+from .errors import UnsupportedOperationError
+from .ir import Node, const
+from .numpy_api import FUNCTIONS, _max, _min, _sum, transpose
+from .ops import Op
+from .trace import TensorProxy, cast, lift, reshape
+
+
+def svdvals(a: Any) -> TensorProxy:
+    """The singular values of the last two axes, descending (``np.linalg.svdvals``)."""
+    x = lift(a)
+    if x.ndim < 2:
+        raise np.linalg.LinAlgError(f"{x.ndim}-dimensional array given. Array must be at "
+                                    "least two-dimensional")
+    if x.dtype == dt.FLOAT16:
+        raise TypeError("array type float16 is unsupported in linalg")
+    want = x.dtype if x.dtype.kind == "f" else dt.FLOAT64
+    *batch, m, n = x.shape
+    shape = (*batch, min(m, n))
+    if x.size == 0:
+        return TensorProxy(const(0, want, shape))
+    return TensorProxy(Node.make(Op.SVDVALS, want, shape, (cast(x.node, want),)))
+
+
+def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
+        hermitian: bool = False) -> TensorProxy:
+    """``np.linalg.svd`` without singular vectors."""
+    if compute_uv:
+        raise UnsupportedOperationError(
+            "np.linalg.svd inside @fuse computes singular values only: pass compute_uv=False "
+            "(or use np.linalg.svdvals), or call it outside the fused function")
+    return svdvals(a)
+
+
+def matrix_svd_norm(v: TensorProxy, row: int, col: int, ord: Any, keepdims: bool
+                    ) -> TensorProxy:
+    """np.linalg.norm of the matrices over axes (row, col) for ord 2, -2 or 'nuc'."""
+    nd = v.ndim
+    rest = [d for d in range(nd) if d not in (row, col)]
+    s = svdvals(transpose(v, (*rest, row, col)))
+    ret = (_max if ord == 2 else _min if ord == -2 else _sum)(s, -1)
+    if keepdims:
+        shape = list(v.shape)
+        shape[row] = shape[col] = 1
+        ret = TensorProxy(reshape(ret.node, tuple(shape)))
+    return ret
+
+
+FUNCTIONS[np.linalg.svd] = svd
+FUNCTIONS[np.linalg.svdvals] = svdvals
