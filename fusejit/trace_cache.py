@@ -27,6 +27,7 @@ built (same kernels, arguments, geometry, outputs), and one loaded from it has n
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import logging
 import os
@@ -163,11 +164,12 @@ def note_library(version: str) -> None:
             except OSError:
                 continue
             mods.append([name, st.st_size, st.st_mtime_ns])
-    _library[:] = [[version, np.__version__, cl.VERSION_TEXT, sys.version,
-                    sys.implementation.cache_tag, mods]]
+    text = json.dumps([version, np.__version__, cl.VERSION_TEXT, sys.version,
+                       sys.implementation.cache_tag, mods])
+    _library[:] = [hashlib.sha256(text.encode()).hexdigest()]  # (hashed once, not per key)
 
 
-def _library_key() -> Any:
+def _library_key() -> str:
     if not _library:
         from . import __version__
 
