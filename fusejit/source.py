@@ -127,7 +127,10 @@ class SourceModule(ReductionKernels):
         guarded = any(st.node.shape != space for st in group.stores)
         if vec is None:
             nodes = toposort([st.node for st in group.stores])
-            widest = max((4 if n.dtype == dt.FLOAT16 else n.dtype.itemsize) for n in nodes)
+            # float16 computes as float, but on GPUs it is the 2-byte loads that count: 8 lanes
+            # make them 16 bytes (H200 float16 gelu at 2^26: 0.143 -> 0.131 ms with 8 lanes)
+            half = 2 if self.is_gpu else 4
+            widest = max((half if n.dtype == dt.FLOAT16 else n.dtype.itemsize) for n in nodes)
             if any(n.op in SHARED_BY_LANES for n in nodes):  # 8 lanes share one Philox block
                 widest = (16 if self.is_gpu else 32) // 8
             vec = min(default_vector_width(space, guarded, widest, self.is_gpu),

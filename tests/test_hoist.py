@@ -49,10 +49,23 @@ def test_numpy_and_python_scalars(scalar, has_fp64):
 
 
 def test_cheap_expressions_stay_in_the_kernel():
-    f = fusejit.fuse(lambda x, s: x * (s + 1))
+    f = fusejit.fuse(lambda x, s: x * (s + np.float32(1)))
     x = np.ones(16, np.float32)
-    np.testing.assert_array_equal(f(x, 2.0), x * 3.0)
-    assert not _derived(f, x, 2.0)[0]
+    np.testing.assert_array_equal(f(x, np.float32(2)), x * np.float32(3))
+    assert not _derived(f, x, np.float32(2))[0]
+
+
+def test_float64_scalar_math_is_hoisted(has_fp64):
+    if not has_fp64:
+        pytest.skip("no fp64 on this device")
+    # 1.0 - b is Python-float (float64) math: per element it would be a float64 add and a
+    # conversion; hoisted it is one host evaluation per call
+    f = fusejit.fuse(lambda x, b: (1.0 - b) * x)
+    x = np.linspace(-1, 1, 64).astype(np.float32)
+    for b in (0.9, 0.999, -0.0):
+        np.testing.assert_array_equal(f(x, b), (1.0 - b) * x)
+    derived, source = _derived(f, x, 0.9)
+    assert len(derived) == 1 and "double" not in source
 
 
 def test_several_expressions_and_a_scalar_output():

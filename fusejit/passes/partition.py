@@ -47,7 +47,7 @@ from .plan import (
     row_index,
 )
 from .schedule import schedule
-from .visit import visit_group, visit_reason
+from .visit import visit_group, visit_pays, visit_reason
 from .strategy import (
     choose_strategy,
     compute_size,
@@ -124,12 +124,12 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     row_stores: list[list[Store]] = [[] for _ in keys]
     visits: list[list[Store]] = [[] for _ in keys]  # stored as the first pass reads (visit.py)
     pending: list[Store] = []
+    pays = visit_pays(along, strategies, limits.is_gpu)
     for st in roots:
         n = st.node
         deps = {group_of[d] for d in leaves_of(n, red_set) & red_set}
         g = max(deps, default=None)
-        h = visit_group(graph, st, deps, keys, members, red_set,
-                        [a or limits.is_gpu for a in along])
+        h = visit_group(graph, st, deps, keys, members, red_set, pays)
         if h is not None:
             visits[h].append(st)
             continue

@@ -21,11 +21,8 @@ pass rather than in a last pass after the reductions have finished. The rules:
 * the cost model: it pays when the output reads an array the reduction reads too (that read
   is shared, and a launch saved); an unrelated output would only move its work onto the
   reduction's work-group shape, chosen for the reduction, for no saved traffic. And the
-  reduction's lanes must walk its rows in memory order (row and full reductions), or the
-  device must be a GPU, whose column strategy reads (and so writes) 64-byte segments: on
-  PoCL a column sum's work-items stride down the rows, and adding the stores there made
-  ``(np.sqrt(x), x.sum(axis=0))`` at 2048x2048 slower than two kernels (12 -> 17 ms), while
-  the row case went 6.3 -> 2.2 ms.
+  reduction's layout must suit the stores (``visit_pays``, measured with
+  benchmarks/horizontal_fusion.py).
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ from collections.abc import Sequence
 
 from ..ir import Graph, Node
 from ..ops import Op
-from .plan import Group, Store, depends, leaves_of
+from .plan import Group, ReduceStrategy, Store, depends, leaves_of
 
 
 def visit_group(graph: Graph, st: Store, deps: set[int], keys: Sequence[tuple],
@@ -60,6 +57,26 @@ def visit_group(graph: Graph, st: Store, deps: set[int], keys: Sequence[tuple],
         if common > shared:  # the group sharing the most input arrays (the first on a tie)
             best, shared = g, common
     return best
+
+
+def visit_pays(along: Sequence[bool], strategies: Sequence[ReduceStrategy], is_gpu: bool
+               ) -> list[bool]:
+    """Per reduce group: does storing an elementwise output in its first pass beat a kernel
+    of its own? Measured against two kernels (benchmarks/horizontal_fusion.py):
+
+    * CPUs (PoCL, 2 cores): when the lanes walk the rows in memory order (``along``: row and
+      full reductions, split or not): ``(x*3+1, x.max(axis=1))`` at 2048x2048 6.3 -> 2.2 ms.
+      Not columns, whose work-items stride down the rows: ``(np.sqrt(x), x.sum(axis=0))``
+      went 12 -> 17 ms.
+    * GPUs: when one work-group owns each output (no split, ``gy == 1``), rows or columns:
+      H200 at 8192x8192 float32, throughput, row max 0.201 -> 0.137 ms, column sum 0.266 ->
+      0.208. Not split reductions (a full ``x.sum()``), whose few long-running lanes were
+      slower with the stores than the two kernels: ``(np.exp(x) * 2, x.sum())`` at 2^26
+      0.260 -> 0.314 ms, ``(x - 1, x.mean(), x.std())`` 0.380 -> 0.432.
+    """
+    if is_gpu:
+        return [st.gy == 1 for st in strategies]
+    return list(along)
 
 
 def visit_stores(group: Group) -> tuple[Store, ...]:

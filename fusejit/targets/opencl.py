@@ -444,6 +444,20 @@ inline float{n} fj_rh{n}(float{n} x) {{
     return vload_half{n}(0, (const half *)&h);
 }}
 """
+# float16 vectors move as ushort vectors: one 8- or 16-byte access. NVIDIA's vload_half4 is four
+# 2-byte loads (ld.global.nc.u16 each in the PTX; H200 float16 gelu at 2^26 1.9 TB/s); the
+# conversions then run on the private copy, which compilers keep in registers.
+_HALF_VECTOR_IO = """
+inline float{n} fj_ldh{n}(size_t i, const __global half *p) {{
+    ushort{n} u = ((const __global ushort{n} *)p)[i];
+    return vload_half{n}(0, (const half *)&u);
+}}
+inline void fj_sth{n}(float{n} v, size_t i, __global half *p) {{
+    ushort{n} u;
+    vstore_half{n}_rte(v, 0, (half *)&u);
+    ((__global ushort{n} *)p)[i] = u;
+}}
+"""
 _HALF_FROM_DOUBLE = """
 inline float fj_rh_d(double x) {
     ushort h;
@@ -688,7 +702,8 @@ class OpenCLTarget(Target):
 
     def vector_load(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str:
         if dtype == dt.FLOAT16:
-            return f"vload_half{n}({index}, {ptr})"
+            self.helpers[f"half_io{n}"] = _HALF_VECTOR_IO.format(n=n)
+            return f"fj_ldh{n}({index}, {ptr})"
         vec = f"((__global const {self.storage_type(dtype)}{n} *){ptr})[{index}]"
         # bool bytes other than 0/1 (views of other data) still mean True
         return f"convert_uchar{n}(-({vec} != (uchar{n})(0)))" if dtype.kind == "b" else vec
@@ -699,7 +714,8 @@ class OpenCLTarget(Target):
     def vector_store(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str:
         """A statement storing the vector operand {0} as vector number ``index``."""
         if dtype == dt.FLOAT16:
-            return f"vstore_half{n}_rte({{0}}, {index}, {ptr});"
+            self.helpers[f"half_io{n}"] = _HALF_VECTOR_IO.format(n=n)
+            return f"fj_sth{n}({{0}}, {index}, {ptr});"
         return f"((__global {self.storage_type(dtype)}{n} *){ptr})[{index}] = {{0}};"
 
     # -- kernels ----------------------------------------------------------------------------------
