@@ -226,3 +226,21 @@ def test_float64_literals_and_scalars_are_exact(fv) -> None:
         got = fuse(lambda a, t, s: (a * s, a + t))(d, np.float32(2.5), v)  # std140: reordered
         np.testing.assert_array_equal(got[0].get(), v)
         np.testing.assert_array_equal(got[1].get(), 3.5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_results_are_not_reassociated_or_contracted(fv, dtype) -> None:
+    """SPIR-V lets a driver reassociate and contract float ops (lavapipe folded (x + b) - x to
+    b); each sum and product is kept as NumPy rounds it."""
+    if np.dtype(dtype) not in fv.supported_dtypes(fv.default_device()):
+        pytest.skip(f"this Vulkan adapter has no {np.dtype(dtype)}")
+    e = dtype(2.0 ** (-12 if dtype is np.float32 else -27))
+    a = np.array([764.5, 1 + e, 3e7], dtype)
+    b = np.array([3.6997268, 1 + e, 1.5], dtype)
+    c = np.array([0.0, 1 + 2 * e, 2.0], dtype)
+
+    def f(a, b, c):
+        return (a * a * a + b) - a * a * a, a * b - c, (a + b) + b  # cancel, FMA, reassociate
+
+    for got, want in zip(fuse(f)(*(fv.to_device(v) for v in (a, b, c))), f(a, b, c)):
+        np.testing.assert_array_equal(got.get(), want)

@@ -192,6 +192,11 @@ for _op, _sym in _COMPARE.items():
     _T[(_op, "b")] = "(int({a}) " + _sym + " int({b}))"  # GLSL orders no bools
 
 
+# float32 results the driver must not see through: SPIR-V lets a Vulkan driver reassociate and
+# contract float arithmetic (lavapipe turns (x + b) - x into b, NVIDIA may fuse a * b + c), and
+# naga cannot mark an op precise (NoContraction). XOR with the uniform block's fj_z (always 0),
+# or for doubles a product with its fj_one (1.0), keeps each result as NumPy rounds it.
+_OPAQUE = frozenset({Op.ADD, Op.SUB, Op.MUL})
 _UNROLL = "/*fj_unroll*/"
 _UNROLL_LOOP = re.compile(r"^(\s*)/\*fj_unroll\*/for \(int k = 0; k < (\d+); k\+\+\) \{$")
 
@@ -360,6 +365,10 @@ class GLSLTarget(Target):
                 fields["RAD2DEG"] = self.literal(np.rad2deg(ft.type(1)), ft)
         text = template.format(**dict(zip("abc", operands)), **fields)
         self._require(text)
+        if op in _OPAQUE and out == dt.FLOAT32:
+            return f"uintBitsToFloat(floatBitsToUint({text}) ^ fj_z)"
+        if op in _OPAQUE and out == dt.FLOAT64:  # (no bit casts of doubles: x * 1.0 is exact)
+            return f"({text} * double(fj_one))"
         return text
 
     def _require(self, template: str) -> None:
@@ -490,8 +499,8 @@ class GLSLTarget(Target):
     def kernel_header(self, name: str, params: Sequence[str],
                       local_size: tuple[int, ...] | None) -> str:
         """Buffers bind in signature order (0, 1, ...); the uniform block after them holds
-        the launch's group counts, then the scalars in signature order (std140: each 4-byte
-        scalar at the next 4-byte offset)."""
+        the launch's group counts, ``fj_z`` = 0 and ``fj_one`` = 1.0 (see _OPAQUE), then the
+        scalars, doubles first (std140: each at the next offset of its size)."""
         dims = (*(local_size or (1,)), 1, 1)[:3]
         lines = [f"// {name}",
                  f"layout(local_size_x = {dims[0]}, local_size_y = {dims[1]}, "
@@ -503,7 +512,7 @@ class GLSLTarget(Target):
                          key=lambda p: not p.startswith("double "))
         macros = ["#define " + p.split(" #define ")[1] for p in params if " #define " in p]
         lines += [b.replace("{binding}", str(i)) for i, b in enumerate(buffers)]
-        members = " ".join(["uint fj_g0; uint fj_groups;", *scalars])
+        members = " ".join(["uint fj_g0; uint fj_groups; uint fj_z; float fj_one;", *scalars])
         lines.append(f"layout(std140, set = 0, binding = {len(buffers)}) uniform FjArgs "
                      f"{{ {members} }};")
         lines += macros
