@@ -79,8 +79,6 @@ def test_default_device_picks_the_target_for_numpy_inputs(fv) -> None:
 def test_missing_dtypes_name_what_is_missing(fv) -> None:
     with pytest.raises(UnsupportedDTypeError, match="64-bit integers"):
         fv.to_device(np.arange(4))
-    with pytest.raises(UnsupportedDTypeError, match="float64.*no bit access"):
-        fv.to_device(np.ones(4))
     with pytest.raises(UnsupportedDTypeError, match="8-bit integers"):
         fv.to_device(np.ones(4, np.uint8))
     with pytest.raises(UnsupportedDTypeError, match="int16_t"):
@@ -90,6 +88,14 @@ def test_missing_dtypes_name_what_is_missing(fv) -> None:
 
     with pytest.raises(UnsupportedDTypeError, match="shader-f16"):
         GLSLTarget(frozenset()).storage_type(np.dtype(np.float16))
+    with pytest.raises(UnsupportedDTypeError, match="shader-f64"):
+        GLSLTarget(frozenset()).storage_type(np.dtype(np.float64))
+    if "shader-f64" in fv.default_device().features:  # float64: the exact ops only
+        d = fv.to_device(np.array([0.5, 2.0]))
+        with pytest.raises(UnsupportedDTypeError, match="float64 exp .*transcendental"):
+            fuse(np.exp)(d)
+        np.testing.assert_array_equal(fuse(lambda a: np.sqrt(a) / 3)(d).get(),
+                                      np.sqrt(d.get()) / 3)
     d = fv.to_device(np.arange(4, dtype=np.int32))
     with pytest.raises(UnsupportedDTypeError, match="int64"):
         fuse(lambda a: a.sum())(d)  # NumPy sums int32 into int64
@@ -207,3 +213,34 @@ def test_rows_kept_in_registers_are_unrolled(fv, rng, cols) -> None:
                             "{ const int k = 1;", "    s += c[k];", "}", "} while (false);"]
     odd = ["/*fj_unroll*/for (int k = 0; k < 2; k++) {", "    if (k > 0) continue;", "}"]
     assert unroll(odd) == [odd[0].replace("/*fj_unroll*/", ""), *odd[1:]]  # left a loop
+
+
+def test_float64_literals_and_scalars_are_exact(fv) -> None:
+    """naga's GLSL has no 64-bit literals: constants are sums of float32 parts scaled by
+    powers of two, and dynamic scalars arrive as std140 doubles in the uniform block."""
+    if "shader-f64" not in fv.default_device().features:
+        pytest.skip("this Vulkan adapter has no shader-f64")
+    d = fv.to_device(np.ones(3))
+    for v in (0.1, 1 / 3, np.pi, -1e300, 1e-300, 123456789.123456789, 2.0**-1000 * 3):
+        np.testing.assert_array_equal(fuse(lambda a, v=v: a * v)(d).get(), v)  # a literal
+        got = fuse(lambda a, t, s: (a * s, a + t))(d, np.float32(2.5), v)  # std140: reordered
+        np.testing.assert_array_equal(got[0].get(), v)
+        np.testing.assert_array_equal(got[1].get(), 3.5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_results_are_not_reassociated_or_contracted(fv, dtype) -> None:
+    """SPIR-V lets a driver reassociate and contract float ops (lavapipe folded (x + b) - x to
+    b); each sum and product is kept as NumPy rounds it."""
+    if np.dtype(dtype) not in fv.supported_dtypes(fv.default_device()):
+        pytest.skip(f"this Vulkan adapter has no {np.dtype(dtype)}")
+    e = dtype(2.0 ** (-12 if dtype is np.float32 else -27))
+    a = np.array([764.5, 1 + e, 3e7], dtype)
+    b = np.array([3.6997268, 1 + e, 1.5], dtype)
+    c = np.array([0.0, 1 + 2 * e, 2.0], dtype)
+
+    def f(a, b, c):
+        return (a * a * a + b) - a * a * a, a * b - c, (a + b) + b  # cancel, FMA, reassociate
+
+    for got, want in zip(fuse(f)(*(fv.to_device(v) for v in (a, b, c))), f(a, b, c)):
+        np.testing.assert_array_equal(got.get(), want)

@@ -17,11 +17,11 @@ Where Vulkan's precision rules cannot keep NumPy's results, ``TOLERANCES`` says 
 
 Dtypes: float32, int32, uint32, bool always; float16 where the adapter has ``shader-f16``
 (``float16_t`` buffers, computed in float32 and rounded to half after every op, as NumPy's
-float16 loops and the OpenCL target do). float64 and the 8/16/64-bit integers raise
-UnsupportedDTypeError naming what is missing: naga's GLSL frontend (wgpu's only GLSL compiler)
-has no ``int64_t``, ``int16_t`` or ``uint8_t``, and its ``double`` has no 64-bit literals, no
-bit access (``unpackDouble2x32``) and no transcendental builtins, so neither NumPy's NaN rules
-nor exact constants could be kept for it even where the adapter reports ``shader-f64``.
+float16 loops and the OpenCL target do); float64 where it has ``shader-f64``, its exact ops
+only (``glsl_double``: naga's ``double`` has no 64-bit literals, no bit access and no
+transcendental builtins). The 8/16/64-bit integers raise UnsupportedDTypeError naming what is
+missing: naga's GLSL frontend (wgpu's only GLSL compiler) has no ``int64_t``, ``int16_t`` or
+``uint8_t``, whatever the adapter reports.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from .. import dtypes as dt
 from ..errors import UnsupportedDTypeError
 from ..ops import OPS, Op
 from .base import Target
+from . import glsl_double
 from .glsl_helpers import DERIVED as _DERIVED
 from .glsl_helpers import HALF as _HALF
 from .glsl_helpers import HELPERS as _HELPERS
@@ -45,12 +46,14 @@ from .glsl_helpers import SPECIAL as _SPECIAL
 from .glsl_helpers import special as _special
 from .glsl_helpers import truth as _truth
 
-_GL = {"bool": "bool", "int32": "int", "uint32": "uint", "float32": "float", "float16": "float"}
+_GL = {"bool": "bool", "int32": "int", "uint32": "uint", "float32": "float", "float16": "float",
+       "float64": "double"}
 _STORAGE = {"bool": "uint", "int32": "int", "uint32": "uint", "float32": "float",
-            "float16": "float16_t"}
-_VEC = {"bool": "bvec", "int32": "ivec", "uint32": "uvec", "float32": "vec", "float16": "vec"}
+            "float16": "float16_t", "float64": "double"}
+_VEC = {"bool": "bvec", "int32": "ivec", "uint32": "uvec", "float32": "vec", "float16": "vec",
+        "float64": "dvec"}
 # dtypes that need an optional adapter feature (wgpu's name for it)
-FEATURE_OF = {"float16": "shader-f16"}
+FEATURE_OF = {"float16": "shader-f16", "float64": "shader-f64"}
 _F16_EXT = "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
 _MISSING = {
     "int64": "64-bit integers (naga's GLSL frontend has no int64_t, even with shader-int64)",
@@ -62,8 +65,7 @@ _MISSING = {
     "int16": "16-bit integers (naga's GLSL frontend has no int16_t, even with shader-i16)",
     "uint16": "16-bit integers (naga's GLSL frontend has no uint16_t, even with shader-i16)",
     "float16": "float16, which needs the adapter's shader-f16 feature (this adapter lacks it)",
-    "float64": "float64 (naga's GLSL double has no 64-bit literals, no bit access and no "
-               "transcendental builtins, even with shader-f64)",
+    "float64": "float64, which needs the adapter's shader-f64 feature (this adapter lacks it)",
     "complex64": "complex numbers (the Vulkan target has no vec2 complex templates yet)",
     "complex128": "complex numbers (the Vulkan target has no dvec2 complex templates yet)",
 }
@@ -193,6 +195,11 @@ for _op, _sym in _COMPARE.items():
     _T[(_op, "b")] = "(int({a}) " + _sym + " int({b}))"  # GLSL orders no bools
 
 
+# float32 results the driver must not see through: SPIR-V lets a Vulkan driver reassociate and
+# contract float arithmetic (lavapipe turns (x + b) - x into b, NVIDIA may fuse a * b + c), and
+# naga cannot mark an op precise (NoContraction). XOR with the uniform block's fj_z (always 0),
+# or for doubles a product with its fj_one (1.0), keeps each result as NumPy rounds it.
+_OPAQUE = frozenset({Op.ADD, Op.SUB, Op.MUL})
 _UNROLL = "/*fj_unroll*/"
 _UNROLL_LOOP = re.compile(r"^(\s*)/\*fj_unroll\*/for \(int k = 0; k < (\d+); k\+\+\) \{$")
 
@@ -318,6 +325,8 @@ class GLSLTarget(Target):
         name = self._check(dtype)
         if name in ("float32", "float16"):  # (float16 computes in float32)
             return _float_literal(float(value))
+        if name == "float64":
+            return glsl_double.literal(float(value))
         if name == "bool":
             return "true" if bool(value) else "false"
         v = int(value)
@@ -326,8 +335,8 @@ class GLSLTarget(Target):
         return "(-2147483647 - 1)" if v == -2**31 else (f"({v})" if v < 0 else str(v))
 
     def _zero(self, dtype: np.dtype) -> str:
-        return {"float32": "0.0", "float16": "0.0", "int32": "0", "uint32": "0u",
-                "bool": "false"}[self._check(dtype)]
+        return {"float32": "0.0", "float16": "0.0", "float64": "double(0.0)", "int32": "0",
+                "uint32": "0u", "bool": "false"}[self._check(dtype)]
 
     def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
                   operands: Sequence[str]) -> str:
@@ -335,8 +344,16 @@ class GLSLTarget(Target):
         self._check(out)
         for d in ins:
             self._check(d)
-        template = next((_T[(op, k)] for k in (src.name, src.kind, "*") if (op, k) in _T),
-                        None)
+        if src == dt.FLOAT64:
+            template = glsl_double.T.get(op, _T.get((op, "*")))  # (logic: by truth)
+            if template is None:
+                raise UnsupportedDTypeError(
+                    f"float64 {OPS[op].name} is not supported by the Vulkan target: naga's GLSL "
+                    "double has no transcendental builtins and no bit access, so only exact "
+                    "ops are spelled for it; compute it in float32, or use the OpenCL device")
+        else:
+            template = next((_T[(op, k)] for k in (src.name, src.kind, "*") if (op, k) in _T),
+                            None)
         if template is None:
             raise UnsupportedDTypeError(f"no Vulkan (GLSL) template for {OPS[op].name} on "
                                         f"{src.name}")
@@ -345,19 +362,28 @@ class GLSLTarget(Target):
             fields["A"] = _truth(ins[0], operands[0])
             fields["B"] = _truth(ins[-1], operands[-1])
         if "{DEG2RAD}" in template or "{RAD2DEG}" in template:
+            ft = np.dtype(np.float64 if src == dt.FLOAT64 else np.float32)
             with np.errstate(all="ignore"):
-                fields["DEG2RAD"] = _float_literal(float(np.deg2rad(np.float32(1))))
-                fields["RAD2DEG"] = _float_literal(float(np.rad2deg(np.float32(1))))
-        self._require(template)
-        return template.format(**dict(zip("abc", operands)), **fields)
+                fields["DEG2RAD"] = self.literal(np.deg2rad(ft.type(1)), ft)
+                fields["RAD2DEG"] = self.literal(np.rad2deg(ft.type(1)), ft)
+        text = template.format(**dict(zip("abc", operands)), **fields)
+        self._require(text)
+        if op in _OPAQUE and out == dt.FLOAT32:
+            return f"uintBitsToFloat(floatBitsToUint({text}) ^ fj_z)"
+        if op in _OPAQUE and out == dt.FLOAT64:  # (no bit casts of doubles: x * 1.0 is exact)
+            return f"({text} * double(fj_one))"
+        return text
 
     def _require(self, template: str) -> None:
         """Register the helpers a template calls (and the ones those call)."""
         if "fj_" not in template:
             return
         self.helpers.setdefault("0_isnan", _ISNAN)
-        if "fj_rh(" in template or "fj_nextafter_h(" in template:
+        if "fj_rh(" in template or "fj_nextafter_h(" in template or "fj_rh_d(" in template:
             self.helpers.setdefault("1_half", _HALF)
+        if "_d(" in template:  # (fj_rh_d rounds through fj_rh)
+            self.helpers.setdefault("1_half", _HALF)
+            self.helpers.setdefault("1_xdouble", glsl_double.HELPERS)
         if "fj_special_" in template or "fj_logaddexp" in template:
             self.helpers.setdefault("1_derived", _DERIVED)
             for fn in _SPECIAL:
@@ -377,6 +403,10 @@ class GLSLTarget(Target):
         s, d = self._check(src), self._check(dst)
         if s == d:
             return x
+        wide = glsl_double.cast(src, dst, x)
+        if wide is not None:
+            self._require(wide)
+            return wide
         if d == "float16":  # (exact through float32: int32 values that fit a half fit float32)
             return self.round_to_storage(dst, self.render_cast(src, dt.FLOAT32, x))
         if s == "float16":  # computed as float32 already
@@ -472,17 +502,20 @@ class GLSLTarget(Target):
     def kernel_header(self, name: str, params: Sequence[str],
                       local_size: tuple[int, ...] | None) -> str:
         """Buffers bind in signature order (0, 1, ...); the uniform block after them holds
-        the launch's group counts, then the scalars in signature order (std140: each 4-byte
-        scalar at the next 4-byte offset)."""
+        the launch's group counts, ``fj_z`` = 0 and ``fj_one`` = 1.0 (see _OPAQUE), then the
+        scalars, doubles first (std140: each at the next offset of its size)."""
         dims = (*(local_size or (1,)), 1, 1)[:3]
         lines = [f"// {name}",
                  f"layout(local_size_x = {dims[0]}, local_size_y = {dims[1]}, "
                  f"local_size_z = {dims[2]}) in;"]
         buffers = [p for p in params if p.startswith("layout(")]
-        scalars = [p.split(" #define ")[0] for p in params if not p.startswith("layout(")]
+        # (std140 aligns a double to 8 bytes: doubles first, right after the two head words;
+        # the executable packs them in the same order, see scalar_order)
+        scalars = sorted((p.split(" #define ")[0] for p in params if not p.startswith("layout(")),
+                         key=lambda p: not p.startswith("double "))
         macros = ["#define " + p.split(" #define ")[1] for p in params if " #define " in p]
         lines += [b.replace("{binding}", str(i)) for i, b in enumerate(buffers)]
-        members = " ".join(["uint fj_g0; uint fj_groups;", *scalars])
+        members = " ".join(["uint fj_g0; uint fj_groups; uint fj_z; float fj_one;", *scalars])
         lines.append(f"layout(std140, set = 0, binding = {len(buffers)}) uniform FjArgs "
                      f"{{ {members} }};")
         lines += macros

@@ -275,6 +275,8 @@ def truth(dtype: np.dtype, x: str) -> str:
     """``x != 0`` as a bool; floats by bit pattern, so NaN is true and -0.0 false."""
     if dtype.kind == "b":
         return x
+    if dtype == np.float64:  # (no bit access to doubles: see glsl_double)
+        return f"(fj_isnan_d({x}) || {x} != double(0.0))"
     if dtype.kind == "f":
         return f"((floatBitsToUint({x}) & 0x7fffffffu) != 0u)"
     return f"({x} != {'0u' if dtype.kind == 'u' else '0'})"

@@ -61,7 +61,9 @@ class _Pipeline:
                 f"{name}: kernel {kernel.name} binds {len(self.buffers)} arrays, more than the "
                 f"{most} storage buffers this Vulkan adapter allows a shader; return fewer "
                 "arrays from one fused reduction (or split the function)")
-        self.scalars = [a for a in kernel.signature.args if isinstance(a, ScalarArg)]
+        # in the uniform block's order (targets/glsl.kernel_header: doubles first)
+        self.scalars = sorted((a for a in kernel.signature.args if isinstance(a, ScalarArg)),
+                              key=lambda a: np.dtype(a.dtype) != np.float64)
         entries = []
         for i, a in enumerate(self.buffers):
             kind = wgpu.BufferBindingType.storage if (a.writable or not a.restrict) else \
@@ -87,8 +89,9 @@ class _Pipeline:
             # queries); with one element a work-item 262,144 groups were slower than 8,448
             self.groups = min(self.groups, ELEMENTWISE_GROUPS)
         self.dispatch = dispatch_shape(self.groups)
-        head = np.array([per_dim[0], self.groups], np.uint32)
-        self.uniform_size = max(16, (8 + 4 * len(self.scalars) + 15) // 16 * 16)
+        head = np.array([per_dim[0], self.groups, 0, 0x3F800000], np.uint32)  # fj_z, fj_one
+        size = 16 + sum(8 if np.dtype(a.dtype) == np.float64 else 4 for a in self.scalars)
+        self.uniform_size = max(16, (size + 15) // 16 * 16)
         self.head = head
         self.uniform = dev.create_buffer(size=self.uniform_size,
                                          usage=wgpu.BufferUsage.UNIFORM
