@@ -241,10 +241,6 @@ def emulated() -> Iterator[None]:
         _emulate.on = old
 
 
-def _swz(krow: str) -> str:
-    return f"(((({krow}) >> 2) & 3) << 3)"
-
-
 # -- the kernel --------------------------------------------------------------------------------------
 
 
@@ -258,12 +254,6 @@ class MmaGen(_Gen):
         self.kind = cfg.mma
         self.wgm, self.wgn = warps(cfg)
         self.wm, self.wn = cfg.mwg // self.wgm, cfg.nwg // self.wgn
-        # tf32 tiles: column o of k row k at o ^ (((k >> 2) & 3) << 3). Fragment reads (lanes
-        # g + t * pitch, k rows of one group of 4) stay conflict-free, and the stores of an
-        # operand contiguous along k (lanes: 4 k rows apart by 4 x 8 tile rows), which hit 4
-        # lanes a bank unswizzled, spread over all 32. (Needs warp tiles of whole 32s, so
-        # the XOR stays inside a warp's columns.)
-        self.swizzle = cfg.mma != "f16" and self.wm % 32 == 0 and self.wn % 32 == 0
         it = self.it
         self.pre += [f"const {it} lane = ({it})get_local_id(0) % 32;",
                      f"const {it} warp = ({it})get_local_id(0) / 32;",
@@ -283,8 +273,6 @@ class MmaGen(_Gen):
         return "ushort" if self.cfg.mma == "f16" else self.actype
 
     def local_offset(self, is_a: bool, buf: str, krow: str, outer: str) -> str:
-        if self.cfg.mma != "f16" and self.swizzle:
-            return super().local_offset(is_a, buf, krow, f"(({outer}) ^ {_swz(krow)})")
         if self.cfg.mma != "f16":
             return super().local_offset(is_a, buf, krow, outer)
         P = self.pitch(is_a)
@@ -331,15 +319,12 @@ class MmaGen(_Gen):
             else:
                 a_regs = [(kk, 0), (kk, 8), (kk + 4, 0), (kk + 4, 8)]
                 b_regs = [kk, kk + 4]
-            def col(c: int, k: int) -> int:  # (the lane's own k offset t < 4 leaves k >> 2)
-                return c ^ (((k >> 2) & 3) << 3) if self.swizzle else c
-
             for i in range(ti):
                 for r, (k, row) in enumerate(a_regs):
-                    self._fragment(s, f"a{{p}}{i}_{r}", f"pa[{k * pa + col(16 * i + row, k)}]")
+                    self._fragment(s, f"a{{p}}{i}_{r}", f"pa[{k * pa + 16 * i + row}]")
             for j in range(tj):
                 for r, k in enumerate(b_regs):
-                    self._fragment(s, f"b{{p}}{j}_{r}", f"pb[{k * pb + col(8 * j, k)}]")
+                    self._fragment(s, f"b{{p}}{j}_{r}", f"pb[{k * pb + 8 * j}]")
             mma = "FJ_MMA_F16" if f16 else "FJ_MMA_TF32"
             # 3xTF32: the small cross terms first, the big product last, into partial sums
             # from zero added to the accumulators once a step: the tensor cores round their
