@@ -25,9 +25,9 @@ Fragments are read with plain 32-bit local loads, not ldmatrix: ldmatrix moves 8
 16-bit rows, and the tf32 tiles hold float32 values; float16 tiles are k-pair interleaved, so
 each fragment register is already one load (ldmatrix would save instructions, not bandwidth).
 
-Tried and measured slower on an H200: an XOR swizzle of the tf32 tiles that makes the stores of
-k-contiguous operands conflict-free (1.24 -> 1.45 ms at 4096^3), non-volatile MMA asm, no
-cvt (raw float bits, truncated by the hardware: 3% faster, not worth the bias).
+Tried on an H200 (tf32, 4096^3): an XOR swizzle of the local tiles making the stores of
+k-contiguous operands conflict-free, slower (1.24 -> 1.45 ms); non-volatile MMA asm, no faster
+(1.29 ms); no cvt (raw float bits, truncated by the hardware), 3% faster, not worth the bias.
 
 The PTX is spelled through four macros (FJ_TF32, FJ_F16X2, FJ_MMA_TF32, FJ_MMA_F16) defined
 at the top of the kernel. ``emulated()`` defines them instead as OpenCL C that exchanges the
