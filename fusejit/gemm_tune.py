@@ -266,14 +266,17 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuner: Tuner | 
         if cfg is not None and not _forced:
             cfg = replace(cfg, why=f"tuned on first use, kept under {key!r}")
         if kind and not _forced:
-            from .gemm_mma import heuristic as mma_heuristic, space as mma_space
+            from .gemm_mma import heuristic as mma_heuristic, space as mma_space, valid
 
-            if cfg is not None and cfg.mma != kind:
-                cfg = None  # (a stale or foreign entry)
+            if cfg is not None and (cfg.mma != kind or not valid(cfg, limits)):
+                cfg = None  # (a stale, foreign or corrupt entry)
             if cfg is None and tuner is not None and m * n * k * b >= 1 << 24:
                 cfg = tuner(g, key, mma_space(kind, limits), 1 / products)
             if cfg is None:
                 cfg = mma_heuristic(kind, m, n, limits)
+            if cfg is None:
+                note = (f"matmul_precision={precision!r}: no tensor-core tile fits this "
+                        "device's local memory; fell back to the SIMT kernel")
         if cfg is None and tuner is not None and limits.is_gpu and m * n * k * b >= 1 << 24:
             cfg = tuner(g, key, space(limits, acc), 1 / products)
         if cfg is None:

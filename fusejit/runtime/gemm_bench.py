@@ -60,8 +60,9 @@ def make_tuner(queue: cl.CommandQueue, info: DeviceInfo) -> Tuner:
         if count < 2:
             return None  # this call's tuning budget is spent: the heuristic decides
         units = info.limits.compute_units
-        cands = [with_split(c, m, n, k, b, units)
-                 for c in rank(cands, m, n, b, units)[:count]]
+        ranked = cands if cands and cands[0].mma else rank(cands, m, n, b, units)
+        cands = [with_split(c, m, n, k, b, units) for c in ranked[:count]]  # (MMA spaces
+        # come ordered by measurement: fusejit/gemm_mma.py)
         sources, kernels = [], []
         for i, cfg in enumerate(cands):
             g = Group("gemm", node.shape, (Store(node, Dest("output", 0)),), "tuning",
