@@ -343,6 +343,11 @@ class Fused:
                     exe = compiled.executable
                     mono = self._guarded[fkey] = exe.guarded(fkey, exe.treedef,
                                                              tree_unflatten, _MISS)
+                    if mono is not None:  # (launching as the calls after this one will)
+                        self._mono = mono
+                        result = mono(args)
+                        if result is not _MISS:
+                            return result
                 self._mono = mono
                 return self._launch(compiled, args)
         elif not kwargs and self._fast_captured:  # guarded captured values, no captured arrays

@@ -98,7 +98,7 @@ def _names(code: types.CodeType, into: set[str]) -> None:
 # (a trace through os, time, random or an I/O call would bake in a value of the process that
 # traced: in-process that is the documented rule for library state, across processes it
 # would freeze it), the builtins that compute, and no attribute named like a read of the
-# outside world (np.load of a weights file edited between runs)
+# outside world (np.load of a weights file edited between runs) or writes to it
 _PURE_MODULES = frozenset({"numpy", "math", "cmath", "operator", "fusejit"})
 _PURE_BUILTINS = frozenset({
     "abs", "all", "any", "bool", "complex", "divmod", "enumerate", "filter", "float",
@@ -109,7 +109,9 @@ _PURE_BUILTINS = frozenset({
     "ZeroDivisionError", "Exception", "True", "False", "None"})
 _IMPURE_ATTRS = frozenset({"load", "loads", "loadtxt", "genfromtxt", "fromfile", "fromregex",
                            "memmap", "open", "read", "environ", "getenv", "time", "urandom",
-                           "random", "seed", "now", "today"})
+                           "random", "seed", "now", "today",
+                           # (writes: a trace served from disk would skip them)
+                           "save", "savez", "savez_compressed", "savetxt", "tofile", "write"})
 
 
 def _binding(value: Any) -> Any:

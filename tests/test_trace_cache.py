@@ -109,7 +109,7 @@ def test_reads_of_the_outside_world_are_not_keyed():
     g = {"np": np, "os": os, "random": random}
     for src in ("lambda x: x * float(os.environ.get('S', '1'))", "lambda x: x * random.random()",
                 "lambda x: x * np.load('w.npy')", "lambda x: x * hash('a')",
-                "lambda x: print(x) or x"):
+                "lambda x: print(x) or x", "lambda x: np.save('t.npy', x) or x"):
         assert key(eval(src, g)) is None, src  # noqa: S307 - our own test strings
     assert key(eval("lambda x: np.maximum(x, 0).sum(axis=-1)", g)) is not None  # noqa: S307
 
