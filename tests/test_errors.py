@@ -34,6 +34,7 @@ BUILTIN_OF = {
     fusejit.ScheduleError: (RuntimeError,),
     fusejit.DeviceMemoryError: (MemoryError,),
     fusejit.CapturedStateError: (TypeError,),
+    fusejit.MatmulPrecisionError: (ValueError,),
 }
 
 
