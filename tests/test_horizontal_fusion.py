@@ -45,6 +45,7 @@ def check(fn: Callable[..., Any], args: tuple, models: tuple[Any, ...], want_ker
         else:
             assert_matches(g, w, ulp=m, what=f"output {i}")
     assert kernels(f, *args) == want_kernels
+    f(*args)  # the second call tunes large elementwise kernels, rerunning the ones before
     before = len(launches)
     f(*args)
     assert len(launches) - before == want_kernels
