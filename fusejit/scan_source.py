@@ -9,12 +9,13 @@ so a fused ``cumsum`` reads its inputs once and writes its outputs once.
 
 Two kernel shapes, chosen by ``strategy``:
 
-* **sequential** (CPUs; GPU scans along a strided axis or of short rows): one work-item per row
+* **sequential** (CPUs; GPU scans of short rows, or along a strided axis with enough rows to
+  fill the device): one work-item per row
   walks it in order carrying the running value: ``L`` combines per row, NumPy's own order (so
   float sums round exactly as NumPy's sequential ``add.accumulate``). On a GPU neighbouring
   work-items own neighbouring rows, which for a scan along a non-innermost axis are neighbouring
   addresses: the loads coalesce.
-* **tiled** (GPU scans along the contiguous axis): a work-group of ``WG`` work-items owns a row
+* **tiled** (other GPU scans): a work-group of ``WG`` work-items owns a row
   (or one of ``gy`` blocks of it) and walks it in tiles of ``WG * V`` elements. Each work-item
   loads ``V`` consecutive elements (one vector load), scans them in registers, and the
   work-group scans the ``WG`` per-item totals in local memory with the work-efficient
@@ -58,6 +59,9 @@ if TYPE_CHECKING:
     from .source import SourceModule
 
 _TILED_MIN_LENGTH = 64  # shorter rows: one work-item per row beats a work-group's barriers
+# rows per compute unit from which a scan along a strided axis runs one work-item per row
+# (fewer rows, e.g. axis 0 of a (2**20, 4) array, leave the device idle: tiled, in blocks)
+_SEQUENTIAL_ROWS_PER_CU = 32
 
 
 @dataclass(frozen=True)
@@ -76,20 +80,24 @@ def strategy(scan: Node, limits: object) -> ScanStrategy:
     _, axis = scan.arg
     L = scan.shape[axis]
     R = math.prod(scan.shape) // max(L, 1)
-    if not getattr(limits, "is_gpu", False) or axis != scan.ndim - 1 or L < _TILED_MIN_LENGTH:
+    cus = getattr(limits, "compute_units", 8)
+    if not getattr(limits, "is_gpu", False) or L < _TILED_MIN_LENGTH:
         return ScanStrategy("sequential")
+    if axis != scan.ndim - 1 and R >= _SEQUENTIAL_ROWS_PER_CU * cus:
+        return ScanStrategy("sequential")  # enough rows: neighbouring items read neighbours
     wg = 256
     limit = min(getattr(limits, "max_work_group", 256),
                 getattr(limits, "max_barrier_group", 0) or 1 << 30)
     while wg > limit:
         wg //= 2
     size = 4 if scan.dtype == dt.FLOAT16 else max(1, scan.dtype.itemsize)
-    vec = max(1, min(4, 16 // size))
+    # (a strided axis gains nothing from vector lanes: each lane is its own load)
+    vec = max(1, min(4, 16 // size)) if axis == scan.ndim - 1 else 1
     while vec > 1 and wg * vec > L:
         vec //= 2
     tiles = max(1, L // (wg * vec))
     # enough work-groups to fill the device: a few per compute unit
-    want = 4 * getattr(limits, "compute_units", 8)
+    want = 4 * cus
     gy = 1 if R >= want else min(tiles, math.ceil(want / R))
     if gy > 1:  # whole tiles per block
         gy = math.ceil(tiles / math.ceil(tiles / gy))

@@ -244,7 +244,9 @@ def test_strategy_choice():
     assert (rows.kind, rows.gy) == ("tiled", 1)
     long = scan_source.strategy(scan((1 << 24,), 0), gpu)
     assert long.kind == "tiled" and long.gy > 100  # reduce-then-scan over many work-groups
-    assert scan_source.strategy(scan((1024, 512), 0), gpu).kind == "sequential"
+    assert scan_source.strategy(scan((1024, 8192), 0), gpu).kind == "sequential"
+    few = scan_source.strategy(scan((1 << 20, 4), 0), gpu)  # few strided rows: blocks
+    assert (few.kind, few.vec) == ("tiled", 1) and few.gy > 1
 
 
 @pytest.mark.parametrize("call,error,text", [
