@@ -97,7 +97,7 @@ def test_nan_variants():
         _check(got, want, want)
 
 
-ACCUMULATE = [np.add, np.multiply, np.maximum, np.minimum, np.fmax, np.fmin, np.logical_and,
+ACCUMULATE = [np.add, np.subtract, np.multiply, np.maximum, np.minimum, np.fmax, np.fmin, np.logical_and,
               np.logical_or, np.logical_xor, np.bitwise_and, np.bitwise_or, np.bitwise_xor]
 
 
@@ -228,6 +228,17 @@ def test_tiled_kernel_shape(monkeypatch, st, length):
     _check(fuse(fn)(xi), fn(xi))
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("FUSEJIT_FUZZ_LONG") != "1",
+                    reason="long: set FUSEJIT_FUZZ_LONG=1 (PoCL builds barrier loops slowly)")
+def test_tiled_kernel_along_a_strided_axis(monkeypatch):
+    """The tiled shape GPUs use for few rows along a strided axis (per-lane loads)."""
+    monkeypatch.setattr(scan_source, "strategy",
+                        lambda scan, limits: ScanStrategy("tiled", 4, 1, 3))
+    x = _data((70, 3), np.int64)
+    _check(fuse(lambda a: np.cumsum(a, axis=0) + 1)(x), np.cumsum(x, axis=0) + 1)
+
+
 def test_strategy_choice():
     from fusejit.passes.plan import DeviceLimits
 
@@ -250,7 +261,7 @@ def test_strategy_choice():
 
 
 @pytest.mark.parametrize("call,error,text", [
-    (lambda a: np.subtract.accumulate(a), fusejit.UnsupportedOperationError, "associative"),
+    (lambda a: np.divide.accumulate(a), fusejit.UnsupportedOperationError, "associative"),
     (lambda a: np.sin.accumulate(a), ValueError, "binary"),
     (lambda a: np.cumsum(a, axis=2), np.exceptions.AxisError, "axis 2"),
     (lambda a: np.add.accumulate(a, axis=(0, 1)), ValueError, "multiple axes"),
