@@ -74,6 +74,8 @@ def scan(ufunc: np.ufunc, a: Any, axis: Any, dtype: Any, out: Any,
             + ", ".join(sorted(f"np.{OP_OF_UFUNC_NAME[o]}" for o in SCAN_COMBINE))
             + ". Call it outside the fused function")
     x = lift(a)
+    if flatten_none and x.ndim == 0:  # np.cumsum & co. take a 0-d array as 1-d (axis 0/-1)
+        x = TensorProxy(reshape(x.node, (1,)))
     if axis is None and flatten_none:
         x = TensorProxy(reshape(x.node, (x.size,)))
         axis = 0
@@ -126,6 +128,8 @@ def _cumulative(ufunc: np.ufunc, x: Any, /, *, axis: Any = None, dtype: Any = No
     """np.cumulative_sum / cumulative_prod (the array-API names): axis may be omitted only
     for 1-d input; ``include_initial`` is not fused."""
     v = lift(x)
+    if v.ndim == 0:  # (as NumPy: a 0-d array scans as one element)
+        v = TensorProxy(reshape(v.node, (1,)))
     if include_initial:
         raise UnsupportedOperationError(
             f"np.cumulative_{'sum' if ufunc is np.add else 'prod'}(..., include_initial=True) "

@@ -51,7 +51,7 @@ def _check(got, want, x=None, tiled=False):
 
 
 CASES = [((37,), 0), ((5, 9), 1), ((5, 9), 0), ((3, 4, 5), 1), ((3, 4, 5), -1), ((4, 6), None),
-         ((7, 1), 1), ((0, 5), 1), ((5, 0), 1), ((), None)]
+         ((7, 1), 1), ((0, 5), 1), ((5, 0), 1), ((), None), ((), -1)]
 
 
 def test_cumulative_over_shapes_and_axes():
@@ -268,6 +268,7 @@ def test_strategy_choice():
     (lambda a: np.add.accumulate(a[0, 0]), TypeError, "scalar"),
     (lambda a: np.cumsum(a, dtype="foo"), TypeError, "foo"),
     (lambda a: np.cumulative_sum(a), ValueError, "axis"),
+    (lambda a: np.cumsum(a[0, 0], axis=1), np.exceptions.AxisError, "dimension 1"),
     (lambda a: np.add.accumulate(a, where=True), TypeError, "where"),
 ])
 def test_errors_are_numpys(call, error, text):
