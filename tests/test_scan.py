@@ -228,6 +228,24 @@ def test_tiled_kernel_shape(monkeypatch, st, length):
     _check(fuse(fn)(xi), fn(xi))
 
 
+@pytest.mark.parametrize("gy", [2, 7])
+def test_sequential_blocks(monkeypatch, gy):
+    """CPUs split a few long rows into blocks (reduce-then-scan, no barriers): forced here on
+    short rows, with a fused prologue and epilogue and an uneven last block."""
+    monkeypatch.setattr(scan_source, "strategy",
+                        lambda scan, limits: ScanStrategy("sequential", gy=gy))
+    xi = _data((2, 45), np.int32)
+    xf = RNG.random(1001).astype(np.float32)
+
+    def fn(a, b):
+        return np.cumsum(a * 3, axis=1) - 1, np.cumsum(b) * 2, np.maximum.accumulate(a, axis=1)
+
+    got, want = fuse(fn)(xi, xf), fn(xi, xf)
+    _check(got[0], want[0])
+    _check(got[1], want[1], xf * 2, tiled=True)
+    _check(got[2], want[2])
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("FUSEJIT_FUZZ_LONG") != "1",
                     reason="long: set FUSEJIT_FUZZ_LONG=1 (PoCL builds barrier loops slowly)")
@@ -250,7 +268,10 @@ def test_strategy_choice():
         return fusejit.ir.Node.make(fusejit.ops.Op.SCAN, node.dtype, shape, (node,),
                                     (fusejit.ops.Op.ADD, axis))
     assert x.shape == (16384, 1024)
-    assert scan_source.strategy(scan((16384, 1024), 1), DeviceLimits()).kind == "sequential"
+    assert scan_source.strategy(scan((16384, 1024), 1), DeviceLimits()) == ScanStrategy(
+        "sequential")
+    cpu_long = scan_source.strategy(scan((1 << 22,), 0), DeviceLimits(compute_units=16))
+    assert cpu_long.kind == "sequential" and cpu_long.gy > 8  # a block per core
     rows = scan_source.strategy(scan((16384, 1024), 1), gpu)
     assert (rows.kind, rows.gy) == ("tiled", 1)
     long = scan_source.strategy(scan((1 << 24,), 0), gpu)
