@@ -15,7 +15,7 @@ import numpy as np
 from . import numpy_api
 from .numpy_elementwise import MULTI_OUTPUT
 from .numpy_reduce import EXTRA_REDUCE
-from .ops import CLIP_UFUNC, COMPLEX_OPS, OP_OF_UFUNC, REDUCE_OF_UFUNC, SCAN_COMBINE
+from .ops import CLIP_UFUNC, COMPLEX_OPS, OP_OF_UFUNC, REDUCE_OF_UFUNC, SCAN_COMBINE, Op
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def supported_api() -> list[Entry]:
              for u in set(REDUCE_OF_UFUNC) | set(EXTRA_REDUCE)]
     rows += [Entry(f"np.{u.__name__}.outer", "ufunc method") for u in ufuncs if u.nin == 2]
     rows += [Entry(f"np.{u.__name__}.accumulate", "ufunc method")
-             for u, op in OP_OF_UFUNC.items() if op in SCAN_COMBINE]
+             for u, op in OP_OF_UFUNC.items() if op in SCAN_COMBINE or op is Op.SUB]
     for f, impl in numpy_api.FUNCTIONS.items():
         refused = getattr(impl, "refused", None)
         rows.append(Entry(_qualified(f), "function", refused or "", refused is None))

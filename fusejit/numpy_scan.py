@@ -7,8 +7,10 @@ integers accumulate in the platform integer); the input is cast to it (unsafely,
 accumulate does) and the scan runs in it, integers wrapping. ``axis=None`` scans the array flattened in C order.
 
 Only associative ufuncs are scanned (``ops.SCAN_COMBINE``): a work-group scans in a tree on
-GPUs. The others (``subtract``, ``divide``, ``power``, ...) are sequential recurrences and are
-refused with a pointer to what to write instead.
+GPUs. ``subtract.accumulate`` is the sum of the first element and the others negated (exactly,
+in NumPy's order: ``a - b`` is ``a + (-b)`` in IEEE and in wrapping integers). The others
+(``divide``, ``power``, ...) are sequential recurrences and are refused with a pointer to what
+to write instead.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from .errors import UnsupportedOperationError
 from .ir import Node, const
 from .numpy_api import FUNCTIONS, implements
 from .ops import OP_OF_UFUNC, SCAN_COMBINE, Op
-from .trace import TensorProxy, cast, lift, reshape
+from .trace import TensorProxy, apply_ufunc, cast, lift, reshape
+from .trace import where as select
 
 
 def _loop_dtype(ufunc: np.ufunc, x: np.dtype, dtype: Any, out: Any) -> np.dtype:
@@ -61,6 +64,9 @@ def scan(ufunc: np.ufunc, a: Any, axis: Any, dtype: Any, out: Any,
     op = OP_OF_UFUNC.get(ufunc)
     if ufunc.nin != 2 or ufunc.nout != 1:
         raise ValueError("accumulate only supported for binary functions")
+    negate = op is Op.SUB  # x0 - x1 - x2 ... is exactly x0 + (-x1) + (-x2) ..., in order
+    if negate:
+        op = Op.ADD
     if op not in SCAN_COMBINE:
         raise UnsupportedOperationError(
             f"np.{ufunc.__name__}.accumulate is a sequential recurrence (the ufunc is not "
@@ -68,6 +74,8 @@ def scan(ufunc: np.ufunc, a: Any, axis: Any, dtype: Any, out: Any,
             + ", ".join(sorted(f"np.{OP_OF_UFUNC_NAME[o]}" for o in SCAN_COMBINE))
             + ". Call it outside the fused function")
     x = lift(a)
+    if flatten_none and x.ndim == 0:  # np.cumsum & co. take a 0-d array as 1-d (axis 0/-1)
+        x = TensorProxy(reshape(x.node, (1,)))
     if axis is None and flatten_none:
         x = TensorProxy(reshape(x.node, (x.size,)))
         axis = 0
@@ -81,6 +89,10 @@ def scan(ufunc: np.ufunc, a: Any, axis: Any, dtype: Any, out: Any,
     target = _check_out(out, x.shape)
     loop = dt.check_supported(_loop_dtype(ufunc, x.dtype, dtype, target), "scan result")
     src = cast(x.node, loop)
+    if negate and x.shape[axis] > 1:  # every element but the first enters negated
+        first = Node.make(Op.IOTA, dt.INT64, x.shape, (), (axis, 0, 1))
+        src = select(TensorProxy(first) > 0, apply_ufunc(np.negative, (TensorProxy(src),),
+                                                         {}), TensorProxy(src)).node
     if x.size == 0 or x.shape[axis] == 1:  # nothing to combine: the (cast) input itself
         node = const(0, loop, x.shape) if x.size == 0 else src
     else:
@@ -116,6 +128,8 @@ def _cumulative(ufunc: np.ufunc, x: Any, /, *, axis: Any = None, dtype: Any = No
     """np.cumulative_sum / cumulative_prod (the array-API names): axis may be omitted only
     for 1-d input; ``include_initial`` is not fused."""
     v = lift(x)
+    if v.ndim == 0:  # (as NumPy: a 0-d array scans as one element)
+        v = TensorProxy(reshape(v.node, (1,)))
     if include_initial:
         raise UnsupportedOperationError(
             f"np.cumulative_{'sum' if ufunc is np.add else 'prod'}(..., include_initial=True) "

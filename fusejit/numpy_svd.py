@@ -4,6 +4,8 @@ SVDVALS node per stack of matrices (computed by fusejit/svd_source.py, a one-sid
 kernel per matrix), as NumPy's ``_multi_svd_norm`` does: the two axes moved last, then the
 largest, smallest or summed singular value.
 
+``np.linalg.matrix_norm`` and ``np.linalg.cond`` (p None, 2, -2) are built on them.
+
 Dtypes are NumPy's linalg rules: integers and bools are computed in float64, float16 is refused
 (LAPACK has no half precision; NumPy raises TypeError), float32 stays float32. Singular vectors
 (``compute_uv=True``) are not computed: that is refused with a pointer to ``compute_uv=False``.
@@ -18,9 +20,14 @@ import numpy as np
 from . import dtypes as dt
 from .errors import UnsupportedOperationError
 from .ir import Node, const
-from .numpy_api import FUNCTIONS, _max, _min, _sum, transpose
+from .numpy_api import FUNCTIONS, _max, _min, _reduce, _sum, transpose
 from .ops import Op
-from .trace import TensorProxy, cast, lift, reshape
+from .trace import TensorProxy, apply_ufunc, cast, lift, reshape
+from .trace import where as select
+
+
+def _any(x: TensorProxy, axes: tuple[int, ...]) -> TensorProxy:
+    return _reduce(Op.ANY, x, axes)
 
 
 def svdvals(a: Any) -> TensorProxy:
@@ -63,5 +70,30 @@ def matrix_svd_norm(v: TensorProxy, row: int, col: int, ord: Any, keepdims: bool
     return ret
 
 
+def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> TensorProxy:
+    """np.linalg.matrix_norm: np.linalg.norm over the last two axes."""
+    return FUNCTIONS[np.linalg.norm](x, ord, (-2, -1), keepdims)
+
+
+def cond(x: Any, p: Any = None) -> TensorProxy:
+    """np.linalg.cond for p None, 2 and -2: the ratio of the extreme singular values (NaN
+    from a zero matrix becomes inf, as NumPy's); the other orders need an inverse."""
+    if p not in (None, 2, -2):
+        raise UnsupportedOperationError(
+            f"np.linalg.cond(..., p={p!r}) needs a matrix inverse, which fusejit does not "
+            "compute; use p=None, 2 or -2, or call it outside the fused function")
+    v = lift(x)
+    s = svdvals(v)
+    first, last = s[..., 0], s[..., -1]
+    r = apply_ufunc(np.true_divide, (first, last) if p != -2 else (last, first), {})
+    nan = apply_ufunc(np.isnan, (r,), {})
+    finite_input = apply_ufunc(np.logical_not, (_any(apply_ufunc(np.isnan, (v,), {}),
+                                                     (-2, -1)),), {})
+    return select(apply_ufunc(np.logical_and, (nan, finite_input), {}),
+                  TensorProxy(const(np.inf, r.dtype)), r)
+
+
 FUNCTIONS[np.linalg.svd] = svd
 FUNCTIONS[np.linalg.svdvals] = svdvals
+FUNCTIONS[np.linalg.matrix_norm] = matrix_norm
+FUNCTIONS[np.linalg.cond] = cond

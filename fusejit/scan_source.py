@@ -9,12 +9,16 @@ so a fused ``cumsum`` reads its inputs once and writes its outputs once.
 
 Two kernel shapes, chosen by ``strategy``:
 
-* **sequential** (CPUs; GPU scans along a strided axis or of short rows): one work-item per row
+* **sequential** (CPUs; GPU scans of short rows, or along a strided axis with enough rows to
+  fill the device): one work-item per row
   walks it in order carrying the running value: ``L`` combines per row, NumPy's own order (so
   float sums round exactly as NumPy's sequential ``add.accumulate``). On a GPU neighbouring
   work-items own neighbouring rows, which for a scan along a non-innermost axis are neighbouring
   addresses: the loads coalesce.
-* **tiled** (GPU scans along the contiguous axis): a work-group of ``WG`` work-items owns a row
+  On CPUs a few long rows (a 1-d ``cumsum``) are split into ``gy`` blocks, one per core: a
+  first kernel sums each block, then each block's work-item starts from the totals of the
+  blocks before it (combined in order), so floats are summed per block, as the tiled kernel's.
+* **tiled** (other GPU scans): a work-group of ``WG`` work-items owns a row
   (or one of ``gy`` blocks of it) and walks it in tiles of ``WG * V`` elements. Each work-item
   loads ``V`` consecutive elements (one vector load), scans them in registers, and the
   work-group scans the ``WG`` per-item totals in local memory with the work-efficient
@@ -58,6 +62,10 @@ if TYPE_CHECKING:
     from .source import SourceModule
 
 _TILED_MIN_LENGTH = 64  # shorter rows: one work-item per row beats a work-group's barriers
+# rows per compute unit from which a scan along a strided axis runs one work-item per row
+# (fewer rows, e.g. axis 0 of a (2**20, 4) array, leave the device idle: tiled, in blocks)
+_SEQUENTIAL_ROWS_PER_CU = 32
+_CPU_BLOCK = 1 << 15  # elements per block below which a CPU work-item scans a row alone
 
 
 @dataclass(frozen=True)
@@ -76,20 +84,28 @@ def strategy(scan: Node, limits: object) -> ScanStrategy:
     _, axis = scan.arg
     L = scan.shape[axis]
     R = math.prod(scan.shape) // max(L, 1)
-    if not getattr(limits, "is_gpu", False) or axis != scan.ndim - 1 or L < _TILED_MIN_LENGTH:
+    cus = getattr(limits, "compute_units", 8)
+    if not getattr(limits, "is_gpu", False):
+        # few long rows: split into blocks so that every core scans one (reduce-then-scan)
+        gy = 1 if R >= 2 * cus else max(1, min(L // _CPU_BLOCK, math.ceil(4 * cus / R)))
+        return ScanStrategy("sequential", gy=gy)
+    if L < _TILED_MIN_LENGTH:
         return ScanStrategy("sequential")
+    if axis != scan.ndim - 1 and R >= _SEQUENTIAL_ROWS_PER_CU * cus:
+        return ScanStrategy("sequential")  # enough rows: neighbouring items read neighbours
     wg = 256
     limit = min(getattr(limits, "max_work_group", 256),
                 getattr(limits, "max_barrier_group", 0) or 1 << 30)
     while wg > limit:
         wg //= 2
     size = 4 if scan.dtype == dt.FLOAT16 else max(1, scan.dtype.itemsize)
-    vec = max(1, min(4, 16 // size))
+    # (a strided axis gains nothing from vector lanes: each lane is its own load)
+    vec = max(1, min(4, 16 // size)) if axis == scan.ndim - 1 else 1
     while vec > 1 and wg * vec > L:
         vec //= 2
     tiles = max(1, L // (wg * vec))
     # enough work-groups to fill the device: a few per compute unit
-    want = 4 * getattr(limits, "compute_units", 8)
+    want = 4 * cus
     gy = 1 if R >= want else min(tiles, math.ceil(want / R))
     if gy > 1:  # whole tiles per block
         gy = math.ceil(tiles / math.ceil(tiles / gy))
@@ -183,8 +199,12 @@ class _Gen:
             _store(block, st, node_idx, low, block.value(st.node, node_idx))
 
     def kernels(self) -> list[tuple[Kernel, Lowering]]:
+        if self.st.kind == "sequential" and self.st.gy == 1:
+            return [self.sequential(None)]
         if self.st.kind == "sequential":
-            return [self.sequential()]
+            part = len(self.sm.partials)
+            self.sm.partials.append(Partial(self.R * self.st.gy, self.scan.dtype))
+            return [self.sequential(part, totals=True), self.sequential(part)]
         if self.st.gy == 1:
             return [self.tiled(None)]
         part = len(self.sm.partials)
@@ -192,24 +212,43 @@ class _Gen:
         return [self.block_totals(part), self.tiled(part)]
 
     # -- one work-item per row ---------------------------------------------------------------------
-    def sequential(self) -> tuple[Kernel, Lowering]:
-        sm, t = self.sm, self.t
+    def sequential(self, part: int | None, totals: bool = False) -> tuple[Kernel, Lowering]:
+        """One work-item per row, or per block of a row (``gy`` blocks: with ``totals`` the
+        first kernel, each block's total into ``part``; else the scan, each block starting
+        from the totals of the blocks before it, combined in order)."""
+        sm, t, gy = self.sm, self.t, self.st.gy
+        dtype = self.scan.dtype
         low = sm._lowering(self.group)
         it = low.index_type
-        low.note_dtype(self.scan.dtype)
-        ctype = t.compute_type(self.scan.dtype)
+        low.note_dtype(dtype)
+        ctype = t.compute_type(dtype)
         top = Block(low)
         local = 64 if sm.is_gpu else None
-        pre = [f"const {it} o = {t.cast(it, t.global_id)};"]
-        body = top.nested(f"if (o < {self.R}) {{") if local else top
+        items = self.R * gy
+        pre = [f"const {it} g = {t.cast(it, t.global_id)};"]
+        pre += [f"const {it} o = g / {gy};", f"const {it} b = g % {gy};"] if gy > 1 else \
+            [f"const {it} o = g;"]
+        body = top.nested(f"if (g < {items}) {{") if local else top
         acc = body.emit(ctype, self.identity(low))
-        loop = body.nested(f"for ({it} r = 0; r < {self.L}; r++) {{", loop_vars=frozenset({"r"}))
+        if part is not None and not totals:
+            ptr = low.args.buffer("partial", part, dtype)
+            prev = body.nested(f"for ({it} j = 0; j < b; j++) {{")
+            self.update(low, prev, acc, prev.emit(ctype, t.load(ptr, f"o * {gy} + j", dtype)))
+        chunk = math.ceil(self.L / gy)
+        start, end = (f"b * {chunk}", f"min(({it}){self.L}, (b + 1) * {chunk})") if gy > 1 \
+            else ("0", str(self.L))
+        loop = body.nested(f"for ({it} r = {start}; r < {end}; r++) {{",
+                           loop_vars=frozenset({"r"}))
         idx = self.index(Expr.var("o", self.R), Expr.var("r", self.L))
         self.update(low, loop, acc, loop.value(self.src, idx))
-        self.emit_stores(loop, low, idx, acc)
-        gsize = (math.ceil(self.R / local) * local,) if local else (self.R,)
-        return self.finish(self.name, low, top, pre, [], gsize, (local,) if local else None,
-                           "main")
+        if totals:
+            ptr = low.args.buffer("partial", part, dtype, write=True)
+            body.emit(None, t.store(ptr, "g", "{0}", dtype), acc)
+        else:
+            self.emit_stores(loop, low, idx, acc)
+        gsize = (math.ceil(items / local) * local,) if local else (items,)
+        return self.finish(f"{self.name}_partial" if totals else self.name, low, top, pre, [],
+                           gsize, (local,) if local else None, "partial" if totals else "main")
 
     def finish(self, name: str, low: Lowering, top: Block, pre: list[str], shared: list[str],
                gsize: tuple[int, ...], lsize: tuple[int, ...] | None, role: str

@@ -51,7 +51,7 @@ def _check(got, want, x=None, tiled=False):
 
 
 CASES = [((37,), 0), ((5, 9), 1), ((5, 9), 0), ((3, 4, 5), 1), ((3, 4, 5), -1), ((4, 6), None),
-         ((7, 1), 1), ((0, 5), 1), ((5, 0), 1), ((), None)]
+         ((7, 1), 1), ((0, 5), 1), ((5, 0), 1), ((), None), ((), -1)]
 
 
 def test_cumulative_over_shapes_and_axes():
@@ -97,7 +97,7 @@ def test_nan_variants():
         _check(got, want, want)
 
 
-ACCUMULATE = [np.add, np.multiply, np.maximum, np.minimum, np.fmax, np.fmin, np.logical_and,
+ACCUMULATE = [np.add, np.subtract, np.multiply, np.maximum, np.minimum, np.fmax, np.fmin, np.logical_and,
               np.logical_or, np.logical_xor, np.bitwise_and, np.bitwise_or, np.bitwise_xor]
 
 
@@ -228,6 +228,35 @@ def test_tiled_kernel_shape(monkeypatch, st, length):
     _check(fuse(fn)(xi), fn(xi))
 
 
+@pytest.mark.parametrize("gy", [2, 7])
+def test_sequential_blocks(monkeypatch, gy):
+    """CPUs split a few long rows into blocks (reduce-then-scan, no barriers): forced here on
+    short rows, with a fused prologue and epilogue and an uneven last block."""
+    monkeypatch.setattr(scan_source, "strategy",
+                        lambda scan, limits: ScanStrategy("sequential", gy=gy))
+    xi = _data((2, 45), np.int32)
+    xf = RNG.random(1001).astype(np.float32)
+
+    def fn(a, b):
+        return np.cumsum(a * 3, axis=1) - 1, np.cumsum(b) * 2, np.maximum.accumulate(a, axis=1)
+
+    got, want = fuse(fn)(xi, xf), fn(xi, xf)
+    _check(got[0], want[0])
+    _check(got[1], want[1], xf * 2, tiled=True)
+    _check(got[2], want[2])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("FUSEJIT_FUZZ_LONG") != "1",
+                    reason="long: set FUSEJIT_FUZZ_LONG=1 (PoCL builds barrier loops slowly)")
+def test_tiled_kernel_along_a_strided_axis(monkeypatch):
+    """The tiled shape GPUs use for few rows along a strided axis (per-lane loads)."""
+    monkeypatch.setattr(scan_source, "strategy",
+                        lambda scan, limits: ScanStrategy("tiled", 4, 1, 3))
+    x = _data((70, 3), np.int64)
+    _check(fuse(lambda a: np.cumsum(a, axis=0) + 1)(x), np.cumsum(x, axis=0) + 1)
+
+
 def test_strategy_choice():
     from fusejit.passes.plan import DeviceLimits
 
@@ -239,22 +268,28 @@ def test_strategy_choice():
         return fusejit.ir.Node.make(fusejit.ops.Op.SCAN, node.dtype, shape, (node,),
                                     (fusejit.ops.Op.ADD, axis))
     assert x.shape == (16384, 1024)
-    assert scan_source.strategy(scan((16384, 1024), 1), DeviceLimits()).kind == "sequential"
+    assert scan_source.strategy(scan((16384, 1024), 1), DeviceLimits()) == ScanStrategy(
+        "sequential")
+    cpu_long = scan_source.strategy(scan((1 << 22,), 0), DeviceLimits(compute_units=16))
+    assert cpu_long.kind == "sequential" and cpu_long.gy > 8  # a block per core
     rows = scan_source.strategy(scan((16384, 1024), 1), gpu)
     assert (rows.kind, rows.gy) == ("tiled", 1)
     long = scan_source.strategy(scan((1 << 24,), 0), gpu)
     assert long.kind == "tiled" and long.gy > 100  # reduce-then-scan over many work-groups
-    assert scan_source.strategy(scan((1024, 512), 0), gpu).kind == "sequential"
+    assert scan_source.strategy(scan((1024, 8192), 0), gpu).kind == "sequential"
+    few = scan_source.strategy(scan((1 << 20, 4), 0), gpu)  # few strided rows: blocks
+    assert (few.kind, few.vec) == ("tiled", 1) and few.gy > 1
 
 
 @pytest.mark.parametrize("call,error,text", [
-    (lambda a: np.subtract.accumulate(a), fusejit.UnsupportedOperationError, "associative"),
+    (lambda a: np.divide.accumulate(a), fusejit.UnsupportedOperationError, "associative"),
     (lambda a: np.sin.accumulate(a), ValueError, "binary"),
     (lambda a: np.cumsum(a, axis=2), np.exceptions.AxisError, "axis 2"),
     (lambda a: np.add.accumulate(a, axis=(0, 1)), ValueError, "multiple axes"),
     (lambda a: np.add.accumulate(a[0, 0]), TypeError, "scalar"),
     (lambda a: np.cumsum(a, dtype="foo"), TypeError, "foo"),
     (lambda a: np.cumulative_sum(a), ValueError, "axis"),
+    (lambda a: np.cumsum(a[0, 0], axis=1), np.exceptions.AxisError, "dimension 1"),
     (lambda a: np.add.accumulate(a, where=True), TypeError, "where"),
 ])
 def test_errors_are_numpys(call, error, text):

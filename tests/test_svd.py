@@ -54,6 +54,22 @@ def test_norm_axes_keepdims_and_integer_input():
         _close(got, want)
 
 
+def test_matrix_norm_and_cond():
+    x = RNG.standard_normal((2, 4, 3))
+    z = np.zeros((2, 2))
+
+    def fn(a, b):
+        return (np.linalg.matrix_norm(a), np.linalg.matrix_norm(a, ord=2, keepdims=True),
+                np.linalg.matrix_norm(a, ord="nuc"), np.linalg.cond(a), np.linalg.cond(a, -2),
+                np.linalg.cond(b))
+
+    with np.errstate(all="ignore"):
+        for got, want in zip(fuse(fn)(x, z), fn(x, z)):
+            _close(got, want)
+    with pytest.raises(fusejit.UnsupportedOperationError, match="inverse"):
+        fuse(lambda a: np.linalg.cond(a, 1))(np.eye(3))
+
+
 def test_fused_prologue_and_epilogue():
     x = RNG.standard_normal((4, 6))
     f = fuse(lambda a: np.linalg.svdvals(a * 2 + 1) ** 2)
