@@ -37,7 +37,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from . import dtypes as dt
-from .aot_dynamic import EXTENTS, BundleError, dynamic_dims, extent_of, instantiate, \
+from .aot_dynamic import BundleError, extents_for, dynamic_dims, extent_of, instantiate, \
     instantiate_args, template
 from .ir import Graph, Node, Param, format_graph, toposort
 from .keys import StaticKey, static_key
@@ -215,7 +215,7 @@ def _export_one(f: Any, sig: tuple, blob: Any) -> tuple[dict[str, Any], Executab
 
 def _export_dynamic(f: Any, sig: tuple, blob: Any, blobs: list[bytes]
                     ) -> tuple[dict[str, Any], Executable, Any]:
-    """A signature with one None dimension: lowered at each of ``aot_dynamic.EXTENTS`` with
+    """A signature with one None dimension: lowered at each of ``aot_dynamic.extents_for`` with
     runtime extents (the programs come out the same, so one is built), then one entry whose
     launch metadata are formulas of the extent (fusejit/aot_dynamic.py)."""
     dims = dynamic_dims(sig)
@@ -228,8 +228,9 @@ def _export_dynamic(f: Any, sig: tuple, blob: Any, blobs: list[bytes]
     f._stats.dynamic_on = True  # kernels that take their extents at launch
     (arg, axis), start = dims[0], len(blobs)
     entries, first = [], None
-    for n in EXTENTS:
-        a = sig[arg]
+    a = sig[arg]
+    ns = extents_for(math.prod(s for d, s in enumerate(a.shape) if d != axis))
+    for n in ns:
         shape = tuple(n if d == axis else s for d, s in enumerate(a.shape))
         concrete = (*sig[:arg], ShapeDtype(shape, a.dtype, a.device), *sig[arg + 1:])
         if first is None:
@@ -243,8 +244,8 @@ def _export_dynamic(f: Any, sig: tuple, blob: Any, blobs: list[bytes]
             raise BundleError(f"a captured constant of {getattr(f, '__qualname__', 'f')} "
                               "changes with the dynamic extent: export concrete signatures")
         entries.append(entry)
-    entry = template(entries, EXTENTS, "signature")
-    entry["dynamic"] = {"arg": arg, "axis": axis, "extents": list(EXTENTS)}
+    entry = template(entries, ns, "signature")
+    entry["dynamic"] = {"arg": arg, "axis": axis, "extents": list(ns)}
     return entry, first[1], first[2]
 
 

@@ -3,8 +3,8 @@
 A kernel built for runtime extents (``@fuse(dynamic=...)``) serves every extent whose lowering
 yields the same source; what changes with the extent is the launch metadata (argument and
 output shapes, temporaries, extents passed to kernels, global sizes). ``export`` lowers the
-signature at ``EXTENTS`` (the first two fit, the others verify) and ``template`` turns the
-entries into one whose every changing integer is ``{"$n": [p, r, q]}``: ``(p*n + r) / q``.
+signature at ``extents_for(...)`` (the first two fit, the others verify) and ``template``
+turns the entries into one whose every changing integer is ``{"$n": [p, r, q]}``: ``(p*n + r) / q``.
 Anything else that changes (the kernel source, a captured constant) is refused: the kernels
 are specialised on the extent, so the signature cannot be exported dynamic.
 
@@ -16,11 +16,13 @@ broadcasting), and so is an extent of a dynamic innermost axis that is not a mul
 kernels' vector width (the in-process path would pick narrower vectors for it). An extent
 whose arrays need 64-bit indexing matches no signature (the argument's spec differs).
 
-The representatives are multiples of 64 between 512 and 2048, so the fit covers that range
-exactly; the bundle's claim for other extents is that the source is the same (the in-process
-dynamic path reuses the program on the same condition) and the metadata keeps the form the
-code generator gives it (products of dimensions, quotients by the vector width, round-ups to
-the work-group size, which ``instantiate`` reapplies to global sizes).
+What is checked and what is assumed: the source and the constants are the same at the four
+representative extents (multiples of 1024, smaller for long rows, so every formula fits them
+exactly), and the formulas are exact there. For other extents the bundle relies on what the
+code generator does with runtime extents: the kernels read their bounds from launch
+arguments (the in-process dynamic path reuses one program on the same grounds), and the
+metadata keeps the forms it gives them (products of dimensions, quotients by the vector
+width, round-ups to the work-group size, which ``instantiate`` reapplies to global sizes).
 """
 
 from __future__ import annotations
@@ -31,8 +33,21 @@ from typing import Any
 
 from .errors import FusejitError
 
-EXTENTS = (1024, 2048, 1536, 512)  # lowered at export: two fit, two verify
-_NOT_COMPARED = frozenset({"graph"})  # the graph text names shapes; kept as at EXTENTS[0]
+_UNITS = (2, 4, 3, 1)  # times the base: the extents lowered at export (two fit, two verify)
+_BASE = 1024  # the largest work-group size: global sizes rounded to it stay exact multiples
+
+
+def extents_for(static_elements: int) -> tuple[int, ...]:
+    """The extents a dynamic signature is lowered at: multiples of 1024 (so a global size
+    rounded up to any work-group size is exact at every one of them, and the fit is exact),
+    halved while the largest would need 64-bit indexing (``static_elements``: the product of
+    the argument's other dimensions), since a bundle lowered with 64-bit indices would not
+    match the usual 32-bit calls."""
+    base = _BASE
+    while base > 8 and max(_UNITS) * base * max(static_elements, 1) > 2**30:
+        base //= 2
+    return tuple(u * base for u in _UNITS)
+_NOT_COMPARED = frozenset({"graph"})  # the graph text names shapes; kept as at the first extent
 
 
 class BundleError(FusejitError, ValueError):
@@ -148,6 +163,8 @@ def extent_of(tmpl: dict[str, Any], args: tuple) -> int | None:
                 if not isinstance(shape, tuple) or len(shape) != len(a["shape"]):
                     return None
                 p, r, q = s["$n"]
+                if not p:  # (a formula that does not depend on n: not an exported one)
+                    return None
                 n, rem = divmod(shape[d] * q - r, p)
                 return None if rem else n
     return None

@@ -22,17 +22,19 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD_PATH = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
 
 
-def model(x):
-    """Softmax over rows, an elementwise chain and a row reduction: several outputs."""
+def model(x, k):
+    """Softmax over rows, an elementwise chain with a runtime scalar and a row reduction:
+    several outputs."""
     e = np.exp(x - x.max(axis=1, keepdims=True))
-    return {"soft": e / e.sum(axis=1, keepdims=True), "chain": np.tanh(x * 2.0 + 1.0) * x,
+    return {"soft": e / e.sum(axis=1, keepdims=True), "chain": np.tanh(x * k + 1.0) * x,
             "rowmax": x.max(axis=1)}
 
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("aotdyn") / "model.fjb"
-    fusejit.export(fusejit.fuse(model), [(ShapeDtype((None, 256), np.float32),)], path)
+    fusejit.export(fusejit.fuse(model), [(ShapeDtype((None, 256), np.float32), 2.0)],
+                   path)
     return path
 
 
@@ -45,9 +47,10 @@ _CHILD = textwrap.dedent("""
     fusejit.trace.Tracer.__enter__ = build._build_uncached = forbidden
     g, q = fusejit.load(sys.argv[1]), fusejit.default_queue()
     rng = np.random.default_rng(1)
-    for n in (1024, 7, 3001, 2, 64, 5000):
+    # the extents it was lowered at, others above and below them, small ones, random ones
+    for n in (1024, 7, 3001, 2, 64, 5000, *rng.integers(2, 4000, 6)):
         x = rng.standard_normal((n, 256)).astype(np.float32)
-        r = g(cla.to_device(q, x))
+        r = g(cla.to_device(q, x), 2.0)
         e = np.exp(x - x.max(1, keepdims=True))
         np.testing.assert_allclose(r["soft"].get(), e / e.sum(1, keepdims=True),
                                    rtol=2e-6, atol=1e-7)
@@ -58,7 +61,7 @@ _CHILD = textwrap.dedent("""
     for bad in (np.zeros((1, 256), np.float32), np.zeros((0, 256), np.float32),
                 np.zeros((8, 256), np.float64), np.zeros((8, 255), np.float32)):
         try:
-            g(cla.to_device(q, bad))
+            g(cla.to_device(q, bad), 2.0)
         except BundleError as exc:
             print("refused", bad.shape, bad.dtype, str(exc).replace(" ", "_")[:200])
         else:
