@@ -359,7 +359,7 @@ class Loaded:
     its kernels fit (fusejit/aot_dynamic.py) on one program."""
 
     traces = 0
-    MAX_EXTENTS = 256  # executables kept per bundle (one per signature, extent and context)
+    MAX_EXTENTS = 256  # executables (per signature, extent, context) and instances kept
 
     def __init__(self, manifest: dict[str, Any], blobs: list[bytes]) -> None:
         self.__name__ = manifest.get("name", "loaded")
@@ -367,6 +367,7 @@ class Loaded:
         self._blobs = blobs
         self._exes: dict[tuple, Executable] = {}
         self._programs: dict[tuple[int, cl.Context], cl.Program] = {}
+        self._instances: dict[tuple[int, int], dict[str, Any] | BundleError] = {}
         self._lock = threading.Lock()
         self.builds = 0
         self.binary_loads = 0
@@ -384,8 +385,10 @@ class Loaded:
         return tree_unflatten(exe.treedef, exe.launch(list(args), queue))
 
     def _match(self, args: tuple) -> tuple[int, int | None]:
-        """The entry the arguments match and the dynamic extent they give it (None for a
-        concrete entry); BundleError naming the extent when only the extent does not fit."""
+        """The first entry the arguments match and the dynamic extent they give it (None for
+        a concrete entry). When only a dynamic entry's extent does not fit (and no later
+        entry matches), its BundleError, which names the extent, is raised."""
+        refused = None
         for i, entry in enumerate(self._entries):
             if len(entry["args"]) != len(args):
                 continue
@@ -393,19 +396,46 @@ class Loaded:
             stored = entry["args"]
             if "dynamic" in entry:
                 n = extent_of(entry, args)
-                if n is not None and n < 2:
-                    instantiate(entry, n, self.__name__)  # named: extents 0, 1 (any spec)
+                if n is None:
+                    continue
                 try:
+                    if n < 2:  # (a size-0 array's spec differs anyway: refuse it by name)
+                        self._instance(i, n)
                     stored = instantiate_args(stored, n)
-                except BundleError:
+                except BundleError as exc:
+                    refused = refused or exc
                     continue
             if all(_matches(e, a) for e, a in zip(stored, args)):
+                if n is not None:
+                    try:
+                        self._instance(i, n)
+                    except BundleError as exc:
+                        refused = refused or exc
+                        continue
                 return i, n
+        if refused is not None:
+            raise refused
         given = ", ".join(_describe_value(a) for a in args)
         raise BundleError(f"no exported signature of {self.__name__} matches ({given}); "
                           "exported: " + "; ".join(
                               "(" + ", ".join(map(_describe, e["args"])) + ")"
                               for e in self._entries))
+
+    def _instance(self, i: int, n: int) -> dict[str, Any]:
+        """Dynamic entry i at extent n (fusejit/aot_dynamic.py), made once; BundleError when
+        its kernels cannot run n."""
+        got = self._instances.get((i, n))
+        if got is None:
+            try:
+                got = instantiate(self._entries[i], n, self.__name__)
+            except BundleError as exc:
+                got = exc
+            if len(self._instances) >= self.MAX_EXTENTS:
+                self._instances.pop(next(iter(self._instances)))
+            self._instances[(i, n)] = got
+        if isinstance(got, BundleError):
+            raise got
+        return got
 
     def _executable(self, i: int, n: int | None, queue: cl.CommandQueue) -> Executable:
         key = (i, n, queue.context)
@@ -414,9 +444,7 @@ class Loaded:
             with self._lock:
                 exe = self._exes.get(key)
                 if exe is None:
-                    e = self._entries[i]
-                    if n is not None:
-                        e = instantiate(e, n, self.__name__)
+                    e = self._entries[i] if n is None else self._instance(i, n)
                     exe = executable_from(e, self._blobs, self._program(i, queue),
                                           device_info(queue.device), autotune=False)
                     if len(self._exes) >= self.MAX_EXTENTS:

@@ -33,8 +33,8 @@ def model(x, k):
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("aotdyn") / "model.fjb"
-    fusejit.export(fusejit.fuse(model), [(ShapeDtype((None, 256), np.float32), 2.0)],
-                   path)
+    fusejit.export(fusejit.fuse(model), [(ShapeDtype((None, 256), np.float32), 2.0),
+                                           (ShapeDtype((1, 256), np.float32), 2.0)], path)
     return path
 
 
@@ -48,7 +48,8 @@ _CHILD = textwrap.dedent("""
     g, q = fusejit.load(sys.argv[1]), fusejit.default_queue()
     rng = np.random.default_rng(1)
     # the extents it was lowered at, others above and below them, small ones, random ones
-    for n in (1024, 7, 3001, 2, 64, 5000, *rng.integers(2, 4000, 6)):
+    # (1: the concrete signature exported beside the dynamic one)
+    for n in (1024, 7, 3001, 2, 64, 5000, 1, *rng.integers(2, 4000, 6)):
         x = rng.standard_normal((n, 256)).astype(np.float32)
         r = g(cla.to_device(q, x), 2.0)
         e = np.exp(x - x.max(1, keepdims=True))
@@ -58,7 +59,7 @@ _CHILD = textwrap.dedent("""
                                    atol=1e-6)
         np.testing.assert_array_equal(r["rowmax"].get(), x.max(1))
         assert r["soft"].shape == (n, 256) and r["rowmax"].dtype == np.float32
-    for bad in (np.zeros((1, 256), np.float32), np.zeros((0, 256), np.float32),
+    for bad in (np.zeros((0, 256), np.float32),
                 np.zeros((8, 256), np.float64), np.zeros((8, 255), np.float32)):
         try:
             g(cla.to_device(q, bad), 2.0)
@@ -76,12 +77,13 @@ def test_dynamic_bundle_runs_many_extents_in_a_fresh_process(bundle):
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
-    assert lines[-1] == "counts 0 0 1"  # no trace, no build, one program for every extent
+    # no trace, no build: one program for every extent, one for the concrete signature
+    assert lines[-1] == "counts 0 0 2"
     refused = [ln for ln in lines if ln.startswith("refused")]
-    assert len(refused) == 4
-    assert "extent_1" in refused[0] and "extent_0" in refused[1]
-    assert "float64" in refused[2] and "no_exported_signature" in refused[2]
-    assert "(None,_256)" in refused[3]  # the error shows what the bundle takes
+    assert len(refused) == 3
+    assert "extent_0" in refused[0]
+    assert "float64" in refused[1] and "no_exported_signature" in refused[1]
+    assert "(None,_256)" in refused[2]  # the error shows what the bundle takes
 
 
 def test_reduction_over_the_dynamic_axis_is_refused_at_export(tmp_path):
@@ -124,5 +126,13 @@ def test_template_fits_verifies_and_instantiates():
         instantiate(t, 7, "f")
     with pytest.raises(BundleError, match="not affine"):
         template([_entry({"n": n, "g": n * n}) for n in ns], ns, "sig")
+    with pytest.raises(BundleError, match="extent 1 "):
+        instantiate(t, 1, "f")
+    inner = template([_entry({"n": n, "g": n}) for n in ns], ns, "sig")
+    inner["kernels"][0]["vec"], inner["dynamic"]["axis"] = 8, 1  # vectors along the None axis
+    inner["args"][0]["shape"].reverse()
+    assert instantiate(inner, 16, "f")["args"][0]["shape"] == [4, 16]
+    with pytest.raises(BundleError, match="extent 12 .*multiple of 8"):
+        instantiate(inner, 12, "f")
     rounded = template([_entry({"n": n, "g": n, "l": [256]}) for n in ns], ns, "sig")
     assert instantiate(rounded, 300, "f")["kernels"][0]["global_size"] == [512]
