@@ -12,7 +12,8 @@ that needs neither the Python function nor a trace: on a device whose key (devic
 options, source) matches a stored binary nothing is compiled; elsewhere the stored source is
 built (through the disk cache).
 
-A signature with one None dimension exports as one entry for every extent: it is lowered at
+A signature with None dimensions (all one extent, a batch size) exports as one entry for
+every extent: it is lowered at
 a few representative extents with runtime-extent kernels (the source must come out the same,
 else BundleError: e.g. a reduction over the dynamic axis bakes its length in), and its launch
 metadata are stored as affine formulas of the extent (fusejit/aot_dynamic.py). The loaded
@@ -174,8 +175,8 @@ def _shape(j: Any) -> tuple[int, ...]:
 
 def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path) -> Path:
     """Compile ``f`` for each signature (a tuple of ShapeDtype, arrays and scalars, as f's
-    positional arguments; a ShapeDtype may have one None dimension) and write the bundle to
-    ``path``; see the module docstring. Returns ``path``."""
+    positional arguments; ShapeDtypes may have None dimensions, all one extent) and write the
+    bundle to ``path``; see the module docstring. Returns ``path``."""
     entries, blobs = [], []
 
     def blob(data: bytes) -> int:
@@ -215,24 +216,20 @@ def _export_one(f: Any, sig: tuple, blob: Any) -> tuple[dict[str, Any], Executab
 
 def _export_dynamic(f: Any, sig: tuple, blob: Any, blobs: list[bytes]
                     ) -> tuple[dict[str, Any], Executable, Any]:
-    """A signature with one None dimension: lowered at each of ``aot_dynamic.extents_for`` with
-    runtime extents (the programs come out the same, so one is built), then one entry whose
-    launch metadata are formulas of the extent (fusejit/aot_dynamic.py)."""
-    dims = dynamic_dims(sig)
-    if len(dims) != 1:
-        raise BundleError(f"a bundle signature may have one dynamic (None) dimension; this one "
-                          f"has {len(dims)} (argument, axis: {dims}); fix the others")
+    """A signature with None dimensions, all one extent (a batch size): lowered at each of
+    ``aot_dynamic.extents_for`` with runtime extents (the programs come out the same, so one
+    is built), then one entry whose launch metadata are formulas of the extent
+    (fusejit/aot_dynamic.py)."""
     if f._stats.dynamic is False:
         raise BundleError("a ShapeDtype with a None (dynamic) dimension needs "
                           "@fuse(dynamic=None or True); this function has dynamic=False")
     f._stats.dynamic_on = True  # kernels that take their extents at launch
-    (arg, axis), start = dims[0], len(blobs)
+    dims, start = dynamic_dims(sig), len(blobs)
     entries, first = [], None
-    a = sig[arg]
-    ns = extents_for(math.prod(s for d, s in enumerate(a.shape) if d != axis))
+    ns = extents_for(max(math.prod(s for s in sig[i].shape if s is not None) for i, _ in dims))
     for n in ns:
-        shape = tuple(n if d == axis else s for d, s in enumerate(a.shape))
-        concrete = (*sig[:arg], ShapeDtype(shape, a.dtype, a.device), *sig[arg + 1:])
+        concrete = tuple(ShapeDtype(tuple(n if s is None else s for s in a.shape), a.dtype,
+                                    a.device) if isinstance(a, ShapeDtype) else a for a in sig)
         if first is None:
             first = _export_one(f, concrete, blob)
             entries.append(first[0])
@@ -245,7 +242,7 @@ def _export_dynamic(f: Any, sig: tuple, blob: Any, blobs: list[bytes]
                               "changes with the dynamic extent: export concrete signatures")
         entries.append(entry)
     entry = template(entries, ns, "signature")
-    entry["dynamic"] = {"arg": arg, "axis": axis, "extents": list(ns)}
+    entry["dynamic"] = {"dims": [list(d) for d in dims], "extents": list(ns)}
     return entry, first[1], first[2]
 
 

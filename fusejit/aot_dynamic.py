@@ -1,4 +1,8 @@
-"""Bundle entries with a dynamic (None) dimension: launch metadata as functions of the extent.
+"""Bundle entries with dynamic (None) dimensions: launch metadata as functions of the extent.
+
+Every None of one signature stands for the same extent ``n`` (a batch size shared by the
+arguments: ``(ShapeDtype((None, 64)), ShapeDtype((None, 64)))`` takes two arrays of equal
+batch); a call whose arrays give different extents matches no signature.
 
 A kernel built for runtime extents (``@fuse(dynamic=...)``) serves every extent whose lowering
 yields the same source; what changes with the extent is the launch metadata (argument and
@@ -98,8 +102,9 @@ def _fit(values: list[int], ns: tuple[int, ...], path: str) -> dict[str, list[in
         if a * n + b != v:
             raise BundleError(
                 f"launch metadata {path} is not affine in the dynamic extent ({values} at "
-                f"extents {list(ns)}): this signature cannot be exported with a None "
-                "dimension; export the sizes it will see as concrete signatures instead")
+                f"extents {list(ns)}; every None of a signature is the same extent, so a "
+                "(None, None) array has n*n elements): this signature cannot be exported with "
+                "None dimensions; export the sizes it will see as concrete signatures instead")
     q = a.denominator * b.denominator // gcd(a.denominator, b.denominator)
     return {"$n": [int(a * q), int(b * q), q]}
 
@@ -112,9 +117,10 @@ def instantiate(tmpl: Any, n: int, name: str) -> Any:
             f"{name}: a dynamic dimension of extent {n} cannot run from this bundle (it "
             "serves extents >= 2: sizes 0 and 1 lower differently); export a concrete "
             "signature for it")
-    dyn = tmpl["dynamic"]
     vec = max((k["vec"] for k in tmpl["kernels"]), default=1)
-    if dyn["axis"] == len(tmpl["args"][dyn["arg"]]["shape"]) - 1 and n % vec:
+    innermost = any(axis == len(tmpl["args"][arg]["shape"]) - 1
+                    for arg, axis in tmpl["dynamic"]["dims"])
+    if innermost and n % vec:
         # the innermost axis: a row of another length would split the kernels' vectors
         raise BundleError(
             f"{name}: extent {n} of the dynamic (innermost) dimension does not fit this "

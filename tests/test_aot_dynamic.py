@@ -30,12 +30,18 @@ def model(x, k):
             "rowmax": x.max(axis=1)}
 
 
+def pair(x, y):
+    """Two arguments with the same dynamic batch: an elementwise and a row reduction."""
+    return x * y + 1.0, (x - y).max(axis=1)
+
+
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory) -> Path:
+def bundles(tmp_path_factory) -> tuple[Path, Path]:
     path = tmp_path_factory.mktemp("aotdyn") / "model.fjb"
     fusejit.export(fusejit.fuse(model), [(ShapeDtype((None, 256), np.float32), 2.0),
                                            (ShapeDtype((1, 256), np.float32), 2.0)], path)
-    return path
+    batch = ShapeDtype((None, 64), np.float32)
+    return path, fusejit.export(fusejit.fuse(pair), [(batch, batch)], path.with_name("p.fjb"))
 
 
 _CHILD = textwrap.dedent("""
@@ -68,17 +74,30 @@ _CHILD = textwrap.dedent("""
         else:
             raise SystemExit(f"{bad.shape} {bad.dtype} was not refused")
     print("counts", g.traces, g.builds, g.binary_loads)
+    p = fusejit.load(sys.argv[2])
+    for n in (3, 1024, 777):
+        x, y = (rng.standard_normal((n, 64)).astype(np.float32) for _ in range(2))
+        a, b = p(cla.to_device(q, x), cla.to_device(q, y))
+        np.testing.assert_allclose(a.get(), x * y + 1, rtol=2e-6, atol=1e-6)
+        np.testing.assert_array_equal(b.get(), (x - y).max(1))
+    try:
+        p(cla.to_device(q, x), cla.to_device(q, y[:5]))
+    except BundleError as exc:
+        assert "no exported signature" in str(exc), exc
+    else:
+        raise SystemExit("two different batch extents were not refused")
+    print("pair", p.traces, p.builds, p.binary_loads)
 """)
 
 
-def test_dynamic_bundle_runs_many_extents_in_a_fresh_process(bundle):
+def test_dynamic_bundle_runs_many_extents_in_a_fresh_process(bundles):
     env = dict(os.environ, PYTHONPATH=CHILD_PATH)
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(bundle)], env=env,
+    out = subprocess.run([sys.executable, "-c", _CHILD, *map(str, bundles)], env=env,
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     # no trace, no build: one program for every extent, one for the concrete signature
-    assert lines[-1] == "counts 0 0 2"
+    assert lines[-2:] == ["counts 0 0 2", "pair 0 0 1"]
     refused = [ln for ln in lines if ln.startswith("refused")]
     assert len(refused) == 3
     assert "extent_0" in refused[0]
@@ -96,23 +115,22 @@ def test_reduction_over_the_dynamic_axis_is_refused_at_export(tmp_path):
     assert not (tmp_path / "b.fjb").exists()
 
 
-def test_export_refuses_two_dynamic_dimensions_and_dynamic_false(tmp_path):
-    def add(x, y):
-        return x + y
+def test_export_refuses_none_none_and_dynamic_false(tmp_path):
+    def double(x):
+        return x * 2.0
 
-    sig = (ShapeDtype((None, 8), np.float32), ShapeDtype((None, 8), np.float32))
-    with pytest.raises(BundleError, match="one dynamic"):
-        fusejit.export(fusejit.fuse(add), [sig], tmp_path / "b.fjb")
-    with pytest.raises(BundleError, match="dynamic=False"):
-        fusejit.export(fusejit.fuse(add, dynamic=False),
-                       [(ShapeDtype((None, 8), np.float32),) * 1 + (np.ones(8, np.float32),)],
+    with pytest.raises(BundleError, match="same extent"):  # n*n elements: not affine
+        fusejit.export(fusejit.fuse(double), [(ShapeDtype((None, None), np.float32),)],
                        tmp_path / "b.fjb")
+    with pytest.raises(BundleError, match="dynamic=False"):
+        fusejit.export(fusejit.fuse(double, dynamic=False),
+                       [(ShapeDtype((None, 8), np.float32),)], tmp_path / "b.fjb")
 
 
 def _entry(vals: dict) -> dict:
     return {"args": [{"kind": "device", "shape": [vals["n"], 4]}], "graph": str(vals["n"]),
             "kernels": [{"global_size": [vals["g"]], "local_size": vals.get("l"), "vec": 1}],
-            "dynamic": {"arg": 0, "axis": 0}}
+            "dynamic": {"dims": [[0, 0]]}}
 
 
 def test_template_fits_verifies_and_instantiates():
@@ -129,7 +147,8 @@ def test_template_fits_verifies_and_instantiates():
     with pytest.raises(BundleError, match="extent 1 "):
         instantiate(t, 1, "f")
     inner = template([_entry({"n": n, "g": n}) for n in ns], ns, "sig")
-    inner["kernels"][0]["vec"], inner["dynamic"]["axis"] = 8, 1  # vectors along the None axis
+    # vectors along the None axis
+    inner["kernels"][0]["vec"], inner["dynamic"]["dims"] = 8, [[0, 1]]
     inner["args"][0]["shape"].reverse()
     assert instantiate(inner, 16, "f")["args"][0]["shape"] == [4, 16]
     with pytest.raises(BundleError, match="extent 12 .*multiple of 8"):
