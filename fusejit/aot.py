@@ -10,8 +10,15 @@ the argument specs, the graph (as text, for reading), the kernel source, the lau
 the device binary of every device it was built for. ``fusejit.load(path)`` returns a callable
 that needs neither the Python function nor a trace: on a device whose key (device, driver,
 options, source) matches a stored binary nothing is compiled; elsewhere the stored source is
-built (through the disk cache). Signatures are concrete: a bundle cannot retrace, so a dynamic
-dimension must be exported as the batch sizes it will see.
+built (through the disk cache).
+
+A signature with None dimensions (all one extent, a batch size) exports as one entry for
+every extent: it is lowered at
+a few representative extents with runtime-extent kernels (the source must come out the same,
+else BundleError: e.g. a reduction over the dynamic axis bakes its length in), and its launch
+metadata are stored as affine formulas of the extent (fusejit/aot_dynamic.py). The loaded
+callable instantiates them for each call's extent, on one program: no trace, no build.
+Extents 0 and 1, and extents the kernels' vector steps do not divide, are named errors.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from . import dtypes as dt
-from .errors import FusejitError
+from .aot_dynamic import BundleError, extents_for, dynamic_dims, extent_of, instantiate, \
+    instantiate_args, template
 from .ir import Graph, Node, Param, format_graph, toposort
 from .keys import StaticKey, static_key
 from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
@@ -45,13 +53,9 @@ from .shapes import row_major_strides
 from .signature import DeviceArraySpec, HostArraySpec, ScalarSpec, StaticSpec, arg_spec
 
 MAGIC = b"FJBUNDL1"
-FORMAT = 1
+FORMAT = 2  # 2: entries may be templates of a dynamic extent (aot_dynamic.py)
 _HEADER = struct.Struct("<8sQ32s")
 REPRESENTATIVE_EXTENT = 1024  # what a None dimension is lowered at
-
-
-class BundleError(FusejitError, ValueError):
-    """A bundle that cannot be read, or a call no exported signature matches."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,8 @@ def _shape(j: Any) -> tuple[int, ...]:
 
 def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path) -> Path:
     """Compile ``f`` for each signature (a tuple of ShapeDtype, arrays and scalars, as f's
-    positional arguments) and write the bundle to ``path``; see the module docstring."""
+    positional arguments; ShapeDtypes may have None dimensions, all one extent) and write the
+    bundle to ``path``; see the module docstring. Returns ``path``."""
     entries, blobs = [], []
 
     def blob(data: bytes) -> int:
@@ -180,15 +185,11 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path) -> Pat
 
     for sig in signatures:
         sig = tuple(sig)
-        if any(isinstance(a, ShapeDtype) and a.dynamic for a in sig):
-            raise BundleError("a bundle cannot retrace, so it cannot hold a dynamic (None) "
-                              "dimension; export one signature per batch size it will see")
-        flat, kwnames, key, queue = f._flatten(sig, {})
-        compiled = f._compile(key, flat, kwnames, queue)
-        exe = compiled.executable
+        if dynamic_dims(sig):
+            entry, exe, queue = _export_dynamic(f, sig, blob, blobs)
+        else:
+            entry, exe, queue = _export_one(f, sig, blob)
         binary = exe.program.get_info(cl.program_info.BINARIES)[0]
-        entry = entry_of(exe, key.specs, blob, None if compiled.lowered is None else
-                         format_graph(compiled.lowered.graph))
         entry["binaries"] = [{"key": program_key(queue.device, exe.module.source,
                                                  _options(exe)).as_json(),
                               "blob": blob(binary)}] if binary else []
@@ -203,6 +204,46 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path) -> Pat
     path = Path(path)
     cache.atomic_write(path, data)
     return path
+
+
+def _export_one(f: Any, sig: tuple, blob: Any) -> tuple[dict[str, Any], Executable, Any]:
+    flat, kwnames, key, queue = f._flatten(sig, {})
+    compiled = f._compile(key, flat, kwnames, queue)
+    exe = compiled.executable
+    return entry_of(exe, key.specs, blob, None if compiled.lowered is None else
+                    format_graph(compiled.lowered.graph)), exe, queue
+
+
+def _export_dynamic(f: Any, sig: tuple, blob: Any, blobs: list[bytes]
+                    ) -> tuple[dict[str, Any], Executable, Any]:
+    """A signature with None dimensions, all one extent (a batch size): lowered at each of
+    ``aot_dynamic.extents_for`` with runtime extents (the programs come out the same, so one
+    is built), then one entry whose launch metadata are formulas of the extent
+    (fusejit/aot_dynamic.py)."""
+    if f._stats.dynamic is False:
+        raise BundleError("a ShapeDtype with a None (dynamic) dimension needs "
+                          "@fuse(dynamic=None or True); this function has dynamic=False")
+    f._stats.dynamic_on = True  # kernels that take their extents at launch
+    dims, start = dynamic_dims(sig), len(blobs)
+    entries, first = [], None
+    ns = extents_for(max(math.prod(s for s in sig[i].shape if s is not None) for i, _ in dims))
+    for n in ns:
+        concrete = tuple(ShapeDtype(tuple(n if s is None else s for s in a.shape), a.dtype,
+                                    a.device) if isinstance(a, ShapeDtype) else a for a in sig)
+        if first is None:
+            first = _export_one(f, concrete, blob)
+            entries.append(first[0])
+            continue
+        extra: list[bytes] = []
+        entry = _export_one(f, concrete, lambda b: (extra.append(bytes(b)),
+                                                     start + len(extra) - 1)[1])[0]
+        if extra != blobs[start:start + len(extra)]:
+            raise BundleError(f"a captured constant of {getattr(f, '__qualname__', 'f')} "
+                              "changes with the dynamic extent: export concrete signatures")
+        entries.append(entry)
+    entry = template(entries, ns, "signature")
+    entry["dynamic"] = {"dims": [list(d) for d in dims], "extents": list(ns)}
+    return entry, first[1], first[2]
 
 
 def entry_of(exe: Executable, specs: Sequence[Any], blob: Any, graph_text: str | None
@@ -298,7 +339,7 @@ def load(path: str | Path) -> Loaded:
         manifest = json.loads(payload[4:4 + mlen])
     except ValueError as exc:
         raise BundleError(f"{path}: unreadable manifest ({exc})") from None
-    if manifest.get("format") != FORMAT:
+    if manifest.get("format") not in (1, FORMAT):
         raise BundleError(f"{path} has bundle format {manifest.get('format')}, this fusejit "
                           f"reads {FORMAT}")
     blobs, at = [], 4 + mlen
@@ -311,15 +352,19 @@ def load(path: str | Path) -> Loaded:
 class Loaded:
     """A loaded bundle: call it like the exported function. ``builds`` counts programs
     compiled from the stored source, ``binary_loads`` programs made from a stored binary;
-    there are never traces."""
+    there are never traces. A signature exported with a None dimension runs every extent
+    its kernels fit (fusejit/aot_dynamic.py) on one program."""
 
     traces = 0
+    MAX_EXTENTS = 256  # executables (per signature, extent, context) and instances kept
 
     def __init__(self, manifest: dict[str, Any], blobs: list[bytes]) -> None:
         self.__name__ = manifest.get("name", "loaded")
         self._entries = manifest["entries"]
         self._blobs = blobs
-        self._exes: dict[tuple[int, cl.Context], Executable] = {}
+        self._exes: dict[tuple, Executable] = {}
+        self._programs: dict[tuple[int, cl.Context], cl.Program] = {}
+        self._instances: dict[tuple[int, int], dict[str, Any] | BundleError] = {}
         self._lock = threading.Lock()
         self.builds = 0
         self.binary_loads = 0
@@ -330,40 +375,91 @@ class Loaded:
     def __call__(self, *args: Any) -> Any:
         from .api import tree_unflatten
 
-        i = self._match(args)
+        i, n = self._match(args)
         queue = next((a.queue for a in args if isinstance(a, cla.Array)), None) or \
             default_queue()
-        exe = self._executable(i, queue)
+        exe = self._executable(i, n, queue)
         return tree_unflatten(exe.treedef, exe.launch(list(args), queue))
 
-    def _match(self, args: tuple) -> int:
+    def _match(self, args: tuple) -> tuple[int, int | None]:
+        """The first entry the arguments match and the dynamic extent they give it (None for
+        a concrete entry). When only a dynamic entry's extent does not fit (and no later
+        entry matches), its BundleError, which names the extent, is raised."""
+        refused = None
         for i, entry in enumerate(self._entries):
-            if len(entry["args"]) == len(args) and all(
-                    _matches(e, a) for e, a in zip(entry["args"], args)):
-                return i
+            if len(entry["args"]) != len(args):
+                continue
+            n = None
+            stored = entry["args"]
+            if "dynamic" in entry:
+                n = extent_of(entry, args)
+                if n is None:
+                    continue
+                try:
+                    if n < 2:  # (a size-0 array's spec differs anyway: refuse it by name)
+                        self._instance(i, n)
+                    stored = instantiate_args(stored, n)
+                except BundleError as exc:
+                    refused = refused or exc
+                    continue
+            if all(_matches(e, a) for e, a in zip(stored, args)):
+                if n is not None:
+                    try:
+                        self._instance(i, n)
+                    except BundleError as exc:
+                        refused = refused or exc
+                        continue
+                return i, n
+        if refused is not None:
+            raise refused
         given = ", ".join(_describe_value(a) for a in args)
         raise BundleError(f"no exported signature of {self.__name__} matches ({given}); "
                           "exported: " + "; ".join(
                               "(" + ", ".join(map(_describe, e["args"])) + ")"
                               for e in self._entries))
 
-    def _executable(self, i: int, queue: cl.CommandQueue) -> Executable:
-        key = (i, queue.context)
+    def _instance(self, i: int, n: int) -> dict[str, Any]:
+        """Dynamic entry i at extent n (fusejit/aot_dynamic.py), made once; BundleError when
+        its kernels cannot run n."""
+        got = self._instances.get((i, n))
+        if got is None:
+            try:
+                got = instantiate(self._entries[i], n, self.__name__)
+            except BundleError as exc:
+                got = exc
+            if len(self._instances) >= self.MAX_EXTENTS:
+                self._instances.pop(next(iter(self._instances)))
+            self._instances[(i, n)] = got
+        if isinstance(got, BundleError):
+            raise got
+        return got
+
+    def _executable(self, i: int, n: int | None, queue: cl.CommandQueue) -> Executable:
+        key = (i, n, queue.context)
         exe = self._exes.get(key)
         if exe is None:
             with self._lock:
-                exe = self._exes.get(key) or self._build(i, queue)
-                self._exes[key] = exe
+                exe = self._exes.get(key)
+                if exe is None:
+                    e = self._entries[i] if n is None else self._instance(i, n)
+                    exe = executable_from(e, self._blobs, self._program(i, queue),
+                                          device_info(queue.device), autotune=False)
+                    if len(self._exes) >= self.MAX_EXTENTS:
+                        self._exes.pop(next(iter(self._exes)))
+                    self._exes[key] = exe
         return exe
 
-    def _build(self, i: int, queue: cl.CommandQueue) -> Executable:
+    def _program(self, i: int, queue: cl.CommandQueue) -> cl.Program:
+        """Entry i's program on this queue's context, made once: from the stored binary when
+        its key matches this device, else built from the stored source."""
+        program = self._programs.get((i, queue.context))
+        if program is not None:
+            return program
         e = self._entries[i]
         ctx, device = queue.context, queue.device
-        info = device_info(device)
         source, options = e["source"], list(e["options"])
         want = program_key(device, source, options).as_json()
         stored = next((b for b in e["binaries"] if b["key"] == want), None)
-        program = None
         if stored is not None and len(ctx.devices) == 1:
             try:
                 program = from_binary(ctx, device, self._blobs[stored["blob"]], options)
@@ -374,7 +470,8 @@ class Loaded:
             program, how = build_cached(ctx, source, options, self.__name__)
             self.builds += how == "compiled"
             self.binary_loads += how != "compiled"
-        return executable_from(e, self._blobs, program, info, autotune=False)
+        self._programs[(i, ctx)] = program
+        return program
 
 
 def executable_from(e: dict[str, Any], blobs: Sequence[bytes], program: cl.Program,
@@ -431,5 +528,6 @@ def _describe(j: dict[str, Any]) -> str:
     if j["kind"] == "static":
         return f"static {j['value']!r}"
     if j["kind"] in ("device", "host"):
-        return f"{j['kind']} {np.dtype(j['dtype']).name}{tuple(j['shape'])}"
+        shape = tuple(None if isinstance(d, dict) else d for d in j["shape"])
+        return f"{j['kind']} {np.dtype(j['dtype']).name}{shape}"
     return f"{j['kind']} {j.get('type')}"
