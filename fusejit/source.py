@@ -133,6 +133,8 @@ class SourceModule(ReductionKernels):
             widest = max((half if n.dtype == dt.FLOAT16 else n.dtype.itemsize) for n in nodes)
             if any(n.op in SHARED_BY_LANES for n in nodes):  # 8 lanes share one Philox block
                 widest = (16 if self.is_gpu else 32) // 8
+            if not self.target.lanes_by_bytes:
+                widest = 16 // self.target.max_lanes
             vec = min(default_vector_width(space, guarded, widest, self.is_gpu),
                       self.target.max_lanes) if self.target.vector_code else 1
             if any(n.dtype.kind == "c" for n in nodes):

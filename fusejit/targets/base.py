@@ -131,6 +131,7 @@ class Target(abc.ABC):
     unroll_hint: str = "#pragma unroll\n    "  # before a loop the compiler should unroll
     vector_code: bool = True  # vector types for lanes of neighbouring elements (else scalar)
     max_lanes: int = 16  # the widest vector type the language has
+    lanes_by_bytes: bool = True  # lanes fill 16/32 bytes (else max_lanes whatever the dtype)
     fixed_local_size: bool = False  # the work-group shape is compiled in (never autotuned)
     bool_accumulator: np.dtype | None = None  # what reductions of bools accumulate in (None: bool)
 

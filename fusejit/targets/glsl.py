@@ -19,9 +19,9 @@ Dtypes: float32, int32, uint32, bool always; float16 where the adapter has ``sha
 (``float16_t`` buffers, computed in float32 and rounded to half after every op, as NumPy's
 float16 loops and the OpenCL target do); float64 where it has ``shader-f64``, its exact ops
 only (``glsl_double``: naga's ``double`` has no 64-bit literals, no bit access and no
-transcendental builtins). The 8/16/64-bit integers raise UnsupportedDTypeError naming what is
-missing: naga's GLSL frontend (wgpu's only GLSL compiler) has no ``int64_t``, ``int16_t`` or
-``uint8_t``, whatever the adapter reports.
+transcendental builtins); 8/16-bit integers packed in 32-bit words, written only as whole
+words (``glsl_narrow``). 64-bit integers raise UnsupportedDTypeError: naga's GLSL frontend
+(wgpu's only GLSL compiler) has no ``int64_t``, whatever the adapter reports.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from .. import dtypes as dt
 from ..errors import UnsupportedDTypeError
 from ..ops import OPS, Op
 from .base import Target
-from . import glsl_double
+from . import glsl_double, glsl_narrow
 from .glsl_helpers import DERIVED as _DERIVED
 from .glsl_helpers import HALF as _HALF
 from .glsl_helpers import HELPERS as _HELPERS
@@ -52,6 +52,9 @@ _STORAGE = {"bool": "uint", "int32": "int", "uint32": "uint", "float32": "float"
             "float16": "float16_t", "float64": "double"}
 _VEC = {"bool": "bvec", "int32": "ivec", "uint32": "uvec", "float32": "vec", "float16": "vec",
         "float64": "dvec"}
+for _name in glsl_narrow.BITS:  # (8/16-bit integers: packed in uint words, see glsl_narrow)
+    _GL[_name], _STORAGE[_name] = glsl_narrow.compute_type(_name), "uint"
+    _VEC[_name] = _VEC["uint32" if _name.startswith("u") else "int32"]
 # dtypes that need an optional adapter feature (wgpu's name for it)
 FEATURE_OF = {"float16": "shader-f16", "float64": "shader-f64"}
 _F16_EXT = "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
@@ -60,10 +63,6 @@ _MISSING = {
     "uint64": "64-bit integers (naga's GLSL frontend has no uint64_t, even with shader-int64; "
               "fusejit.random's Philox4x64-10 keys and counters are uint64, so random numbers "
               "run on OpenCL only)",
-    "int8": "8-bit integers (naga's GLSL frontend has no uint8_t / 8-bit storage)",
-    "uint8": "8-bit integers (naga's GLSL frontend has no uint8_t / 8-bit storage)",
-    "int16": "16-bit integers (naga's GLSL frontend has no int16_t, even with shader-i16)",
-    "uint16": "16-bit integers (naga's GLSL frontend has no uint16_t, even with shader-i16)",
     "float16": "float16, which needs the adapter's shader-f16 feature (this adapter lacks it)",
     "float64": "float64, which needs the adapter's shader-f64 feature (this adapter lacks it)",
     "complex64": "complex numbers (the Vulkan target has no vec2 complex templates yet)",
@@ -253,6 +252,9 @@ class GLSLTarget(Target):
 
     name = "glsl"
     max_lanes = 4  # GLSL vectors have 2-4 components
+    # 4 lanes for every dtype: GPUs scalarise the ops anyway, and 8/16-bit results are written
+    # as whole 32-bit words only (glsl_narrow), which 4 lanes of int8 make
+    lanes_by_bytes = False
     fixed_local_size = True  # local_size_x is part of the shader
     # any/all/max/min of bools accumulate as 0/1 uint: on an H200, bool accumulators (bool
     # registers and shared arrays) gave wrong any() results where uint ones are plain
@@ -330,13 +332,13 @@ class GLSLTarget(Target):
         if name == "bool":
             return "true" if bool(value) else "false"
         v = int(value)
-        if name == "uint32":
+        if dtype.kind == "u":
             return f"{v}u"
         return "(-2147483647 - 1)" if v == -2**31 else (f"({v})" if v < 0 else str(v))
 
     def _zero(self, dtype: np.dtype) -> str:
-        return {"float32": "0.0", "float16": "0.0", "float64": "double(0.0)", "int32": "0",
-                "uint32": "0u", "bool": "false"}[self._check(dtype)]
+        return {"float32": "0.0", "float16": "0.0", "float64": "double(0.0)", "bool": "false"
+                }.get(self._check(dtype), "0u" if dtype.kind == "u" else "0")
 
     def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
                   operands: Sequence[str]) -> str:
@@ -368,6 +370,8 @@ class GLSLTarget(Target):
                 fields["RAD2DEG"] = self.literal(np.rad2deg(ft.type(1)), ft)
         text = template.format(**dict(zip("abc", operands)), **fields)
         self._require(text)
+        if dt.type_name(out) in glsl_narrow.BITS and "predicate" not in OPS[op].flags:
+            return glsl_narrow.wrap(dt.type_name(out), text)
         if op in _OPAQUE and out == dt.FLOAT32:
             return f"uintBitsToFloat(floatBitsToUint({text}) ^ fj_z)"
         if op in _OPAQUE and out == dt.FLOAT64:  # (no bit casts of doubles: x * 1.0 is exact)
@@ -403,6 +407,10 @@ class GLSLTarget(Target):
         s, d = self._check(src), self._check(dst)
         if s == d:
             return x
+        if d in glsl_narrow.BITS:  # through int32 (floats saturate as OpenCL's), then wrapped
+            return glsl_narrow.wrap(d, self.render_cast(src, dt.INT32, x))
+        if s in glsl_narrow.BITS:  # its value fits int32 / uint32 unchanged
+            return self.render_cast(dt.UINT32 if src.kind == "u" else dt.INT32, dst, x)
         wide = glsl_double.cast(src, dst, x)
         if wide is not None:
             self._require(wide)
@@ -440,6 +448,8 @@ class GLSLTarget(Target):
             return f"({ptr}[{index}] != 0u)"
         if name == "float16":  # (exact)
             return f"float({ptr}[{index}])"
+        if name in glsl_narrow.BITS:
+            return glsl_narrow.load(ptr, index, name)
         return f"{ptr}[{index}]"
 
     def store(self, ptr: str, index: str, value: str, dtype: np.dtype) -> str:
@@ -448,6 +458,8 @@ class GLSLTarget(Target):
             return f"{ptr}[{index}] = uint({value});"
         if name == "float16":  # (the value is a half already: the conversion is exact)
             return f"{ptr}[{index}] = float16_t({value});"
+        if name in glsl_narrow.BITS:
+            raise glsl_narrow.store_error(name)
         return f"{ptr}[{index}] = {value};"
 
     # vectors: contiguous elementwise kernels give each work-item 4 neighbouring elements, read
@@ -458,10 +470,15 @@ class GLSLTarget(Target):
         return _VEC[self._check(dtype)] + str(n)
 
     def vector_load(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str:
+        if dt.type_name(dtype) in glsl_narrow.BITS:
+            return glsl_narrow.vector_load(ptr, index, dt.type_name(dtype), n,
+                                           self.vector_type(dtype, n))
         lanes = ", ".join(self.load(ptr, f"({index}) * {n} + {i}", dtype) for i in range(n))
         return f"{self.vector_type(dtype, n)}({lanes})"
 
     def vector_store(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str:
+        if self._check(dtype) in glsl_narrow.BITS:
+            return glsl_narrow.vector_store(ptr, index, dt.type_name(dtype), n)
         return " ".join(self.store(ptr, f"({index}) * {n} + {i}", "{0}." + "xyzw"[i], dtype)
                         for i in range(n))
 

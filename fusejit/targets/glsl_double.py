@@ -90,7 +90,9 @@ def literal(value: float) -> str:
     from .glsl import _float_literal
 
     v = float(value)
-    if not math.isfinite(v) or float(np.float32(v)) == v:
+    with np.errstate(over="ignore"):
+        single = float(np.float32(v)) == v
+    if not math.isfinite(v) or single:
         return f"double({_float_literal(v)})"
     m, e = math.frexp(v)  # v = m * 2**e, 0.5 <= |m| < 1
     parts, rest = [], m
