@@ -234,6 +234,38 @@ def test_pocl_cache_cleared_after_a_process_died_building(tmp_path, monkeypatch)
     assert not guard.recover()  # once per process
 
 
+def test_pocl_cache_recovery_waits_for_other_live_users(tmp_path, monkeypatch):
+    """Clearing PoCL's cache under a live process makes PoCL abort it later (it compiles each
+    work-group size of a built program at first launch, in that program's cache directory):
+    a dead builder's marker is acted on only once no other process holds the cache."""
+    monkeypatch.setattr(cache, "_warned", set())
+    kcache = tmp_path / "pocl" / "kcache"
+    (kcache / "AB").mkdir(parents=True)
+    (kcache / "AB" / "program.bc").write_bytes(b"in use")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    guard = cache.PoclGuard(kcache)
+    guard.markers.mkdir(parents=True)
+    (guard.markers / f"{dead.pid}.1").touch()
+    user = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | "
+         "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_SH); print('held', flush=True); "
+         "sys.stdin.read()", str(kcache.parent / "users")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert user.stdout.readline().strip() == "held"
+        assert not guard.recover()  # another live user: the cache stays as it is
+        assert (kcache / "AB" / "program.bc").read_bytes() == b"in use"
+        assert (guard.markers / f"{dead.pid}.1").exists()
+    finally:
+        user.communicate("")
+    later = cache.PoclGuard(kcache)  # the next process, alone now, clears it
+    with pytest.warns(cache.CacheWarning, match="died while PoCL was building"):
+        assert later.recover()
+    assert kcache.is_dir() and not any(kcache.iterdir())
+    assert not (guard.markers / f"{dead.pid}.1").exists()
+
+
 # -- processes racing on one cache ------------------------------------------------------------------
 
 _CHILD = textwrap.dedent("""

@@ -347,6 +347,47 @@ def place_pocl_cache() -> None:
         _private_dir(kcache.parent)
         _private_dir(kcache)
         os.environ["POCL_CACHE_DIR"] = str(kcache)
+        _hold_users_lock(kcache.parent)
+
+
+# A process that uses the PoCL cache fusejit placed holds a shared lock on ``pocl/users`` for
+# its whole life: PoCL keeps reading and writing a built program's cache directory after the
+# build (it compiles each work-group size at its first launch), so moving the cache away
+# under a live process makes PoCL abort it later. Recovery after a dead builder therefore
+# clears only when it can take that lock exclusively (see PoclGuard.recover).
+_users_fd: list[int] = []
+
+
+def _hold_users_lock(pocl_dir: Path) -> None:
+    if _users_fd:
+        return
+    fd = os.open(pocl_dir / "users", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    _users_fd.append(fd)
+
+
+def _alone(pocl_dir: Path) -> bool:
+    """Whether no other live process uses the PoCL cache in ``pocl_dir``: our own shared
+    lock is given up for an exclusive try (flock locks of one process conflict across open
+    files), then taken back either way."""
+    mine = _users_fd[0] if _users_fd else None
+    try:
+        fd = os.open(pocl_dir / "users", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return False
+    try:
+        if mine is not None:
+            fcntl.flock(mine, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
+        if mine is not None:
+            fcntl.flock(mine, fcntl.LOCK_SH)
 
 
 class PoclGuard:
@@ -356,7 +397,9 @@ class PoclGuard:
     nothing in the process can catch that. Each build therefore runs with a marker file
     naming the pid; a marker whose process is gone means a build never finished, so the next
     process moves PoCL's cache directory aside and deletes it before it builds anything (a
-    recompile, never a wrong binary). Only the directory fusejit placed is ever cleared.
+    recompile, never a wrong binary), once no other live process uses the cache (``_alone``:
+    two xdist workers died after another process cleared the cache under them). Only the
+    directory fusejit placed is ever cleared.
     """
 
     def __init__(self, kcache: Path) -> None:
@@ -409,6 +452,12 @@ class PoclGuard:
             self._checked = True
             dead = [m for m in self._marker_files() if not _alive(m.name.split(".")[0])]
             if not dead and not force:
+                return False
+            if not force and not _alone(self.kcache.parent):
+                # other live processes use the cache: clearing it would make PoCL abort them
+                # (their built programs' directories vanish); the first process that starts
+                # alone clears it, and a corrupt file met before then forces the clear
+                log.debug("fusejit: PoCL cache recovery deferred: other processes use it")
                 return False
             self.clear()
             for m in dead:
