@@ -179,6 +179,18 @@ def test_emulated_mma_warp_grid_batched_prologue():
         _check("tf32", r[i] / 2, np.maximum(ref[i], 0), a[i], bt32[i])
 
 
+@pytest.mark.parametrize("kind, opts", [("tf32", "tvp"), ("f16", "tvwp")])
+def test_emulated_mma_store_and_fragment_variants(kind, opts):
+    """gemm_mma.OPTS: rows-fast loads, vector and word stores, pipelined fragments; sizes
+    that are multiples of 4 so the vector paths run, edge tiles and a K tail still."""
+    rng = np.random.default_rng(6)
+    dtype = np.float16 if kind == "f16" else np.float32
+    a, b, c = (rng.standard_normal(s).astype(dtype) for s in ((68, 52), (52, 44), (44,)))
+    got = _emulated(kind, (32, 32, 32 if kind == "f16" else 16, 2, 2, opts), _relu, a, b, c)
+    ref = a.astype(np.float64) @ b.astype(np.float64) + c
+    _check(kind, got, np.maximum(ref, 0), a, b)
+
+
 # -- on tensor cores (an NVIDIA GPU where the probe passes) ---------------------------------------
 
 _why = mma_probe.unavailable(fusejit.default_queue())
