@@ -238,11 +238,14 @@ def test_gpu_3xtf32_error_no_worse_than_simt(k):
     assert mx3 <= mxs and rms3 <= rmss, ((mx3, rms3), (mxs, rmss))
 
 
-def test_a_corrupt_persisted_mma_entry_is_tuned_again(monkeypatch):
-    """A gemm.json entry under an MMA key that is not a valid MMA tile is ignored."""
+@pytest.mark.parametrize("bad", [gemm_tune.GemmConfig(128, 128, 16, 7, 4, 2, mma="tf32"),
+                                 gemm_tune.GemmConfig(128, 128, 16, 16, 16, 2, mma="tf32",
+                                                      mma_opts="xt")])
+def test_a_corrupt_persisted_mma_entry_is_tuned_again(monkeypatch, bad):
+    """A gemm.json entry under an MMA key that is not a valid MMA tile (or names variants
+    this version lacks) is ignored."""
     monkeypatch.setattr(mma_probe, "unavailable", lambda queue: None)
-    bad = gemm_tune.GemmConfig(128, 128, 16, 7, 4, 2, mma="tf32")
     monkeypatch.setattr(gemm_tune, "lookup", lambda key: bad if "mma-" in key else None)
     a = np.ones((64, 48), np.float32)
     src = fuse(lambda a, b: a @ b, matmul_precision="tf32").lower(a, a.T).source
-    assert "mma.sync" in src and "reqd_work_group_size(28," not in src
+    assert "mma.sync" in src and f"reqd_work_group_size({bad.threads}," not in src
