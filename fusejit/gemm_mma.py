@@ -29,6 +29,27 @@ Tried on an H200 (tf32, 4096^3): an XOR swizzle of the local tiles making the st
 k-contiguous operands conflict-free, slower (1.24 -> 1.45 ms); non-volatile MMA asm, no faster
 (1.29 ms); no cvt (raw float bits, truncated by the hardware), 3% faster, not worth the bias.
 
+Variants (``GemmConfig.mma_opts``, letters of OPTS; tuned like the tile shape), measured in one
+run of ``python -m fusejit.bench.gemm --precision --mma-sweep`` on an H200 (4096^3 + bias +
+ReLU, the shapes of ``space``):
+
+* ``w`` (float16): an outer-contiguous operand (``b`` of ``a @ b``) is loaded by rounds in
+  pairs of k rows, so a work-item packs both halves of each word of the k-pair tile
+  (``cvt.rn.f16x2.f32``) and stores them as one uint4, instead of four 2-byte stores that
+  collide 4-way in the banks: 0.91 -> 0.77 ms; with ``v`` 0.76 ms, the float16 default.
+* ``v``: a float vector along the tile's contiguous axis as one ``vstore``; float16 k pairs
+  of a k-contiguous operand as one word. tf32: no change (1.246 -> 1.245 ms: the compiler
+  had merged the stores); float16 0.91 -> 0.88 ms.
+* ``t``: a k-contiguous operand (``a``) loaded a row per work-item, making its stores into
+  the k-major tile conflict-free: slower everywhere (tf32 1.25 -> 1.65 ms, 3xtf32 2.89 ->
+  3.20, float16 0.91 -> 1.09): the global loads are no longer coalesced.
+* ``p``: each k step's fragments loaded into registers of their own before the previous
+  step's MMAs: no gain on 64x32 warp tiles (1.65 ms either way, with ``t``), 1.52 -> 1.43
+  ms on 64x64 ones (128x128, 2x2 warps), 3xtf32 slower (3.20 -> 3.70).
+* 64x64 warp tiles (128 accumulators a lane) are not faster than 64x32: tf32 with ``tvp``
+  at 64x256 (1x4 warps) 1.29 ms vs 1.25; 3xtf32 at 128x128 (2x2) 3.09 vs 2.89. The launch
+  order (GROUP_M 4, 8, 16) changes no kind by more than 1%.
+
 The PTX is spelled through four macros (FJ_TF32, FJ_F16X2, FJ_MMA_TF32, FJ_MMA_F16) defined
 at the top of the kernel. ``emulated()`` defines them instead as OpenCL C that exchanges the
 fragments through local memory and computes the same products, so PoCL runs the whole kernel
@@ -97,10 +118,20 @@ def mma_unavailable(queue: object, precision: str, plan: object) -> str | None:
 # -- configurations ---------------------------------------------------------------------------------
 
 
-def config(kind: str, mwg: int, nwg: int, kwg: int, wgm: int, wgn: int, why: str = ""
-           ) -> GemmConfig:
+# kernel variants (GemmConfig.mma_opts, letters in this order; see the module docstring)
+OPTS = {
+    "t": "k-contiguous operands loaded a row per work-item (conflict-free local stores)",
+    "v": "vector local stores",
+    "w": "float16 k-row pairs loaded by one work-item, stored as whole words",
+    "p": "next k step's fragments loaded before this step's MMAs",
+}
+
+
+def config(kind: str, mwg: int, nwg: int, kwg: int, wgm: int, wgn: int, opts: str = "",
+           group_m: int = 8, why: str = "") -> GemmConfig:
     """An MMA configuration: an MWG x NWG x KWG tile over a WGM x WGN grid of warps."""
-    return GemmConfig(mwg, nwg, kwg, 8 * wgm, 4 * wgn, 2, 8, mma=kind, why=why)
+    return GemmConfig(mwg, nwg, kwg, 8 * wgm, 4 * wgn, 2, group_m, mma=kind, why=why,
+                      mma_opts=opts)
 
 
 def warps(cfg: GemmConfig) -> tuple[int, int]:
@@ -120,6 +151,8 @@ def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
     wgm, wgn = warps(cfg)
     if cfg.mma not in KINDS or wgm * 8 != cfg.mdimc or wgn * 4 != cfg.ndimc:
         return False
+    if cfg.mma_opts != "".join(o for o in OPTS if o in cfg.mma_opts):
+        return False  # (unknown, repeated or out-of-order letters: a foreign entry)
     wm, wn = cfg.mwg // wgm, cfg.nwg // wgn
     if cfg.mwg % wgm or cfg.nwg % wgn or wm % 16 or wn % 8 or cfg.kwg % _K_STEP[cfg.mma]:
         return False
@@ -132,20 +165,55 @@ def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
 
 def space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
     """Candidates, fastest measured first (the tuner times the first few in this order):
-    128x128 tiles over 8 warps of 64x32 (64 accumulators a lane), 128x256 for float16; then
-    other warp grids and smaller work-groups."""
-    # (ms measured on an H200, 4096^3 + bias + ReLU, each kind's candidates in this order)
-    if kind == "3xtf32":  # 2.88, 3.34, 3.92, 3.32 (249, 103, 108, 104 registers, no spills)
-        shapes = [(128, 128, 16, 2, 4), (128, 64, 16, 4, 2), (128, 128, 16, 4, 4),
-                  (64, 64, 16, 2, 2)]
-    elif kind == "tf32":  # 1.24, 1.37, 1.49, 1.67, 1.94 (48 KiB of local memory: float
-        shapes = [(128, 128, 16, 2, 4), (128, 256, 8, 2, 4), (128, 128, 16, 4, 2),  # tiles
-                  (128, 64, 16, 2, 2), (64, 64, 16, 2, 2)]  # 16 deep at 128x128)
-    else:  # 1.31, 1.60, 1.76, 1.84, 2.20 (tiles of halves: twice as deep)
-        shapes = [(128, 256, 16, 2, 4), (128, 128, 32, 2, 4), (128, 128, 32, 4, 2),
-                  (128, 64, 32, 2, 2), (64, 64, 32, 2, 2)]
+    128x128 tiles over 8 warps of 64x32 (64 accumulators a lane), 128x256 for float16 with
+    word stores ("vw"); then other warp grids and smaller work-groups."""
+    # (ms measured on an H200 in one run of the sweep, 4096^3 + bias + ReLU, each kind's
+    # candidates in this order; registers as measured before: 3xtf32 249, 103, 108, 104)
+    if kind == "3xtf32":  # 2.89, 3.09, 3.35, 3.92, 3.32
+        shapes = [(128, 128, 16, 2, 4, ""), (128, 128, 16, 2, 2, "tv"), (128, 64, 16, 4, 2, ""),
+                  (128, 128, 16, 4, 4, ""), (64, 64, 16, 2, 2, "")]
+    elif kind == "tf32":  # 1.25, 1.29, 1.38, 1.43, 1.49, 1.68, 1.95 (48 KiB of local memory:
+        shapes = [(128, 128, 16, 2, 4, ""), (64, 256, 16, 1, 4, "tvp"),  # float tiles 16 deep
+                  (128, 256, 8, 2, 4, ""), (128, 128, 16, 2, 2, "tvp"), (128, 128, 16, 4, 2, ""),
+                  (128, 64, 16, 2, 2, ""), (64, 64, 16, 2, 2, "")]
+    else:  # 0.76, 0.77, 0.91, 1.11, 1.12, 1.39, 1.60 (tiles of halves: twice as deep; was
+        shapes = [(128, 256, 16, 2, 4, "vw"), (128, 256, 16, 2, 4, "w"),  # 0.91 with the
+                  (128, 256, 16, 2, 4, ""), (128, 128, 32, 2, 4, ""),  # halves stored one by one)
+                  (128, 128, 32, 4, 2, ""), (128, 64, 32, 2, 2, ""), (64, 64, 32, 2, 2, "")]
     out = [config(kind, *s) for s in shapes]
     return [c for c in out if valid(c, limits)]
+
+
+def sweep_space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
+    """What ``python -m fusejit.bench.gemm --precision --mma-sweep`` times, most telling first
+    (a time budget may cut it short): the first kernel's layout ("") on the tuning space's
+    first tile, that tile's variants (OPTS), other warp tiles with the variants, launch
+    orders, then the rest of the space."""
+    base = space(kind, limits)
+    if not base:
+        return []
+    b = replace(base[0], mma_opts="")
+    shape = (b.mwg, b.nwg, b.kwg, *warps(b))
+    # ("t" measured slower everywhere, 1.25 -> 1.65 ms for tf32: its loads are not coalesced;
+    # the next candidates to measure are the 64x64 warp tiles with "vp", without it)
+    opts = ("vw", "w", "v", "vwp", "tvw") if kind == "f16" else ("v", "p", "vp", "tv", "tvp")
+    extra = [config(kind, *shape, o) for o in opts]
+    best = opts[0]
+    if kind == "tf32":
+        shapes = [(64, 256, 16, 1, 4), (128, 128, 16, 2, 2), (128, 256, 8, 2, 4),
+                  (256, 64, 16, 4, 1), (128, 128, 16, 4, 2)]
+    elif kind == "3xtf32":
+        shapes = [(128, 128, 16, 2, 2), (128, 64, 16, 4, 2), (64, 64, 16, 2, 2)]
+    else:
+        shapes = [(128, 128, 32, 2, 2), (256, 128, 16, 4, 2), (128, 128, 32, 2, 4)]
+    extra += [config(kind, *sh, best + "p" if kind == "tf32" else best) for sh in shapes]
+    extra += [config(kind, *sh, best if kind == "tf32" else best + "p") for sh in shapes]
+    extra += [config(kind, *shape, best, group_m=g) for g in (4, 16)]
+    out: list[GemmConfig] = []
+    for c in [b, *extra, *base]:
+        if c not in out and valid(c, limits):
+            out.append(c)
+    return out
 
 
 def heuristic(kind: str, m: int, n: int, limits: DeviceLimits) -> GemmConfig | None:
@@ -168,6 +236,7 @@ def describe(cfg: GemmConfig) -> str:
     return (f"tensor cores (mma.sync {inst}): tile {cfg.mwg}x{cfg.nwg}x{cfg.kwg}, "
             f"{wgm}x{wgn} warps of {cfg.mwg // wgm}x{cfg.nwg // wgn}, local tiles "
             f"double-buffered, launch grouped by {cfg.group_m} tile rows" +
+            "".join(f"; {OPTS[o]}" for o in cfg.mma_opts) +
             (f", K split over {cfg.split} work-groups per tile" if cfg.split > 1 else ""))
 
 
@@ -294,6 +363,53 @@ class MmaGen(_Gen):
     def col_of(self, j: int) -> str:
         return f"n0 + wn * {self.wn} + mt * 2 + {8 * (j // 2) + j % 2}"
 
+    def _paired(self, layout: str, rows: int, along: int) -> bool:
+        """"w": float16 outer-contiguous tiles loaded in round pairs (2q, 2q+1) of rows
+        (2r, 2r+1), so one work-item holds both halves of each word of the k-pair tile (whole
+        rounds only: each pair's values are stored together after compute)."""
+        return ("w" in self.cfg.mma_opts and self.kind == "f16" and layout == "outer" and
+                rows * along % (2 * self.cfg.threads) == 0)
+
+    def load_coords(self, e: str, s: int, along: int, rows: int, layout: str
+                    ) -> tuple[str, str]:
+        if self._paired(layout, rows, along):
+            e2 = f"(tid + {s // 2 * self.cfg.threads})"
+            return f"{e2} % {along}", f"{e2} / {along} * 2 + {s % 2}"
+        # "t": a warp's loads of a k-contiguous operand span 32 rows (rows % 32 == 0), so its
+        # stores into the k-major tile fall in 32 banks (pitch % 32 == 8), not 8 (4-way)
+        if "t" in self.cfg.mma_opts and layout == "k" and rows % 32 == 0:
+            return f"{e} / {rows}", f"{e} % {rows}"
+        return super().load_coords(e, s, along, rows, layout)
+
+    def local_stores(self, local: str, local_of: str, vals: list, layout: str, s: int
+                     ) -> list:
+        """"v": a float vector along the tile's contiguous axis as one vstore; float16 k pairs
+        (one word of the k-pair interleaved tile) as one vstore_half2. "w": a pair of
+        rounds' float16 vectors as one vector of words."""
+        n = len(vals)
+        cfg = self.cfg
+        if self._paired(layout, cfg.kwg, (cfg.mwg if local == "Al" else cfg.nwg) // n):
+            if s % 2 == 0:  # (rows 2r: kept for the odd round's store)
+                self._even = (vals, local_of)
+                return []
+            even, of = self._even
+            words = ", ".join(f"w{l}" for l in range(n))
+            packs = " ".join(f"FJ_F16X2(w{l}, {{{l}}}, {{{n + l}}});" for l in range(n))
+            vt = f"uint{n}" if n > 1 else "uint"
+            return [(f"{{{{ uint {words}; {packs} *(__local {vt} *)({local} + "
+                     f"({of.format(l=0)})) = ({vt})({words}); }}}}", (*even, *vals))]
+        if "v" not in cfg.mma_opts or n == 1:
+            return super().local_stores(local, local_of, vals, layout, s)
+        if self.kind != "f16" and layout == "outer":
+            args = ", ".join(f"{{{i}}}" for i in range(n))
+            return [(f"vstore{n}(({self.actype}{n})({args}), 0, {local} + "
+                     f"({local_of.format(l=0)}));", tuple(vals))]
+        if self.kind == "f16" and layout == "k":  # (lanes 2l, 2l+1: an even k row first)
+            return [(f"{{{{ uint w; FJ_F16X2(w, {{0}}, {{1}}); *(__local uint *)({local} + "
+                     f"({local_of.format(l=l)})) = w; }}}}", (vals[l], vals[l + 1]))
+                    for l in range(0, n, 2)]
+        return super().local_stores(local, local_of, vals, layout, s)
+
     def compute(self, block: Block, buf: str) -> None:
         cfg, kind = self.cfg, self.kind
         pa, pb = self.pitch(True), self.pitch(False)
@@ -309,12 +425,19 @@ class MmaGen(_Gen):
         emit(None, f"__local const {lt} *pb = (__local const {lt} *)Bl + {buf} * "
                    f"{pb * words} + mt * {pb} + wn * {self.wn} + mg;")
         parts = ("h", "l") if kind == "3xtf32" else ("h",)
-        for kk in range(0, cfg.kwg, step):
-            s = body.nested("{")
+        piped = "p" in cfg.mma_opts
+        steps = range(0, cfg.kwg, step)
+        # "p": every step's fragments in registers of their own (suffix _s<k>), the next
+        # step's loaded before this step's MMAs issue; else one block per step
+        blocks = {kk: body if piped else None for kk in steps}
+
+        def loads(kk: int) -> None:
+            s = blocks[kk] = blocks[kk] or body.nested("{")
+            x = f"_s{kk}" if piped else ""
             for p in parts:
-                s.emit(None, "uint " + ", ".join(f"a{p}{i}_{r}" for i in range(ti)
+                s.emit(None, "uint " + ", ".join(f"a{p}{i}_{r}{x}" for i in range(ti)
                                                  for r in range(4)) + ";")
-                s.emit(None, "uint " + ", ".join(f"b{p}{j}_{r}" for j in range(tj)
+                s.emit(None, "uint " + ", ".join(f"b{p}{j}_{r}{x}" for j in range(tj)
                                                  for r in range(2)) + ";")
             # (k offset, row offset) of each fragment register: PTX ISA's layouts
             if f16:  # (word rows: k pairs)
@@ -325,10 +448,14 @@ class MmaGen(_Gen):
                 b_regs = [kk, kk + 4]
             for i in range(ti):
                 for r, (k, row) in enumerate(a_regs):
-                    self._fragment(s, f"a{{p}}{i}_{r}", f"pa[{k * pa + 16 * i + row}]")
+                    self._fragment(s, f"a{{p}}{i}_{r}{x}", f"pa[{k * pa + 16 * i + row}]")
             for j in range(tj):
                 for r, k in enumerate(b_regs):
-                    self._fragment(s, f"b{{p}}{j}_{r}", f"pb[{k * pb + 8 * j}]")
+                    self._fragment(s, f"b{{p}}{j}_{r}{x}", f"pb[{k * pb + 8 * j}]")
+
+        def mmas(kk: int) -> None:
+            s = blocks[kk]
+            x = f"_s{kk}" if piped else ""
             mma = "FJ_MMA_F16" if f16 else "FJ_MMA_TF32"
             # 3xTF32: the small cross terms first, the big product last, into partial sums
             # from zero added to the accumulators once a step: the tensor cores round their
@@ -336,20 +463,31 @@ class MmaGen(_Gen):
             # (fusejit/tf32.py; measured on an H200: 4-9x the SIMT kernel's error)
             terms = (("l", "h"), ("h", "l"), ("h", "h")) if kind == "3xtf32" else (("h", "h"),)
             split = kind == "3xtf32"
-            acc = "p" if split else "acc"
+            acc = (f"p{x}_" if piped else "p") if split else "acc"
             if split:
-                s.emit(None, "float " + ", ".join(f"p{r}_{c} = 0.0f" for r in range(2 * ti)
+                s.emit(None, "float " + ", ".join(f"{acc}{r}_{c} = 0.0f" for r in range(2 * ti)
                                                   for c in range(2 * tj)) + ";")
             for pa_, pb_ in terms:
                 for i in range(ti):
                     for j in range(tj):
                         d = [f"{acc}{2 * i + q // 2}_{2 * j + q % 2}" for q in range(4)]
-                        a = [f"a{pa_}{i}_{r}" for r in range(4)]
-                        b = [f"b{pb_}{j}_{r}" for r in range(2)]
+                        a = [f"a{pa_}{i}_{r}{x}" for r in range(4)]
+                        b = [f"b{pb_}{j}_{r}{x}" for r in range(2)]
                         s.emit(None, f"{mma}({', '.join(d + a + b)});")
             if split:
                 for r in range(2 * ti):
-                    s.emit(None, " ".join(f"acc{r}_{c} += p{r}_{c};" for c in range(2 * tj)))
+                    s.emit(None, " ".join(f"acc{r}_{c} += {acc}{r}_{c};"
+                                          for c in range(2 * tj)))
+
+        ks = list(steps)
+        if piped:
+            loads(ks[0])
+        for n, kk in enumerate(ks):
+            if not piped:
+                loads(kk)
+            elif n + 1 < len(ks):
+                loads(ks[n + 1])
+            mmas(kk)
 
     def _fragment(self, block: Block, name: str, first: str) -> None:
         """One fragment register from local memory: tf32 (rounded; 3xTF32: big and small
@@ -365,5 +503,5 @@ class MmaGen(_Gen):
                              f"FJ_TF32({small}, x - as_float({big})); }}")
 
 
-__all__ = ["KINDS", "PRECISIONS", "MmaGen", "check_precision", "config", "describe",
-           "emulated", "heuristic", "kind_for", "space", "valid"]
+__all__ = ["KINDS", "OPTS", "PRECISIONS", "MmaGen", "check_precision", "config", "describe",
+           "emulated", "heuristic", "kind_for", "space", "sweep_space", "valid"]

@@ -327,8 +327,9 @@ class _Gen:
             new = (q, s) not in self.defined
             self.defined.add((q, s))
             if new:
-                self.pre.append(f"const {it} {c_} = {e} % {along};")
-                self.pre.append(f"const {it} {r_} = {e} / {along};")
+                c_expr, r_expr = self.load_coords(e, s, along, total // along, layout)
+                self.pre.append(f"const {it} {c_} = {c_expr};")
+                self.pre.append(f"const {it} {r_} = {r_expr};")
             if layout == "k":  # r_: row of the tile, c_: vector along k
                 outer_txt = f"{o0} + {r_}"
                 k_txt = f"{kstart} + {c_} * {V}"
@@ -365,17 +366,34 @@ class _Gen:
             finally:
                 low.lanes = 1
             refs = value.refs if isinstance(value, Lanes) else (value,) * V
-            for lane, ref in enumerate(refs):
+            vals = []
+            for ref in refs:
                 ref = self.to_acc(inner, ref, node.dtype)
                 if k_guard:  # the partial step's part before k = 0 reads as zero
                     ref = inner.emit(self.actype, f"({kv}raw >= 0 ? {{0}} : "
                                      f"({self.actype})0)", ref)
-                stores.append((self.local_store(local, local_of.format(l=lane)), (ref,)))
+                vals.append(ref)
+            before = len(stores)
+            stores += self.local_stores(local, local_of, vals, layout, s)
             if inner is not block:  # values defined in the guard: store there, now
-                for tmpl, refs2 in stores[-V:]:
+                for tmpl, refs2 in stores[before:]:
                     inner.emit(None, tmpl, *refs2)
-                del stores[-V:]
+                del stores[before:]
         return stores
+
+    def load_coords(self, e: str, s: int, along: int, rows: int, layout: str
+                    ) -> tuple[str, str]:
+        """(vector index along the contiguous axis, row across it) of tile load ``e`` (round
+        ``s`` of ``rows * along`` vectors):
+        consecutive work-items take consecutive vectors (coalesced)."""
+        return f"{e} % {along}", f"{e} / {along}"
+
+    def local_stores(self, local: str, local_of: str, vals: list[Ref], layout: str, s: int
+                     ) -> list[tuple[str, tuple[Ref, ...]]]:
+        """The local stores of round ``s``'s loaded vector (lane ``l`` at
+        ``local_of.format(l=l)``)."""
+        return [(self.local_store(local, local_of.format(l=lane)), (ref,))
+                for lane, ref in enumerate(vals)]
 
     def pitch(self, is_a: bool) -> int:
         """Elements between consecutive k rows of an operand's local tile."""

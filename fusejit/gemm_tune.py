@@ -45,6 +45,8 @@ class GemmConfig:
     # tensor cores (fusejit/gemm_mma.py): "" (the SIMT kernel), "tf32", "3xtf32" or "f16";
     # then MDIMC x NDIMC is 8 x 4 per warp of the warp grid (an MMA lane's accumulator layout)
     mma: str = ""
+    # tensor-core kernel variants, letters of gemm_mma.OPTS ("": the first kernel's layout)
+    mma_opts: str = ""
 
     @property
     def mwi(self) -> int:
@@ -334,7 +336,7 @@ def lookup(key: str) -> GemmConfig | None:
     return GemmConfig(**found)
 
 
-_FIELD_TYPES = {"local": bool, "why": str, "mma": str}  # every other field is a positive int
+_FIELD_TYPES = {"local": bool, "why": str, "mma": str, "mma_opts": str}  # every other field is a positive int
 
 
 def _well_formed(found: dict) -> bool:

@@ -179,6 +179,18 @@ def test_emulated_mma_warp_grid_batched_prologue():
         _check("tf32", r[i] / 2, np.maximum(ref[i], 0), a[i], bt32[i])
 
 
+@pytest.mark.parametrize("kind, opts", [("tf32", "tvp"), ("f16", "tvwp")])
+def test_emulated_mma_store_and_fragment_variants(kind, opts):
+    """gemm_mma.OPTS: rows-fast loads, vector and word stores, pipelined fragments; sizes
+    that are multiples of 4 so the vector paths run, edge tiles and a K tail still."""
+    rng = np.random.default_rng(6)
+    dtype = np.float16 if kind == "f16" else np.float32
+    a, b, c = (rng.standard_normal(s).astype(dtype) for s in ((68, 52), (52, 44), (44,)))
+    got = _emulated(kind, (32, 32, 32 if kind == "f16" else 16, 2, 2, opts), _relu, a, b, c)
+    ref = a.astype(np.float64) @ b.astype(np.float64) + c
+    _check(kind, got, np.maximum(ref, 0), a, b)
+
+
 # -- on tensor cores (an NVIDIA GPU where the probe passes) ---------------------------------------
 
 _why = mma_probe.unavailable(fusejit.default_queue())
@@ -226,11 +238,14 @@ def test_gpu_3xtf32_error_no_worse_than_simt(k):
     assert mx3 <= mxs and rms3 <= rmss, ((mx3, rms3), (mxs, rmss))
 
 
-def test_a_corrupt_persisted_mma_entry_is_tuned_again(monkeypatch):
-    """A gemm.json entry under an MMA key that is not a valid MMA tile is ignored."""
+@pytest.mark.parametrize("bad", [gemm_tune.GemmConfig(128, 128, 16, 7, 4, 2, mma="tf32"),
+                                 gemm_tune.GemmConfig(128, 128, 16, 16, 16, 2, mma="tf32",
+                                                      mma_opts="xt")])
+def test_a_corrupt_persisted_mma_entry_is_tuned_again(monkeypatch, bad):
+    """A gemm.json entry under an MMA key that is not a valid MMA tile (or names variants
+    this version lacks) is ignored."""
     monkeypatch.setattr(mma_probe, "unavailable", lambda queue: None)
-    bad = gemm_tune.GemmConfig(128, 128, 16, 7, 4, 2, mma="tf32")
     monkeypatch.setattr(gemm_tune, "lookup", lambda key: bad if "mma-" in key else None)
     a = np.ones((64, 48), np.float32)
     src = fuse(lambda a, b: a @ b, matmul_precision="tf32").lower(a, a.T).source
-    assert "mma.sync" in src and "reqd_work_group_size(28," not in src
+    assert "mma.sync" in src and f"reqd_work_group_size({bad.threads}," not in src

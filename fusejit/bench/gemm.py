@@ -231,11 +231,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--mlp", action="store_true", help="with --precision: the MLP block too")
     p.add_argument("--mma-sweep", action="store_true",
                    help="with --precision: time every tensor-core candidate on 4096^3")
+    p.add_argument("--sweep-budget", type=float, default=1e9,
+                   help="with --mma-sweep: stop the sweep after this many seconds")
+    p.add_argument("--no-table", action="store_true",
+                   help="with --precision: skip the precision table (the sweep alone)")
     args = p.parse_args(argv)
     if args.precision:
         from fusejit.bench.gemm_precision import run as run_precision
 
-        result = run_precision(args.mlp, args.mma_sweep)
+        result = run_precision(args.mlp, args.mma_sweep, args.sweep_budget,
+                               not args.no_table)
     else:
         result = run(args.scale, args.epilogue, args.sweep)
     if args.json:

@@ -7,7 +7,8 @@ runs the f16 MMA) against torch with TF32 off, TF32 on and in half precision. Ea
 ms, TFLOP/s, the fraction of the measured peak of the instruction it runs (FP32 FMA 63,
 TF32 MMA 304, f16 MMA 606 TFLOP/s on the H200; 3xTF32 issues three TF32 products per term),
 the error against a float64 product, and the kernel chosen. ``--mma-sweep`` also times every
-candidate of the MMA tuning space on 4096^3.
+candidate of the MMA tuning space and its variants (gemm_mma.sweep_space) on 4096^3,
+each with its error; ``--sweep-budget S`` stops it after S seconds.
 """
 
 from __future__ import annotations
@@ -97,36 +98,62 @@ def _rows_for(label: str, fn: Any, shapes: tuple, flops: float, torch: Any,
     return rows
 
 
-def _mma_sweep(queue: cl.CommandQueue) -> list[dict[str, Any]]:
+def _mma_sweep(queue: cl.CommandQueue, budget: float, torch: Any) -> list[dict[str, Any]]:
+    """Every candidate of gemm_mma.sweep_space on n^3 + bias + ReLU, the kinds in turn (the
+    i-th candidate of each before the (i+1)-th), until ``budget`` seconds are spent; each
+    row with its error against a float64 product (torch on the GPU) so a variant that
+    computes wrongly shows it."""
     from fusejit.runtime.devices import device_info
 
     info = device_info(queue.device)
     rng = np.random.default_rng(1)
     n = int(os.environ.get("FUSEJIT_BENCH_N", 4096))
-    out = []
+    host = [rng.standard_normal(s).astype(np.float32) for s in ((n, n), (n, n), (n,))]
+    work = []
     for kind in gemm_mma.KINDS:
         dtype = np.float16 if kind == "f16" else np.float32
-        args = [cla.to_device(queue, rng.standard_normal(s).astype(dtype))
-                for s in ((n, n), (n, n), (n,))]
-        for cfg in gemm_mma.space(kind, info.limits):
-            f = fuse(lambda *a: dense_relu(np, *a),
-                     matmul_precision="tf32" if kind == "f16" else kind)
-            with gemm_tune.forced(cfg):
-                try:
-                    f(*args)
-                    t = _steady(lambda: f(*args), queue.finish, budget=0.2)
-                except Exception as exc:  # noqa: BLE001 - report and go on
-                    out.append({"kind": kind, "config": cfg.describe(), "error": str(exc)[:300]})
-                    print(json.dumps(out[-1]), flush=True)
-                    continue
-            tfl = 2 * n ** 3 / t / 1e12
-            out.append({"kind": kind, "config": cfg.describe(), "ms": t * 1e3, "tflops": tfl,
-                        "peak_frac": _peak_fraction(kind, tfl)})
+        hk = [h.astype(dtype) for h in host]
+        ref = scale = None
+        if torch is not None:
+            with torch.inference_mode():
+                t64 = [torch.from_numpy(h).cuda().double() for h in hk]
+                ref = torch.relu(t64[0] @ t64[1] + t64[2])
+                scale = float(ref.abs().max())
+        args = [cla.to_device(queue, h) for h in hk]
+        work.append([(kind, cfg, args, ref, scale)
+                     for cfg in gemm_mma.sweep_space(kind, info.limits)])
+    order = [w for rank in range(max(map(len, work))) for ws in work for w in ws[rank:rank + 1]]
+    out = []
+    start = time.perf_counter()
+    for kind, cfg, args, ref, scale in order:
+        if time.perf_counter() - start > budget:
+            out.append({"skipped": "sweep budget spent", "left": len(order) - len(out)})
             print(json.dumps(out[-1]), flush=True)
+            break
+        f = fuse(lambda *a: dense_relu(np, *a),
+                 matmul_precision="tf32" if kind == "f16" else kind)
+        row: dict[str, Any] = {"kind": kind, "opts": cfg.mma_opts, "config": cfg.describe()}
+        with gemm_tune.forced(cfg):
+            try:
+                got = f(*args)
+                t = _steady(lambda: f(*args), queue.finish, budget=0.15)
+            except Exception as exc:  # noqa: BLE001 - report and go on
+                row["error"] = str(exc)[:300]
+                out.append(row)
+                print(json.dumps(row), flush=True)
+                continue
+        if ref is not None:
+            g = torch.as_tensor(got.get()).cuda().double()
+            row["max_rel_err"] = float((g - ref).abs().max()) / scale
+        tfl = 2 * n ** 3 / t / 1e12
+        row.update({"ms": t * 1e3, "tflops": tfl, "peak_frac": _peak_fraction(kind, tfl)})
+        out.append(row)
+        print(json.dumps(row), flush=True)
     return out
 
 
-def run(mlp: bool, sweep: bool) -> dict[str, Any]:
+def run(mlp: bool, sweep: bool, sweep_budget: float = 1e9, table: bool = True
+        ) -> dict[str, Any]:
     from fusejit.bench.gemm import _anchor
     from fusejit.runtime.mma_probe import unavailable
 
@@ -134,14 +161,15 @@ def run(mlp: bool, sweep: bool) -> dict[str, Any]:
     _, torch = _anchor(queue)
     rng = np.random.default_rng(0)
     n = int(os.environ.get("FUSEJIT_BENCH_N", 4096))  # (smaller: a smoke run)
+    # (the sweep first: with a budget, its rows matter most)
+    sweep_rows = _mma_sweep(queue, sweep_budget, torch) if sweep else []
     rows = _rows_for(f"{n}^3 + bias + relu", dense_relu, ((n, n), (n, n), (n,)), 2 * n ** 3,
-                     torch, queue, rng)
+                     torch, queue, rng) if table else []
     if mlp:
         t, d = 8192, 4096
         rows += _rows_for("MLP 8192 tok 4096->4096 gelu ->4096 + res", mlp_block,
                           ((t, d), (d, d), (d,), (d, d), (d,)), 2 * 2 * t * d * d, torch,
                           queue, rng)
-    sweep_rows = _mma_sweep(queue) if sweep else []
     return {"device": queue.device.name, "tensor_cores": unavailable(queue) or "available",
             "rows": rows, "mma_sweep": sweep_rows}
 
