@@ -182,12 +182,15 @@ def _library_key() -> str:
 def entry_key(fused: Any, key: Any, queue: cl.CommandQueue) -> cache.ProgramKey | None:
     """The disk key of this call's lowered signature, or None when it may not be cached."""
     if not enabled() or fused._validate or key.guards or key.implicit or fused._code_refs \
-            or fused._guards or len(queue.context.devices) != 1:
+            or fused._guards:
         return None
     from .runtime.backend import backend_of
     from .runtime.opencl import OPENCL
 
-    if backend_of(queue) is not OPENCL or cache.program_cache() is None:
+    # (an OpenCL queue only: a Vulkan queue has no context.devices, and its programs are not
+    # in the program cache)
+    if backend_of(queue) is not OPENCL or len(queue.context.devices) != 1 \
+            or cache.program_cache() is None:
         return None
     fn_key = function_key(fused._fn)
     if fn_key is None:

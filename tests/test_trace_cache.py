@@ -189,3 +189,55 @@ def test_a_new_process_runs_without_tracing_or_compiling(tmp_path):
             for _ in range(2)]
     assert runs[0] == {"traces": 1, "compiles": 1, "disk_hits": 0, "ok": True}
     assert runs[1] == {"traces": 0, "compiles": 0, "disk_hits": 1, "ok": True}
+
+
+# The suite runs with the trace cache off (conftest), so that trace counts mean what they say;
+# these run the default path, cache on, on every backend: a second fused function of the same
+# code must give the first one's results (served from the disk on OpenCL, traced on Vulkan,
+# whose programs this cache does not hold)
+def _softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _two_outputs(x, y):
+    return np.sqrt(np.abs(x)) + y, (x * y).mean(axis=0)
+
+
+def _scalar_and_where(x, s):
+    return np.where(x > 0, x * s, -x)
+
+
+def _in_place(x, y):
+    x += y * 2
+    return x
+
+
+_ROUND_TRIPS = [(_softmax, (X.reshape(10, 100),)),
+                (_two_outputs, (X.reshape(20, 50), X[::-1].reshape(20, 50).copy())),
+                (_scalar_and_where, (X, 1.5)), (gelu, (X,))]
+
+
+@pytest.mark.parametrize("device", ["opencl", "vulkan"], indirect=True)
+@pytest.mark.parametrize("fn, args", _ROUND_TRIPS, ids=[f.__name__ for f, _ in _ROUND_TRIPS])
+def test_default_path_round_trips_on_every_backend(root, device, fn, args):
+    out1, f1 = _first_call(fn, *args)
+    out2, f2 = _first_call(fn, *args)
+    def parts(value):
+        return value if isinstance(value, tuple) else (value,)
+
+    expect = parts(fn(*args))
+    for got in (out1, out2):
+        assert len(parts(got)) == len(expect)
+        for g, e in zip(parts(got), expect):
+            np.testing.assert_allclose(np.asarray(g), e, rtol=2e-6, atol=2e-6)
+    assert f2.cache_info().disk_hits == (1 if device == "opencl" else 0)
+
+
+def test_in_place_writes_through_the_trace_cache(root):
+    x1, x2, y = X.copy(), X.copy(), X[::-1].copy()
+    _, f1 = _first_call(_in_place, x1, y)
+    _, f2 = _first_call(_in_place, x2, y)
+    np.testing.assert_array_equal(x2, x1)
+    np.testing.assert_allclose(x1, X + y * 2, rtol=1e-6)
+    assert f2.cache_info().traces in (0, 1)  # (an argument write may keep it out of the cache)
