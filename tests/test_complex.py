@@ -257,6 +257,19 @@ FUNCTIONS = {
 }
 
 
+def _unspecified_signs(got: np.ndarray, expect: np.ndarray) -> np.ndarray:
+    """``got`` with the sign of an infinite part taken from ``expect`` where the other part is
+    NaN: C99 Annex G leaves that sign unspecified (e.g. casinh(NaN + i inf) = +-inf + i NaN,
+    so arcsin(inf + i NaN) is NaN +- i inf), and C libraries differ (glibc versions on this
+    machine and on the H200's host gave opposite signs)."""
+    got = got.copy()
+    for part, other in (("real", "imag"), ("imag", "real")):
+        g, e, o = getattr(got, part), getattr(expect, part), getattr(expect, other)
+        free = np.isinf(e) & np.isinf(g) & np.isnan(o) & np.isnan(getattr(got, other))
+        g[free] = e[free]
+    return got
+
+
 @pytest.mark.parametrize("ctype", CTYPES, ids=lambda t: t.__name__)
 def test_functions_on_special_values_and_branch_cuts(ctype):
     """C99 Annex G special values (as the C library NumPy calls returns them), the branch
@@ -275,7 +288,9 @@ def test_functions_on_special_values_and_branch_cuts(ctype):
     fs = [f for f, _ in FUNCTIONS.values()]
     got = fuse(lambda z: [f(z) for f in fs])(z)
     for (name, (f, op)), g in zip(FUNCTIONS.items(), got):
-        assert_matches(g, numpy(f, z), ulp=op_ulp(op, ctype), what=f"np.{name}")
+        expect = numpy(f, z)
+        assert_matches(_unspecified_signs(g, expect), expect, ulp=op_ulp(op, ctype),
+                       what=f"np.{name}")
     assert np.array_equal(fuse(np.sqrt)(cut[:2]), np.array([1j, -1j], ctype))
     assert np.array_equal(np.signbit(fuse(np.log)(cut[:2]).imag), [False, True])
 

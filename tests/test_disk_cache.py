@@ -298,10 +298,15 @@ def test_four_processes_one_killed_mid_write(tmp_path):
     env.pop("POCL_CACHE_DIR", None)
     cmd = [sys.executable, "-c", _CHILD]
     victim = subprocess.Popen(cmd + ["die"], env=env, stdout=subprocess.PIPE, text=True)
-    others = [subprocess.Popen(cmd + ["run"], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    others: list[subprocess.Popen] = []
     try:
+        # the others start once the victim is stuck in its write (started together, a fast
+        # device let another process store the entry first, and the victim never wrote); all
+        # four then compile the same functions while the victim's half entry is on disk
         assert victim.stdout.readline().strip() == "WRITING"
+        others += [subprocess.Popen(cmd + ["run"], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        time.sleep(0.5)
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         for p in others:
