@@ -221,6 +221,9 @@ class TorchNamespace:
     def mean(self, x: Any, axis: int, keepdims: bool = False) -> Any:
         return self.t.mean(x, dim=axis, keepdim=keepdims)
 
+    def cumsum(self, x: Any, axis: int) -> Any:
+        return self.t.cumsum(x, dim=axis)
+
 
 class TorchBackend(Backend):
     name = "torch"
