@@ -13,7 +13,6 @@ import numpy as np
 
 from . import dtypes as dt
 from . import shapes
-from .errors import UnsupportedDTypeError
 from .ir import Node, const
 from .ops import Op
 from .trace import TensorProxy, apply_ufunc, broadcast_to, cast, lift
@@ -72,14 +71,6 @@ def squared_magnitude(dev: TensorProxy) -> TensorProxy:
                                 apply_ufunc(np.multiply, (im, im), {})), {})
 
 
-def refuse(x: TensorProxy, what: str) -> None:
-    """UnsupportedDTypeError for ``what`` (NumPy API fusejit lacks on complex) of ``x``."""
-    if x.dtype.kind == "c":
-        raise UnsupportedDTypeError(
-            f"{what} of {x.describe()} is not supported by fusejit for complex values yet; "
-            "call it outside the fused function")
-
-
 def iscomplex(x: Any) -> TensorProxy:
     """np.iscomplex: a nonzero imaginary part (all False for real dtypes)."""
     return apply_ufunc(np.not_equal, (imag(x), 0), {})
@@ -99,4 +90,4 @@ def isrealobj(x: Any) -> bool:
 
 
 __all__ = ["angle", "conjugate", "from_parts", "imag", "iscomplex", "iscomplexobj", "isreal",
-           "isrealobj", "real", "refuse", "squared_magnitude"]
+           "isrealobj", "real", "squared_magnitude"]
