@@ -372,3 +372,11 @@ def test_argmax_argmin(ctype):
     got = fuse(lambda *a: [f(*a) for f in fs])(s, ties, z, long)
     for k, (f, g) in enumerate(zip(fs, got)):
         assert_matches(g, numpy(f, s, ties, z, long), what=f"arg reduction {k}")
+
+
+def test_export_and_load_complex_signatures(tmp_path):
+    f = fuse(lambda z, s: np.exp(z * s).sum())
+    path = fusejit.export(f, [(fusejit.ShapeDtype((8,), np.complex64, device=False), 1j)],
+                          tmp_path / "c.fjb")
+    z = randoms(np.complex64, 8)
+    assert_matches(fusejit.load(path)(z, 2j), np.exp(z * 2j).sum(), ulp=16)
