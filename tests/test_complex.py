@@ -380,3 +380,24 @@ def test_export_and_load_complex_signatures(tmp_path):
                           tmp_path / "c.fjb")
     z = randoms(np.complex64, 8)
     assert_matches(fusejit.load(path)(z, 2j), np.exp(z * 2j).sum(), ulp=16)
+
+
+def test_gpu_style_kernels(monkeypatch):
+    """Lowered as for a GPU (work-group trees in local memory, per-lane scalar ops) while
+    running on the test device: complex accumulators in local arrays, argmax's index trees."""
+    import dataclasses
+
+    from fusejit.runtime import opencl
+
+    real = opencl.device_info
+    monkeypatch.setattr(opencl, "device_info", lambda device: dataclasses.replace(
+        real(device), limits=dataclasses.replace(real(device).limits, is_gpu=True)))
+    z = randoms(np.complex64, 1 << 15, seed=11).reshape(64, 512)
+    z[5, 300] = complex(0, np.nan)
+    f = fuse(lambda z: [z.sum(axis=1), (z * 1j).mean(), z.argmax(axis=1), z.argmin(),
+                        np.abs(z - z.mean(axis=1, keepdims=True)).max(axis=0)])
+    want = numpy(lambda: [z.sum(axis=1), (z * 1j).mean(), z.argmax(axis=1), z.argmin(),
+                          np.abs(z - z.mean(axis=1, keepdims=True)).max(axis=0)])
+    assert "__local float2" in f.lower(z).source  # (the trees, as on a GPU)
+    for k, (g, w) in enumerate(zip(f(z), want)):
+        assert_matches(g, w, ulp=64, what=f"gpu-style {k}")
