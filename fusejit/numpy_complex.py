@@ -15,11 +15,16 @@ from . import dtypes as dt
 from . import shapes
 from .ir import Node, const
 from .ops import Op
-from .trace import TensorProxy, apply_ufunc, broadcast_to, cast, lift
+from .trace import TensorProxy, apply_ufunc, as_node, broadcast_to, cast, lift, to_operand
 
 
 def _part(x: TensorProxy, op: Op) -> TensorProxy:
-    return TensorProxy(Node.make(op, dt.real_of(x.dtype), x.shape, (x.node,)))
+    # NumPy's z.real / z.imag are writable views of z; a traced part is a value, so a write
+    # into it is refused rather than silently lost
+    name = "real" if op is Op.REAL else "imag"
+    why = (f"writing into z.{name} of a complex value is not supported inside @fuse; build "
+           "the new value instead, e.g. z = new_re + 1j * z.imag or np.where(mask, ..., z)")
+    return TensorProxy(Node.make(op, dt.real_of(x.dtype), x.shape, (x.node,)), readonly=why)
 
 
 def real(val: Any) -> TensorProxy:
@@ -27,8 +32,6 @@ def real(val: Any) -> TensorProxy:
     x = lift(val)
     if x.dtype.kind != "c":
         return x
-    # (NumPy's x.real of a complex array is a writable view; a traced one is a value: a write
-    # into it would not reach x)
     return _part(x, Op.REAL)
 
 
@@ -61,6 +64,20 @@ def from_parts(re: TensorProxy, im: TensorProxy) -> TensorProxy:
     part = np.result_type(re.dtype, im.dtype)
     nodes = tuple(broadcast_to(cast(p.node, part), shape) for p in (re, im))
     return TensorProxy(Node.make(Op.COMPLEX, dt.complex_of(part), shape, nodes))
+
+
+def set_part(z: TensorProxy, part: str, value: Any) -> None:
+    """``z.real = value`` / ``z.imag = value``: NumPy writes the part into ``z`` (cast
+    unsafely, broadcast); a real ``z`` has no imaginary part to set."""
+    if z.dtype.kind != "c":
+        if part == "imag":
+            raise TypeError("array does not have imaginary part to set")
+        z.write(Ellipsis, value)
+        return
+    new = broadcast_to(cast(as_node(to_operand(value), dt.real_of(z.dtype)),
+                            dt.real_of(z.dtype)), z.shape)
+    re, im = (new, imag(z).node) if part == "real" else (real(z).node, new)
+    z.write(Ellipsis, TensorProxy(Node.make(Op.COMPLEX, z.dtype, z.shape, (re, im))))
 
 
 def squared_magnitude(dev: TensorProxy) -> TensorProxy:

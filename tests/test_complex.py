@@ -174,6 +174,14 @@ def test_same_kind_refuses_complex_into_real_output():
         fuse(lambda z, out: np.add(z, z, out=out))(z, out)
 
 
+def test_writes_into_complex_parts_are_refused_not_lost():
+    z = randoms(np.complex64, 8)
+    for name in ("real", "imag"):
+        f = fuse(lambda z: getattr(z, name).__setitem__(0, 5.0))
+        with pytest.raises(fusejit.ReadOnlyError, match=f"z.{name}"):
+            f(z.copy())
+
+
 def test_parts_attributes_and_functions():
     z = randoms(np.complex128, 50)
     x = np.arange(5.0)
@@ -401,3 +409,21 @@ def test_gpu_style_kernels(monkeypatch):
     assert "__local float2" in f.lower(z).source  # (the trees, as on a GPU)
     for k, (g, w) in enumerate(zip(f(z), want)):
         assert_matches(g, w, ulp=64, what=f"gpu-style {k}")
+
+
+def test_assigning_the_parts_writes_the_array():
+    z = randoms(np.complex64, 16)
+    x = np.arange(16, dtype=np.float64)
+
+    def f(z, x):
+        z.real = x  # (float64 into complex64's float32 part: cast unsafely, as NumPy)
+        z[::2].imag = -1.0
+        x.real = x * 2
+
+    got_z, got_x, want_z, want_x = z.copy(), x.copy(), z.copy(), x.copy()
+    fuse(f)(got_z, got_x)
+    f(want_z, want_x)
+    assert_matches(got_z, want_z)
+    assert_matches(got_x, want_x)
+    with pytest.raises(TypeError, match="imaginary part"):
+        fuse(lambda x: setattr(x, "imag", 1.0))(x.copy())
