@@ -427,3 +427,24 @@ def test_assigning_the_parts_writes_the_array():
     assert_matches(got_x, want_x)
     with pytest.raises(TypeError, match="imaginary part"):
         fuse(lambda x: setattr(x, "imag", 1.0))(x.copy())
+
+
+def test_nan_reductions_and_norms():
+    """NumPy's nan-functions treat a value with a NaN part as NaN (nanvar squares the moduli);
+    linalg.norm of complex values is the norm of their moduli, in the real dtype."""
+    z = randoms(np.complex64, 600, seed=4).reshape(6, 100)
+    z[1, 7] = complex(np.nan, 1)
+    z[2, 3] = complex(1, np.nan)
+    z[3, 50] = complex(-np.inf, -5)  # (below -inf+0j lexicographically: nanmax's fill)
+    f = fuse(lambda z: [np.nansum(z), np.nanmean(z, axis=1), np.nanprod(z[:, :8], axis=1),
+                        np.nanvar(z), np.nanstd(z, axis=1), np.nanmax(z, axis=1),
+                        np.nanmin(z), np.nanargmax(z, axis=1), np.nanargmin(z),
+                        np.linalg.norm(z[0]), np.linalg.norm(z[0], 1),
+                        np.linalg.norm(z[0], np.inf), np.linalg.norm(z[:, :6], "fro")])
+    want = numpy(lambda: [np.nansum(z), np.nanmean(z, axis=1), np.nanprod(z[:, :8], axis=1),
+                          np.nanvar(z), np.nanstd(z, axis=1), np.nanmax(z, axis=1),
+                          np.nanmin(z), np.nanargmax(z, axis=1), np.nanargmin(z),
+                          np.linalg.norm(z[0]), np.linalg.norm(z[0], 1),
+                          np.linalg.norm(z[0], np.inf), np.linalg.norm(z[:, :6], "fro")])
+    for k, (g, w) in enumerate(zip(f(z), want)):
+        assert_matches(g, w, ulp=64, what=f"nan-reduction or norm {k}")
