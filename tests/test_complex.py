@@ -448,3 +448,11 @@ def test_nan_reductions_and_norms():
                           np.linalg.norm(z[0], np.inf), np.linalg.norm(z[:, :6], "fro")])
     for k, (g, w) in enumerate(zip(f(z), want)):
         assert_matches(g, w, ulp=64, what=f"nan-reduction or norm {k}")
+
+
+def test_a_complex_op_missing_from_the_table_is_refused_by_name(monkeypatch):
+    import fusejit.trace
+
+    monkeypatch.setattr(fusejit.trace, "COMPLEX_OPS", fusejit.trace.COMPLEX_OPS - {Op.EXP})
+    with pytest.raises(fusejit.UnsupportedDTypeError, match="np.exp on complex64"):
+        fuse(np.exp)(randoms(np.complex64, 4))
