@@ -644,7 +644,7 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
         TracerConversionError, TracerBoolConversionError: a traced value used where Python
             needs a concrete one.
         UnsupportedDTypeError: object, datetime, longdouble dtypes; float64 or complex128 on
-            a device without fp64; complex values where fusejit lacks them (argmax, GEMM).
+            a device without fp64; complex values where fusejit lacks them (matrix products).
         TypeError, ValueError, IndexError, ...: wherever NumPy raises them for the same
             call (bad ``out=``, mismatched shapes, an index out of bounds known while
             tracing), before anything is launched.

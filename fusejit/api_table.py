@@ -81,7 +81,8 @@ def render_rst() -> str:
               "On complex64 and complex128 values (the OpenCL target; the Vulkan target refuses "
               "them): " + ", ".join(f"``{n}``" for n in computed) + ", with "
               "``np.real``, ``np.imag``, ``np.angle``, ``np.conj`` and the reductions sum, "
-              "prod, mean, var, std, max, min, any and all.", ""]
+              "prod, mean, var, std, max, min, argmax, argmin, any and all (not yet: matrix "
+              "products).", ""]
     if refused_c:
         lines += ["Refused on complex values: " + ", ".join(f"``{n}``" for n in refused_c), ""]
     refused = [e for e in entries if not e.supported]

@@ -537,7 +537,6 @@ def _arg_reduce(op: Op, a: Any, axis: Any, out: Any, keepdims: bool) -> TensorPr
     x = lift(a)
     axis = _zero_d_axis(x, axis)
     name = "argmax" if op is Op.ARGMAX else "argmin"
-    numpy_complex.refuse(x, f"np.{name}")
     if axis is None and x.ndim > 1:
         # over all axes at once: the reduced index runs row-major, so it is the flat index;
         # and the node shares a kernel with the other full reductions of x (x.max(), x.sum())

@@ -13,14 +13,18 @@ import numpy as np
 
 from . import dtypes as dt
 from . import shapes
-from .errors import UnsupportedDTypeError
 from .ir import Node, const
 from .ops import Op
-from .trace import TensorProxy, apply_ufunc, broadcast_to, cast, lift
+from .trace import TensorProxy, apply_ufunc, as_node, broadcast_to, cast, lift, to_operand
 
 
 def _part(x: TensorProxy, op: Op) -> TensorProxy:
-    return TensorProxy(Node.make(op, dt.real_of(x.dtype), x.shape, (x.node,)))
+    # NumPy's z.real / z.imag are writable views of z; a traced part is a value, so a write
+    # into it is refused rather than silently lost
+    name = "real" if op is Op.REAL else "imag"
+    why = (f"writing into z.{name} of a complex value is not supported inside @fuse; build "
+           "the new value instead, e.g. z = new_re + 1j * z.imag or np.where(mask, ..., z)")
+    return TensorProxy(Node.make(op, dt.real_of(x.dtype), x.shape, (x.node,)), readonly=why)
 
 
 def real(val: Any) -> TensorProxy:
@@ -28,8 +32,6 @@ def real(val: Any) -> TensorProxy:
     x = lift(val)
     if x.dtype.kind != "c":
         return x
-    # (NumPy's x.real of a complex array is a writable view; a traced one is a value: a write
-    # into it would not reach x)
     return _part(x, Op.REAL)
 
 
@@ -64,20 +66,26 @@ def from_parts(re: TensorProxy, im: TensorProxy) -> TensorProxy:
     return TensorProxy(Node.make(Op.COMPLEX, dt.complex_of(part), shape, nodes))
 
 
+def set_part(z: TensorProxy, part: str, value: Any) -> None:
+    """``z.real = value`` / ``z.imag = value``: NumPy writes the part into ``z`` (cast
+    unsafely, broadcast); a real ``z`` has no imaginary part to set."""
+    if z.dtype.kind != "c":
+        if part == "imag":
+            raise TypeError("array does not have imaginary part to set")
+        z.write(Ellipsis, value)
+        return
+    new = broadcast_to(cast(as_node(to_operand(value), dt.real_of(z.dtype)),
+                            dt.real_of(z.dtype)), z.shape)
+    re, im = (new, imag(z).node) if part == "real" else (real(z).node, new)
+    z.write(Ellipsis, TensorProxy(Node.make(Op.COMPLEX, z.dtype, z.shape, (re, im))))
+
+
 def squared_magnitude(dev: TensorProxy) -> TensorProxy:
     """``re * re + im * im`` in the real dtype: NumPy's ``_var`` on complex deviations (it
     squares the parts through a float view and adds them)."""
     re, im = real(dev), imag(dev)
     return apply_ufunc(np.add, (apply_ufunc(np.multiply, (re, re), {}),
                                 apply_ufunc(np.multiply, (im, im), {})), {})
-
-
-def refuse(x: TensorProxy, what: str) -> None:
-    """UnsupportedDTypeError for ``what`` (NumPy API fusejit lacks on complex) of ``x``."""
-    if x.dtype.kind == "c":
-        raise UnsupportedDTypeError(
-            f"{what} of {x.describe()} is not supported by fusejit for complex values yet; "
-            "call it outside the fused function")
 
 
 def iscomplex(x: Any) -> TensorProxy:
@@ -99,4 +107,4 @@ def isrealobj(x: Any) -> bool:
 
 
 __all__ = ["angle", "conjugate", "from_parts", "imag", "iscomplex", "iscomplexobj", "isreal",
-           "isrealobj", "real", "refuse", "squared_magnitude"]
+           "isrealobj", "real", "squared_magnitude"]

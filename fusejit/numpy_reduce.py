@@ -14,12 +14,13 @@ values (constant weights) raise NumPy's error before launching.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from . import dtypes as dt
-from . import shapes
+from . import numpy_complex, shapes
 from .errors import UnsupportedOperationError
 from .ir import const
 from .numpy_api import (
@@ -79,8 +80,10 @@ def _replace_nan(a: Any, value: float) -> tuple[TensorProxy, TensorProxy | None]
     """NumPy's ``_replace_nan``: NaNs replaced by ``value`` and the NaN mask (None for
     non-float arrays, which have no NaNs)."""
     x = lift(a)
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fc":
         return x, None
+    if x.dtype.kind == "c" and math.isinf(value):
+        value = complex(value, value)  # (the lexicographic end: -inf+0j is above -inf-5j)
     mask = apply_ufunc(np.isnan, (x,), {})
     return where_(x, apply_ufunc(np.logical_not, (mask,), {}), value), mask
 
@@ -104,10 +107,11 @@ def _nan_extremum(op: Op, a: Any, axis: Any, out: Any, keepdims: bool, initial: 
     """fmax/fmin.reduce, as NumPy's nanmax/nanmin: NaNs skipped, NaN for an all-NaN slice."""
     x = lift(a)
     reduce = _max if op is Op.MAX else _min
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fc":
         return reduce(x, axis, out, keepdims, initial, where)
     isnan = apply_ufunc(np.isnan, (x,), {})
     skip = -np.inf if op is Op.MAX else np.inf
+    skip = complex(skip, skip) if x.dtype.kind == "c" else skip  # (see _replace_nan)
     result = reduce(where_(x, apply_ufunc(np.logical_not, (isnan,), {}), skip), axis, None,
                     keepdims, initial, where)
     all_nan = _reduce(Op.ALL, isnan if where is True else apply_ufunc(
@@ -176,7 +180,11 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: f
     avg = TensorProxy(cast(apply_ufunc(np.true_divide, (avg, cnt), {}).node, avg.dtype))
     dev = TensorProxy(cast(apply_ufunc(np.subtract, (x, avg), {}).node, x.dtype))
     dev = where_(dev, keep, 0)
-    sqr = apply_ufunc(np.multiply, (dev, dev), {})
+    if dev.dtype.kind == "c":  # NumPy: (dev * dev.conj()).real
+        sqr = numpy_complex.real(apply_ufunc(np.multiply, (
+            dev, apply_ufunc(np.conjugate, (dev,), {})), {}))
+    else:
+        sqr = apply_ufunc(np.multiply, (dev, dev), {})
     var = _sum(sqr, axis, dtype, None, keepdims, _NOVALUE, where)
     dof = apply_ufunc(np.subtract, (TensorProxy(reshape(cnt.node, var.shape)), ddof), {})
     var = TensorProxy(cast(apply_ufunc(np.true_divide, (var, dof), {}).node, var.dtype))
@@ -258,6 +266,8 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     """NumPy's linalg.norm for real arrays: vector norms of any order, the Frobenius norm and
     the matrix 1/-1/inf/-inf norms; the singular-value norms (2, -2, 'nuc') need an SVD."""
     v = lift(x)
+    if v.dtype.kind == "c":  # (NumPy: the norms of complex values are those of their moduli)
+        v = _abs(v)
     if v.dtype.kind not in "f":
         v = TensorProxy(cast(v.node, dt.FLOAT64))
     nd = v.ndim

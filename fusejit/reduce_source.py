@@ -260,7 +260,7 @@ class ReductionKernels:
             v = loop.emit(ctype, t.load(ptr, f"o * {gy} + g", acc_dt))
             if iptr:
                 vi = loop.emit(t.compute_type(dt.INT64), f"{iptr}[o * {gy} + g]")
-                cond = _arg_better(r, acc_dt, "{0}", "{1}", "{2}", "{3}")
+                cond = _arg_better(r, acc_dt, "{0}", "{1}", "{2}", "{3}", t)
                 loop.emit(None, "if (" + cond + ") {{ {2} = {0}; {3} = {1}; }}", v, vi, acc,
                           arg)
             else:
@@ -347,10 +347,24 @@ def _accumulate(loop: Block, t: Target, r: Node, acc: Instr, arg: Instr | None, 
         loop.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";", acc, v)
         return
     # first occurrence wins: each lane visits its indices in increasing order
+    if acc_dt.kind == "c":
+        better = _complex_arg_order(t, r, acc_dt, "{1}", "{0}")[0]
+        loop.emit(None, "if ({2} < 0 || " + better + ") {{ {0} = {1}; {2} = r; }}", acc, v, arg)
+        return
     better = ">" if r.op is Op.ARGMAX else "<"
     nan = " || (isnan({1}) && !isnan({0}))" if acc_dt.kind == "f" else ""
     loop.emit(None, "if ({2} < 0 || {1} " + better + " {0}" + nan
               + ") {{ {0} = {1}; {2} = r; }}", acc, v, arg)
+
+
+def _complex_arg_order(t: Target, r: Node, acc: np.dtype, v: str, best: str) -> tuple[str, str]:
+    """(v beats best, v ties best) for complex argmax/argmin: NumPy's lexicographic order, and
+    a value with a NaN part beats any without (so the first NaN wins)."""
+    nan_v = t.render_op(Op.ISNAN, dt.BOOL, [acc], [v])
+    nan_b = t.render_op(Op.ISNAN, dt.BOOL, [acc], [best])
+    order = t.render_op(Op.GT if r.op is Op.ARGMAX else Op.LT, dt.BOOL, [acc, acc], [v, best])
+    equal = t.render_op(Op.EQ, dt.BOOL, [acc, acc], [v, best])
+    return f"(!{nan_b} && ({order} || {nan_v}))", f"({equal} || ({nan_v} && {nan_b}))"
 
 
 # A lane adds CASCADE_BLOCK elements serially, then merges that block into a binary counter of
@@ -430,7 +444,7 @@ def _tree(top: Block, t: Target, ly: int, slot: Callable[[str], str],
                     body.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", other) + ";",
                               value)
                 else:
-                    cond = _arg_better(r, acc_dt, other, f"{ibuf}[{theirs}]", "{0}", "{1}")
+                    cond = _arg_better(r, acc_dt, other, f"{ibuf}[{theirs}]", "{0}", "{1}", t)
                     body.emit(None, f"if ({cond}) {{{{ {{0}} = {other}; "
                                     f"{{1}} = {ibuf}[{theirs}]; }}}}", value, index)
             body.emit(None, f"{buf}[{mine}] = {{0}};", value)
@@ -439,8 +453,12 @@ def _tree(top: Block, t: Target, ly: int, slot: Callable[[str], str],
         top.emit(None, t.barrier_local)
 
 
-def _arg_better(r: Node, acc: np.dtype, v: str, i: str, best: str, bi: str) -> str:
+def _arg_better(r: Node, acc: np.dtype, v: str, i: str, best: str, bi: str,
+                t: Target) -> str:
     """Should (v, i) replace (best, bi)?  NumPy: the first maximum, and NaN is the maximum."""
+    if acc.kind == "c":
+        beats, ties = _complex_arg_order(t, r, acc, v, best)
+        return f"{i} >= 0 && ({bi} < 0 || {beats} || ({ties} && {i} < {bi}))"
     cmp = ">" if r.op is Op.ARGMAX else "<"
     if acc.kind == "f":
         return (f"{i} >= 0 && ({bi} < 0 || {v} {cmp} {best} || (isnan({v}) && !isnan({best}))"

@@ -758,11 +758,23 @@ class TensorProxy:
 
         return real(self)
 
+    @real.setter
+    def real(self, value: Any) -> None:
+        from .numpy_complex import set_part
+
+        set_part(self, "real", value)
+
     @property
     def imag(self) -> TensorProxy:
         from .numpy_complex import imag
 
         return imag(self)
+
+    @imag.setter
+    def imag(self, value: Any) -> None:
+        from .numpy_complex import set_part
+
+        set_part(self, "imag", value)
 
 
 def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: tuple[int, ...]

@@ -174,6 +174,14 @@ def test_same_kind_refuses_complex_into_real_output():
         fuse(lambda z, out: np.add(z, z, out=out))(z, out)
 
 
+def test_writes_into_complex_parts_are_refused_not_lost():
+    z = randoms(np.complex64, 8)
+    for name in ("real", "imag"):
+        f = fuse(lambda z: getattr(z, name).__setitem__(0, 5.0))
+        with pytest.raises(fusejit.ReadOnlyError, match=f"z.{name}"):
+            f(z.copy())
+
+
 def test_parts_attributes_and_functions():
     z = randoms(np.complex128, 50)
     x = np.arange(5.0)
@@ -230,8 +238,6 @@ def test_complex64_stays_in_single_precision():
 
 def test_unsupported_complex_ops_are_named():
     z = randoms(np.complex64, 8)
-    with pytest.raises(fusejit.UnsupportedDTypeError, match="np.argmax"):
-        fuse(lambda z: z.argmax())(z)
     with pytest.raises(fusejit.UnsupportedDTypeError, match="np.matmul of complex64"):
         fuse(lambda z: z.reshape(2, 4) @ z.reshape(4, 2))(z)
     with pytest.raises(TypeError):  # NumPy has no complex floor either
@@ -368,3 +374,100 @@ def test_long_reductions_split_over_work_groups():
     want = [z.sum(), z.mean(), np.prod(z / np.abs(z)), z.reshape(512, 256).sum(0)]
     for k, (g, w) in enumerate(zip(f(z), want)):
         assert_matches(g, w, ulp=64, atol=1e-9, what=f"long reduction {k}")
+
+
+@pytest.mark.parametrize("ctype", CTYPES, ids=lambda t: t.__name__)
+def test_argmax_argmin(ctype):
+    """NumPy's order: lexicographic, the first of equal values, and the first value with a NaN
+    part beats everything; along rows (one lane each), across them, and split over work-groups
+    (partials combined by a tree)."""
+    s = special(ctype)
+    ties = np.array([1 + 2j, 3 - 1j, 3 + 0j, 3 + 0j, 3 - 1j, -5j], ctype)
+    z = randoms(ctype, 3000).reshape(30, 100)
+    z.real[:, ::7] = 1.0  # equal real parts: the imaginary parts decide
+    long = randoms(ctype, 1 << 16, seed=9)
+    long[40000] = complex(np.nan, 1)
+    long[50000] = complex(1, np.nan)
+    fs = [lambda s, t, z, l: s.argmax(), lambda s, t, z, l: s.argmin(),
+          lambda s, t, z, l: t.argmax(), lambda s, t, z, l: t.argmin(),
+          lambda s, t, z, l: z.argmax(axis=1), lambda s, t, z, l: z.argmin(axis=0),
+          lambda s, t, z, l: l.argmax(), lambda s, t, z, l: l[:30000].argmin()]
+    got = fuse(lambda *a: [f(*a) for f in fs])(s, ties, z, long)
+    for k, (f, g) in enumerate(zip(fs, got)):
+        assert_matches(g, numpy(f, s, ties, z, long), what=f"arg reduction {k}")
+
+
+def test_export_and_load_complex_signatures(tmp_path):
+    f = fuse(lambda z, s: np.exp(z * s).sum())
+    path = fusejit.export(f, [(fusejit.ShapeDtype((8,), np.complex64, device=False), 1j)],
+                          tmp_path / "c.fjb")
+    z = randoms(np.complex64, 8)
+    assert_matches(fusejit.load(path)(z, 2j), np.exp(z * 2j).sum(), ulp=16)
+
+
+def test_gpu_style_kernels(monkeypatch):
+    """Lowered as for a GPU (work-group trees in local memory, per-lane scalar ops) while
+    running on the test device: complex accumulators in local arrays, argmax's index trees."""
+    import dataclasses
+
+    from fusejit.runtime import opencl
+
+    real = opencl.device_info
+    monkeypatch.setattr(opencl, "device_info", lambda device: dataclasses.replace(
+        real(device), limits=dataclasses.replace(real(device).limits, is_gpu=True)))
+    z = randoms(np.complex64, 1 << 15, seed=11).reshape(64, 512)
+    z[5, 300] = complex(0, np.nan)
+    f = fuse(lambda z: [z.sum(axis=1), (z * 1j).mean(), z.argmax(axis=1), z.argmin(),
+                        np.abs(z - z.mean(axis=1, keepdims=True)).max(axis=0)])
+    want = numpy(lambda: [z.sum(axis=1), (z * 1j).mean(), z.argmax(axis=1), z.argmin(),
+                          np.abs(z - z.mean(axis=1, keepdims=True)).max(axis=0)])
+    assert "__local float2" in f.lower(z).source  # (the trees, as on a GPU)
+    for k, (g, w) in enumerate(zip(f(z), want)):
+        assert_matches(g, w, ulp=64, what=f"gpu-style {k}")
+
+
+def test_assigning_the_parts_writes_the_array():
+    z = randoms(np.complex64, 16)
+    x = np.arange(16, dtype=np.float64)
+
+    def f(z, x):
+        z.real = x  # (float64 into complex64's float32 part: cast unsafely, as NumPy)
+        z[::2].imag = -1.0
+        x.real = x * 2
+
+    got_z, got_x, want_z, want_x = z.copy(), x.copy(), z.copy(), x.copy()
+    fuse(f)(got_z, got_x)
+    f(want_z, want_x)
+    assert_matches(got_z, want_z)
+    assert_matches(got_x, want_x)
+    with pytest.raises(TypeError, match="imaginary part"):
+        fuse(lambda x: setattr(x, "imag", 1.0))(x.copy())
+
+
+def test_nan_reductions_and_norms():
+    """NumPy's nan-functions treat a value with a NaN part as NaN (nanvar squares the moduli);
+    linalg.norm of complex values is the norm of their moduli, in the real dtype."""
+    z = randoms(np.complex64, 600, seed=4).reshape(6, 100)
+    z[1, 7] = complex(np.nan, 1)
+    z[2, 3] = complex(1, np.nan)
+    z[3, 50] = complex(-np.inf, -5)  # (below -inf+0j lexicographically: nanmax's fill)
+    f = fuse(lambda z: [np.nansum(z), np.nanmean(z, axis=1), np.nanprod(z[:, :8], axis=1),
+                        np.nanvar(z), np.nanstd(z, axis=1), np.nanmax(z, axis=1),
+                        np.nanmin(z), np.nanargmax(z, axis=1), np.nanargmin(z),
+                        np.linalg.norm(z[0]), np.linalg.norm(z[0], 1),
+                        np.linalg.norm(z[0], np.inf), np.linalg.norm(z[:, :6], "fro")])
+    want = numpy(lambda: [np.nansum(z), np.nanmean(z, axis=1), np.nanprod(z[:, :8], axis=1),
+                          np.nanvar(z), np.nanstd(z, axis=1), np.nanmax(z, axis=1),
+                          np.nanmin(z), np.nanargmax(z, axis=1), np.nanargmin(z),
+                          np.linalg.norm(z[0]), np.linalg.norm(z[0], 1),
+                          np.linalg.norm(z[0], np.inf), np.linalg.norm(z[:, :6], "fro")])
+    for k, (g, w) in enumerate(zip(f(z), want)):
+        assert_matches(g, w, ulp=64, what=f"nan-reduction or norm {k}")
+
+
+def test_a_complex_op_missing_from_the_table_is_refused_by_name(monkeypatch):
+    import fusejit.trace
+
+    monkeypatch.setattr(fusejit.trace, "COMPLEX_OPS", fusejit.trace.COMPLEX_OPS - {Op.EXP})
+    with pytest.raises(fusejit.UnsupportedDTypeError, match="np.exp on complex64"):
+        fuse(np.exp)(randoms(np.complex64, 4))

@@ -86,8 +86,9 @@ MISTAKES = {
                            ["complex256", "supported dtypes are"]),
     "longdouble_constant": (lambda x, y: x + np.ones(1024, np.longdouble),
                             fusejit.UnsupportedDTypeError, ["float128"]),
-    "complex_argmax": (lambda x, y: np.argmax(x * 1j), fusejit.UnsupportedDTypeError,
-                       ["np.argmax", "complex64", "outside the fused function"]),
+    "complex_matmul": (lambda x, y: (x * 1j).reshape(32, 32) @ x.reshape(32, 32),
+                       fusejit.UnsupportedDTypeError,
+                       ["np.matmul", "complex64", "outside the fused function"]),
     "write_broadcast_view": (lambda x, y: np.broadcast_to(x, (2, 1024)).__setitem__(0, 1.0),
                              fusejit.ReadOnlyError, ["read-only"]),
 }
