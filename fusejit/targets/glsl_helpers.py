@@ -13,7 +13,14 @@ float fj_divzero(float a, float b) {
     if (fj_isnan(a) || a == 0.0) return uintBitsToFloat(0x7fc00000u);
     return uintBitsToFloat(0x7f800000u | ((floatBitsToUint(a) ^ floatBitsToUint(b)) & 0x80000000u));
 }
-float fj_div(float a, float b) { return b == 0.0 ? fj_divzero(a, b) : a / b; }
+float fj_quot(float a, float b) {
+    /* a / b for b != 0. NVIDIA's Vulkan driver divides as PTX div.approx.f32, which returns 0
+       for |b| in [2^126, 2^128] (its reciprocal would be subnormal): an H200 gave -0.0 for
+       -2.06e-38. Scaling both by 1/4 is exact there and keeps the quotient normal. */
+    if (abs(b) >= uintBitsToFloat(0x7e800000u)) { a *= 0.25; b *= 0.25; }
+    return a / b;
+}
+float fj_div(float a, float b) { return b == 0.0 ? fj_divzero(a, b) : fj_quot(a, b); }
 """
 HELPERS: dict[str, str] = {
     "fj_fmod": """
@@ -34,7 +41,7 @@ float fj_divmod(float a, float b, out float modulus) {
     float mod = fj_fmod(a, b);
     if (b == 0.0) { modulus = mod; return fj_divzero(a, b); }
     if (fj_isnan(b) || fj_isnan(a)) { modulus = mod; return a / b; }
-    float div = (a - mod) / b;
+    float div = fj_quot(a - mod, b);
     if (!(mod == 0.0)) {  /* NaN too: SPIR-V's != is ordered */
         if ((b < 0.0) != (mod < 0.0)) { mod += b; div -= 1.0; }
     } else {
