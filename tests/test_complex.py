@@ -295,8 +295,12 @@ def test_functions_on_special_values_and_branch_cuts(ctype):
     got = fuse(lambda z: [f(z) for f in fs])(z)
     for (name, (f, op)), g in zip(FUNCTIONS.items(), got):
         expect = numpy(f, z)
+        # NumPy's complex log1p is log(hypot(1 + x, y)): near 0 its real part cancels, and
+        # carries the absolute error of that hypot (about eps) whatever its size; fusejit
+        # computes the same formula, so a libm one ulp apart (NVIDIA's) lands ~eps away
+        atol = 4 * np.finfo(ctype).eps if op is Op.LOG1P else 0.0
         assert_matches(_unspecified_signs(g, expect), expect, ulp=op_ulp(op, ctype),
-                       what=f"np.{name}")
+                       atol=atol, what=f"np.{name}")
     assert np.array_equal(fuse(np.sqrt)(cut[:2]), np.array([1j, -1j], ctype))
     assert np.array_equal(np.signbit(fuse(np.log)(cut[:2]).imag), [False, True])
 
