@@ -438,6 +438,27 @@ def test_power_takes_numpy_fast_paths(dtype):
     assert_bits(dynamic(x, 0.5), numpy_errstate(np.power)(x, 0.5))
 
 
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda t: t.__name__)
+def test_small_integer_powers_do_not_overflow_inside(dtype):
+    """x ** k for the k written as products (passes/simplify.py::_power) near the ends of the
+    dtype's range: no intermediate overflows or underflows where the power itself does not
+    (float16 np.power(-358.5, -2) is the subnormal 7.8e-06; 1 / (x*x) gave 0). Found by fuzz
+    seed 2222."""
+    info = np.finfo(dtype)
+    edges = [info.max, np.sqrt(info.max) * 0.9, np.sqrt(info.max) * 1.1, info.max ** 0.25 * 1.1,
+             np.cbrt(info.max) * 1.1, 1 / np.sqrt(info.tiny) * 1.5, info.tiny, info.tiny * 4,
+             np.sqrt(info.tiny) * 0.7, 1.0, 358.5, 0.0016651, 3.0]
+    x = np.array([sign * e for e in edges for sign in (1, -1)], dtype)
+
+    def powers(x):
+        return [np.power(x, k) for k in (-2, -1, 2, 3, 4)]
+
+    got = fuse(powers)(x)
+    want = numpy_errstate(powers)(x)
+    for k, g, w in zip((-2, -1, 2, 3, 4), got, want):
+        assert_matches(g, w, ulp=2, what=f"x ** {k}")
+
+
 def test_bool_squared_is_int8():
     m = np.array([True, False])
     assert_bits(fuse(lambda m: (m ** 2, np.power(m, 2)))(m)[0], m ** 2)

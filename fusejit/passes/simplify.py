@@ -79,6 +79,11 @@ def _power(node: Node) -> Node | None:
     * ``x ** -1 -> 1/x`` for floats (correctly rounded, so bit-identical to a correct pow);
     * ``x ** 3``, ``x ** 4``, ``x ** -2`` for floats: two roundings, within the documented
       ULP bound of pow (OpenCL's own pow may be 16 ULP off); exact for integers (wrapping).
+
+    Every intermediate lies between 1 and the result (``x ** -2`` is ``(1/x) * (1/x)``, not
+    ``1 / (x*x)``), so none overflows or underflows where the power itself does not: float16
+    ``np.power(-358.5, -2)`` is the subnormal 7.8e-06, and ``1 / (x*x)`` gave 0 (``x*x``
+    overflowed; found by fuzz seed 2222).
     """
     base, exponent = node.srcs
     value = uniform_value(exponent)
@@ -97,9 +102,8 @@ def _power(node: Node) -> Node | None:
         square = node.replace(op=Op.MUL, srcs=(base, base))
         return node.replace(op=Op.MUL, srcs=(square, square))
     if is_float and k in (-1, -2):
-        one = const(1, node.dtype, ())
-        denominator = base if k == -1 else node.replace(op=Op.MUL, srcs=(base, base))
-        return node.replace(op=Op.TRUEDIV, srcs=(one, denominator))
+        inverse = node.replace(op=Op.TRUEDIV, srcs=(const(1, node.dtype, ()), base))
+        return inverse if k == -1 else node.replace(op=Op.MUL, srcs=(inverse, inverse))
     return None
 
 
