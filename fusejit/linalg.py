@@ -25,7 +25,7 @@ from .ir import Node, const
 from .numpy_api import FUNCTIONS, _reduce, implements, transpose
 from .ops import Op
 from .trace import GUFUNCS, TensorProxy, apply_ufunc, broadcast_to, cast, check_output_cast, \
-    lift, reshape
+    lift, reshape, single_out
 
 # -- the core -------------------------------------------------------------------------------------
 
@@ -100,10 +100,7 @@ def matmul_nodes(a: TensorProxy, b: TensorProxy, dtype: Any = None, name: str = 
 def _write(result: TensorProxy, out: Any, name: str, casting: str = "same_kind") -> Any:
     if out is None:
         return result
-    if isinstance(out, tuple):
-        if len(out) != 1:
-            raise ValueError("The 'out' tuple must have exactly one entry")
-        out = out[0]
+    out = single_out(out)
     if not isinstance(out, TensorProxy):
         raise UnsupportedOperationError(
             "out= inside @fuse must be an argument of the fused function (or a view of one)")

@@ -25,7 +25,7 @@ from .errors import UnsupportedOperationError
 from .ir import Node, const
 from .numpy_api import FUNCTIONS, implements
 from .ops import OP_OF_UFUNC, SCAN_COMBINE, Op
-from .trace import TensorProxy, apply_ufunc, cast, lift, reshape
+from .trace import TensorProxy, apply_ufunc, cast, lift, reshape, single_out
 from .trace import where as select
 
 
@@ -46,10 +46,7 @@ def _loop_dtype(ufunc: np.ufunc, x: np.dtype, dtype: Any, out: Any) -> np.dtype:
 def _check_out(out: Any, shape: tuple[int, ...]) -> TensorProxy | None:
     if out is None:
         return None
-    if isinstance(out, tuple):
-        if len(out) != 1:
-            raise ValueError("The 'out' tuple must have exactly one entry")
-        out = out[0]
+    out = single_out(out)
     if not isinstance(out, TensorProxy):
         raise TypeError("output must be an array (out= inside @fuse must be an argument of "
                         "the fused function, or a view of one)")

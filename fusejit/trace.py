@@ -293,6 +293,15 @@ def _precheck_output_cast(ufunc: np.ufunc, inputs: Sequence[Any], out: Any, dtyp
     check_output_cast(ufunc.__name__, loop[-1], target.dtype, casting)
 
 
+def single_out(out: Any) -> Any:
+    """``out=`` of a one-output function: the array itself, or the one entry of a tuple."""
+    if isinstance(out, tuple):
+        if len(out) != 1:
+            raise ValueError("The 'out' tuple must have exactly one entry")
+        out = out[0]
+    return out
+
+
 def check_output_cast(ufunc_name: str, value: np.dtype, target: np.dtype,
                       casting: str = "same_kind") -> None:
     """Refuse to store a ufunc result into an array of ``target`` dtype, as NumPy's out= does."""

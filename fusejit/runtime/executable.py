@@ -47,6 +47,7 @@ def memory_pool(queue: cl.CommandQueue) -> cltools.MemoryPool:
 
 
 _PARAM, _OFFSET, _OUT, _TEMP, _PART, _SCALAR, _EXTENT = range(7)
+_BY_VALUE = frozenset({_OFFSET, _SCALAR, _EXTENT})  # bound by value (scalar_args), not buffers
 _enqueue = cl.enqueue_nd_range_kernel
 
 
@@ -159,9 +160,6 @@ def _set_args(knl: cl.Kernel, plan: Sequence[tuple[int, int]], tables: tuple) ->
             scalar_args.bind(knl, i, scalar_args.packer(value.dtype)(value))
         else:
             knl.set_arg(i, value)
-
-
-_BY_VALUE = frozenset({_OFFSET, _SCALAR, _EXTENT})
 
 
 def _deriver(params: Sequence[Param], index: int, shared: list | None = None) -> Any:
