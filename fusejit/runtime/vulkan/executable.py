@@ -145,6 +145,10 @@ class VulkanExecutable:
         self.pipelines = [_Pipeline(device, prelude, k, name) for k in module.kernels
                           if math.prod(k.global_size) > 0]
         self.params = graph.params
+        # a hoisted scalar's host evaluation, built once (all of them share one evaluation)
+        shared: list = []
+        self._derive = {i: _deriver(self.params, i, shared) for i, p in enumerate(self.params)
+                        if p.kind == "derived"}
         self._arrays = [(p, prm.source) for p, prm in enumerate(graph.params)
                         if prm.kind == "array"]
         self._consts: dict[int, Any] = {}
@@ -216,7 +220,7 @@ class VulkanExecutable:
                     elif a.role == "extent":  # a runtime extent: this signature's value
                         words.append(_scalar_word(a.dtype.type(a.value)))
                     else:
-                        derive = _deriver(self.params, a.index)  # (a hoisted scalar)
+                        derive = self._derive.get(a.index)  # (a hoisted scalar)
                         value = flat[self.params[a.index].source] if derive is None \
                             else derive(flat)
                         words.append(_scalar_word(_kernel_arg_scalar(value, a.dtype)))
