@@ -341,8 +341,9 @@ class Fused:
                 mono = self._guarded.get(fkey, _MISS)
                 if mono is _MISS:  # this signature's second call: its guarded launcher
                     exe = compiled.executable
-                    mono = self._guarded[fkey] = exe.guarded(fkey, exe.treedef,
-                                                             tree_unflatten, _MISS)
+                    mono = exe.guarded(fkey, exe.treedef, tree_unflatten, _MISS)
+                    if mono is not None or not exe.needs_run():  # (tuning: ask again later)
+                        self._guarded[fkey] = mono
                     if mono is not None:  # (launching as the calls after this one will)
                         self._mono = mono
                         result = mono(args)

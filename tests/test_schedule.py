@@ -298,6 +298,32 @@ def test_autotuning_does_not_apply_an_in_place_write_twice(monkeypatch, tmp_path
         assert_matches(x, np.full(10, 11, np.float32))
 
 
+@pytest.mark.parametrize("device_arrays", [False, True])
+def test_autotuning_runs_on_the_second_call_on_every_path(device_arrays, monkeypatch, tmp_path,
+                                                          queue):
+    # device-array calls take the generated fast launchers: the second call must still tune
+    # (a test there compared bound methods with `is`, so those calls never tuned)
+    from fusejit.runtime import autotune
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "_memory", {})
+    monkeypatch.setattr(autotune, "_loaded", False)
+    tuned = []
+    real = autotune.tune
+    monkeypatch.setattr(autotune, "tune", lambda *a, **k: tuned.append(a[2]) or real(*a, **k))
+    fused = fuse(lambda x: x * 2 + 1, autotune=True)
+    host = np.arange(autotune.MIN_ITEMS * 16, dtype=np.float32)  # (items are vectors)
+    x = pyopencl_array(queue, host) if device_arrays else host
+    for call in range(4):
+        out = fused(x)
+        assert len(tuned) == (call > 0), call
+        assert_matches(out.get() if device_arrays else out, host * 2 + 1)
+
+
+def pyopencl_array(queue, host):
+    import pyopencl.array as cla
+    return cla.to_device(queue, host)
+
+
 # -- a write into a function's result never reaches the argument it was computed from --------------
 
 FRESH = [np.nan_to_num, np.positive, np.copy, np.round, np.fix, np.abs,

@@ -47,7 +47,7 @@ class Backend(abc.ABC):
                    constants: dict[int, Any], queue: Any, host_mode: bool, autotune: bool,
                    name: str) -> Any:
         """Build the lowered module's kernels and return what runs them (``run``,
-        ``launch``, ``guarded``, ``treedef``, ``queue_arg``)."""
+        ``launch``, ``guarded``, ``needs_run``, ``treedef``, ``queue_arg``)."""
 
 
 class DeviceArray:

@@ -278,6 +278,12 @@ class Executable:
         self.launch = self._build_launcher()
         return self.launch(flat, queue)
 
+    def needs_run(self) -> bool:
+        """Whether calls must go through ``run``: tuning is pending, or a NumPy argument is
+        written in place. (Not ``self.launch is self.run``: each attribute read makes a new
+        bound method, so that test was always false and device-array calls never tuned.)"""
+        return bool(self._to_tune or self._host_writes)
+
     def _bind(self, queue: cl.CommandQueue) -> tuple:
         """What a launch needs of its queue, as one tuple: (queue, its memory pool, then per
         output the attributes of its result array, see ``_array_template``). The last one is
@@ -297,7 +303,7 @@ class Executable:
         and enqueues this signature needs. Anything else (NumPy inputs, pending autotuning, a
         NumPy argument written in place) goes through ``run``. Generated from our own
         templates only: no user string reaches the generated code."""
-        if self._to_tune or self._host_writes:
+        if self.needs_run():
             return self.run
         env, body = self._launch_body(checked=False)
         lines = ["def launch(flat, queue):", *body]
@@ -401,7 +407,7 @@ class Executable:
         match this signature (identity and equality tests on the attributes the fast cache key
         is made of) and launches; ``miss`` when they do not. None when the signature has a
         kind of argument the guard does not cover."""
-        if self.launch is self.run or self.queue_arg < 0:
+        if self.needs_run() or self.queue_arg < 0:
             return None
         env, body = self._launch_body(checked=True)
         env.update({"MISS": miss, "unflatten": unflatten, "treedef": treedef})

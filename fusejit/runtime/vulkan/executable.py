@@ -169,6 +169,10 @@ class VulkanExecutable:
         """No generated inline cache on Vulkan: calls take the keyed path."""
         return None
 
+    def needs_run(self) -> bool:
+        """Nothing is pending on Vulkan (no launch-shape tuning): ``guarded``'s None is final."""
+        return False
+
     def run(self, flat: Sequence[Any], device: VulkanDevice) -> tuple[Any, ...]:
         dev = self.device
         if device is not dev:
