@@ -224,6 +224,37 @@ def test_float64_literals_and_scalars_are_exact(fv) -> None:
         np.testing.assert_array_equal(got[1].get(), 3.5)
 
 
+@pytest.mark.parametrize("off", [-1, 1])
+def test_float64_division_and_sqrt_round_correctly_from_a_driver_an_ulp_off(fv, rng,
+                                                                           monkeypatch, off):
+    """Vulkan lets a driver's double / and sqrt be 2.5 ULP off (NVIDIA's are an ulp off): the
+    FMA correction rounds them as NumPy does. The driver's results are pushed about an ulp off
+    here, so the correction is what makes them exact."""
+    if "shader-f64" not in fv.default_device().features:
+        pytest.skip("this Vulkan adapter has no shader-f64")
+    from fusejit.targets import glsl_double
+    nudge = f"(double(1.0) + double({off}) * double({2.0 ** -52!r}))"
+    text = glsl_double._HELPERS.replace("q = (a / b) * one;", f"q = (a / b) * {nudge};")
+    text = text.replace("s = sqrt(a) * one;", f"s = sqrt(a) * {nudge};")
+    assert text.count(nudge) == 2
+    monkeypatch.setattr(glsl_double, "_HELPERS", text)
+    glsl_double.helpers.cache_clear()
+    monkeypatch.setattr(glsl_double, "helpers", glsl_double.helpers)  # cleared again after
+    try:
+        a = rng.standard_normal(4096) * np.exp2(rng.integers(-1000, 1000, 4096))
+        b = rng.standard_normal(4096) * np.exp2(rng.integers(-1000, 1000, 4096))
+        a[:4] = 5e-324, -3e-310, 1.7e308, 2.0 ** -1022  # subnormal and extreme operands
+        q, r = fuse(lambda a, b: (a / b, np.sqrt(np.abs(a))))(fv.to_device(a), fv.to_device(b))
+        with np.errstate(all="ignore"):
+            want = a / b
+        normal = ~(np.abs(want) < np.finfo(np.float64).tiny)  # subnormal quotients: an ulp
+        np.testing.assert_array_equal(q.get()[normal], want[normal])
+        np.testing.assert_array_max_ulp(q.get(), want, maxulp=1)
+        np.testing.assert_array_equal(r.get(), np.sqrt(np.abs(a)))
+    finally:
+        glsl_double.helpers.cache_clear()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_float_results_are_not_reassociated_or_contracted(fv, dtype) -> None:
     """SPIR-V lets a driver reassociate and contract float ops (lavapipe folded (x + b) - x to

@@ -387,7 +387,7 @@ class GLSLTarget(Target):
             self.helpers.setdefault("1_half", _HALF)
         if "_d(" in template:  # (fj_rh_d rounds through fj_rh)
             self.helpers.setdefault("1_half", _HALF)
-            self.helpers.setdefault("1_xdouble", glsl_double.HELPERS)
+            self.helpers.setdefault("1_xdouble", glsl_double.helpers())
         if "fj_special_" in template or "fj_logaddexp" in template:
             self.helpers.setdefault("1_derived", _DERIVED)
             for fn in _SPECIAL:

@@ -14,6 +14,7 @@ So:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -22,12 +23,53 @@ from .. import dtypes as dt
 from ..ops import Op
 from .glsl_helpers import truth
 
-HELPERS = """
+# Vulkan lets a driver's double / and sqrt be 2.5 ULP off (NVIDIA's are an ulp off on the
+# H200), and its fma need not be fused (lavapipe's is not), so they are corrected by hand:
+# the operands are scaled by powers of two to within 2^+-474 (exact), the remainder
+# r = a - q*b (or a - s*s) of the driver's result is computed exactly with Dekker's product
+# (Veltkamp's split; a - q*b is exact by Sterbenz), q + r/b rounds once, and the result is
+# scaled back. That is correctly rounded except within ~2^-51 ulp of a midpoint (r/b is the
+# driver's quotient) and for subnormal quotients (scaled back, rounded twice: an ulp at most).
+# Each step is a product with the uniform 1.0 (``one``), so no driver folds the split away.
+_HELPERS = """
 bool fj_isnan_d(double x) { return fj_isnan(float(x)); }
 bool fj_signbit_d(double x) { return (floatBitsToUint(float(x)) >> 31) != 0u; }
-double fj_div_d(double a, double b) {
+bool fj_finite_nz_d(double x) { return !fj_isnan_d(x) && x != double(0.0) && abs(x) <= {MAX}; }
+double fj_scale_d(double x) {
+    /* a power of two taking |x| to within 2^-474 .. 2^424 */
+    return abs(x) > {T} ? {DOWN} : (abs(x) < {1/T} ? {UP} : double(1.0));
+}
+double fj_rem_d(double a, double x, double y, double one) {
+    /* a - x*y exactly, for x*y within a factor of 2 of a */
+    double cx = (x * {SPLIT}) * one, cy = (y * {SPLIT}) * one;
+    double xh = (cx - (cx - x) * one) * one, yh = (cy - (cy - y) * one) * one;
+    double xl = (x - xh) * one, yl = (y - yh) * one, p = (x * y) * one;
+    double e = ((((xh * yh) * one - p) * one + (xh * yl) * one) * one + (xl * yh) * one) * one;
+    e = (e + (xl * yl) * one) * one;
+    return (((a - p) * one) - e) * one;
+}
+double fj_qdiv_d(double a, double b, double one) {
+    if (!fj_finite_nz_d(a) || !fj_finite_nz_d(b)) return (a / b) * one;
+    double sa = fj_scale_d(a), sb = fj_scale_d(b);
+    a = (a * sa) * one;
+    b = (b * sb) * one;
+    double q = (a / b) * one;
+    q = (q + (fj_rem_d(a, q, b, one) / b) * one) * one;
+    if (sa != sb)  /* q * sb / sa, in two exact steps (1/sa is a power of two too) */
+        q = (((q * (sa == {DOWN} ? {UP} : (sa == {UP} ? {DOWN} : double(1.0)))) * one) * sb) * one;
+    return q;
+}
+double fj_sqrt_d(double a, double one) {
+    if (!fj_finite_nz_d(a)) return sqrt(a) * one;
+    double sa = fj_scale_d(a);
+    a = (a * sa) * one;
+    double s = sqrt(a) * one;
+    s = (s + (fj_rem_d(a, s, s, one) / (double(2.0) * s)) * one) * one;
+    return (s * (sa == {DOWN} ? {HALF_UP} : (sa == {UP} ? {HALF_DOWN} : double(1.0)))) * one;
+}
+double fj_div_d(double a, double b, double one) {
     /* a / b for b == +-0 by sign bits: lavapipe folds x / 0.0 with a constant zero */
-    if (!(b == double(0.0))) return a / b;
+    if (!(b == double(0.0))) return fj_qdiv_d(a, b, one);
     if (fj_isnan_d(a) || a == double(0.0)) return double(uintBitsToFloat(0x7fc00000u));
     return double(uintBitsToFloat(fj_signbit_d(a) != fj_signbit_d(b) ? 0xff800000u
                                                                        : 0x7f800000u));
@@ -55,11 +97,13 @@ _NAN = "double(uintBitsToFloat(0x7fc00000u))"
 
 T: dict[Op, str] = {
     Op.ADD: "({a} + {b})", Op.SUB: "({a} - {b})", Op.MUL: "({a} * {b})",
-    Op.TRUEDIV: "fj_div_d({a}, {b})", Op.RECIPROCAL: "fj_div_d(double(1.0), {a})",
+    Op.TRUEDIV: "fj_div_d({a}, {b}, double(fj_one))",
+    Op.RECIPROCAL: "fj_div_d(double(1.0), {a}, double(fj_one))",
     Op.NEG: "(-{a})", Op.POS: "{a}", Op.ABS: "abs({a})", Op.SQUARE: "({a} * {a})",
     Op.SIGN: "(fj_isnan_d({a}) ? {a} : ({a} > double(0.0) ? double(1.0) : "
              "({a} < double(0.0) ? double(-1.0) : double(0.0))))",
-    Op.SQRT: "(fj_isnan_d({a}) ? {a} : ({a} < double(0.0) ? " + _NAN + " : sqrt({a})))",
+    Op.SQRT: "(fj_isnan_d({a}) ? {a} : ({a} < double(0.0) ? " + _NAN +
+             " : fj_sqrt_d({a}, double(fj_one))))",
     Op.FLOOR: "(fj_isnan_d({a}) ? {a} : floor({a}))",
     Op.CEIL: "(fj_isnan_d({a}) ? {a} : ceil({a}))",
     Op.TRUNC: "(fj_isnan_d({a}) ? {a} : trunc({a}))",
@@ -129,3 +173,16 @@ def cast(src: np.dtype, dst: np.dtype, x: str) -> str | None:
     word, top = literal(2.0 ** 32), literal(2.0 ** 63)
     return (f"(fj_isnan_d({x}) ? 0u : ({x} >= {top} ? 4294967295u : ({x} < -{top} ? 0u : "
             f"uint(trunc({x}) - {word} * floor(trunc({x}) / {word})))))")
+
+
+
+@functools.cache
+def helpers() -> str:
+    """The GLSL helper functions float64 kernels call."""
+    fields = {"{MAX}": float(np.finfo(np.float64).max), "{1/T}": 2.0 ** -400, "{T}": 2.0 ** 400,
+              "{DOWN}": 2.0 ** -600, "{UP}": 2.0 ** 600, "{HALF_UP}": 2.0 ** 300,
+              "{HALF_DOWN}": 2.0 ** -300, "{SPLIT}": 2.0 ** 27 + 1}
+    text = _HELPERS
+    for name, value in fields.items():
+        text = text.replace(name, literal(value))
+    return text
