@@ -2,7 +2,8 @@
 
     python benchmarks/vulkan_kernels.py [--size 26] [--rows 16384]
 
-For chain8 (2^size float32) and softmax (rows x 1024 float32) on the Vulkan device, prints:
+For chain8 (2^size float32), softmax (rows x 1024 float32) and layernorm (rows/2 x 4096) on
+the Vulkan device, prints:
 
 * kernel: the dispatches alone, from GPU timestamps around ten copies in one compute pass,
   after 0.1 s of calls back to back (adapters with ``timestamp-query``);
@@ -111,10 +112,15 @@ def main() -> None:
               rng.uniform(-2, 2, 2**args.size).astype(np.float32), 2),
              (f"softmax {args.rows}x1024", lambda a: workloads.softmax(np, a),
               rng.standard_normal((args.rows, 1024)).astype(np.float32), 2)]
+    cases.append((f"layernorm {args.rows // 2}x4096",
+                  lambda a, w, b: workloads.layernorm(np, a, w, b),
+                  rng.standard_normal((args.rows // 2, 4096)).astype(np.float32), 2))
+    wb = [fv.to_device(rng.uniform(lo, hi, 4096).astype(np.float32))
+          for lo, hi in ((0.5, 1.5), (-0.5, 0.5))]
     for name, fn, host, passes in cases:
-        x = fv.to_device(host)
+        xs = [fv.to_device(host), *(wb if name.startswith("layernorm") else [])]
         f = fuse(fn)
-        sync, per_call, b2b = wall(lambda: f(x), dev.finish)
+        sync, per_call, b2b = wall(lambda: f(*xs), dev.finish)
         moved = passes * host.nbytes
         kernel = stamps.kernel_s() if stamps else float("nan")
         print(f"{name}: kernel {kernel * 1e6:.1f} us ({moved / kernel / 1e12:.2f} TB/s), "
