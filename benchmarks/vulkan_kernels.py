@@ -2,9 +2,11 @@
 
     python benchmarks/vulkan_kernels.py [--size 26] [--rows 16384]
 
-For chain8 (2^size float32) and softmax (rows x 1024 float32) on the Vulkan device, prints:
+For chain8 (2^size float32), softmax (rows x 1024 float32) and layernorm (rows/2 x 4096) on
+the Vulkan device, prints:
 
-* kernel: the compute pass alone, from GPU timestamps (adapters with ``timestamp-query``);
+* kernel: the dispatches alone, from GPU timestamps around ten copies in one compute pass,
+  after 0.1 s of calls back to back (adapters with ``timestamp-query``);
 * sync: one call plus ``finish()``, median (what ``python -m fusejit.bench`` reports first);
 * host: the call alone, without waiting (fusejit's and wgpu's host time per call);
 * b2b: calls back to back, one wait at the end, per call (the bench's throughput table).
@@ -42,22 +44,30 @@ class Timestamps:
             submit(steps)
 
         device.recorder.submit = keep
+        self.submit, self.finish = submit, device.finish
         usage = wgpu.BufferUsage
         self.queries = self.dev.create_query_set(type="timestamp", count=2)
         self.resolved = self.dev.create_buffer(size=16, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
         self.read = self.dev.create_buffer(size=16, usage=usage.MAP_READ | usage.COPY_DST)
 
-    def kernel_s(self, reps: int = 20) -> float:
+    def kernel_s(self, reps: int = 5, copies: int = 10) -> float:
+        """Median kernel time of the steps, timed over ``copies`` of them in one pass after
+        0.1 s of them back to back (isolated single passes on an idle H200 varied 2x)."""
+        end = time.perf_counter() + 0.1
+        while time.perf_counter() < end:
+            self.submit(self.steps)
+        self.finish()
         out = []
         for _ in range(reps):
             enc = self.dev.create_command_encoder()
             cpass = enc.begin_compute_pass(timestamp_writes={
                 "query_set": self.queries, "beginning_of_pass_write_index": 0,
                 "end_of_pass_write_index": 1})
-            for pipeline, group, x, y in self.steps:
-                cpass.set_pipeline(pipeline)
-                cpass.set_bind_group(0, group)
-                cpass.dispatch_workgroups(x, y, 1)
+            for _ in range(copies):
+                for pipeline, group, x, y in self.steps:
+                    cpass.set_pipeline(pipeline)
+                    cpass.set_bind_group(0, group)
+                    cpass.dispatch_workgroups(x, y, 1)
             cpass.end()
             enc.resolve_query_set(self.queries, 0, 2, self.resolved, 0)
             enc.copy_buffer_to_buffer(self.resolved, 0, self.read, 0, 16)
@@ -65,7 +75,7 @@ class Timestamps:
             self.read.map_sync(self.wgpu.MapMode.READ)
             ticks = np.frombuffer(self.read.read_mapped(), np.uint64).copy()
             self.read.unmap()
-            out.append(int(ticks[1] - ticks[0]) * 1e-9)  # (wgpu reports nanoseconds)
+            out.append(int(ticks[1] - ticks[0]) * 1e-9 / copies)  # (wgpu reports nanoseconds)
         return statistics.median(out)
 
 
@@ -102,10 +112,15 @@ def main() -> None:
               rng.uniform(-2, 2, 2**args.size).astype(np.float32), 2),
              (f"softmax {args.rows}x1024", lambda a: workloads.softmax(np, a),
               rng.standard_normal((args.rows, 1024)).astype(np.float32), 2)]
+    cases.append((f"layernorm {args.rows // 2}x4096",
+                  lambda a, w, b: workloads.layernorm(np, a, w, b),
+                  rng.standard_normal((args.rows // 2, 4096)).astype(np.float32), 2))
+    wb = [fv.to_device(rng.uniform(lo, hi, 4096).astype(np.float32))
+          for lo, hi in ((0.5, 1.5), (-0.5, 0.5))]
     for name, fn, host, passes in cases:
-        x = fv.to_device(host)
+        xs = [fv.to_device(host), *(wb if name.startswith("layernorm") else [])]
         f = fuse(fn)
-        sync, per_call, b2b = wall(lambda: f(x), dev.finish)
+        sync, per_call, b2b = wall(lambda: f(*xs), dev.finish)
         moved = passes * host.nbytes
         kernel = stamps.kernel_s() if stamps else float("nan")
         print(f"{name}: kernel {kernel * 1e6:.1f} us ({moved / kernel / 1e12:.2f} TB/s), "

@@ -4,6 +4,8 @@ on Vulkan through the ``device`` fixture.)"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -209,6 +211,25 @@ def test_rows_kept_in_registers_are_unrolled(fv, rng, cols) -> None:
                             "{ const int k = 1;", "    s += c[k];", "}", "} while (false);"]
     odd = ["/*fj_unroll*/for (int k = 0; k < 2; k++) {", "    if (k > 0) continue;", "}"]
     assert unroll(odd) == [odd[0].replace("/*fj_unroll*/", ""), *odd[1:]]  # left a loop
+
+
+@pytest.mark.parametrize("shape", [(37, 1000), (6, 4096), (9, 40)])
+def test_row_kernels_hold_several_rows_of_one_subgroup_each(fv, rng, shape) -> None:
+    """naga's GLSL barrier() keeps only a subgroup in step, so a row's lanes are one 32-lane
+    team and a work-group holds several rows (the last group only partly): every lane's part
+    of every row, from lane 32 and row 4 on too, reaches the row's result."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[:, -1] = 50.0  # the maximum in the last lane of each row
+    x[-1, 33 % shape[1]] = 60.0  # and once in lane 33 of the last (padded) group's last row
+    d = fv.to_device(x)
+    f = fuse(lambda a: (a.max(axis=1), a.sum(axis=1), (a > 49).any(axis=1), _softmax(a)))
+    got = f(d)
+    np.testing.assert_array_equal(got[0].get(), x.max(axis=1))
+    np.testing.assert_allclose(got[1].get(), x.sum(axis=1), rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(got[2].get(), (x > 49).any(axis=1))
+    np.testing.assert_allclose(got[3].get(), _softmax(x), rtol=1e-4, atol=1e-7)
+    sizes = {k.local_size for k in f.lower(d).module.kernels}
+    assert (32, 4) in sizes and all(math.prod(s) <= 128 for s in sizes)
 
 
 def test_float64_literals_and_scalars_are_exact(fv) -> None:

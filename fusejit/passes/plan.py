@@ -50,6 +50,10 @@ class DeviceLimits:
     # work-items a work-group that synchronises with barriers may have (0: max_work_group);
     # Vulkan through naga's GLSL: one subgroup, see runtime/vulkan/device.py
     max_barrier_group: int = 0
+    # with max_barrier_group: a work-group may still hold several teams of that many
+    # consecutive work-items when each team's barriers and local memory stay its own (row
+    # kernels, a row a team): Vulkan's barrier keeps each 32-lane subgroup in step
+    barrier_teams: bool = False
 
 
 @dataclass(frozen=True)

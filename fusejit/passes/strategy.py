@@ -17,6 +17,10 @@ from ..symbolic import Expr
 from .plan import DeviceLimits, ReduceStrategy, reads_of
 
 
+# work-items of a row kernel's work-group (several rows a group when a row has fewer lanes)
+ROW_GROUP = 128
+
+
 def choose_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int,
                     inner_contiguous: bool, limits: DeviceLimits,
                     lane_bytes: int = 0) -> ReduceStrategy:
@@ -32,12 +36,16 @@ def choose_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int
         # per lane by 2-4x (shallower barrier trees, more independent loads per lane); softmax
         # kernel 0.0391 ms with 64 lanes x 16, 0.0373 with 128 x 8, 0.0455 with 256 x 4;
         # layernorm 0.0731 with 256 x 16, 0.083 with 128 x 32.
+        # (with barrier teams the lanes of a row are one team, the rows share the work-group)
+        team, group = wg, wg
+        if limits.barrier_teams and limits.max_barrier_group:
+            group = min(limits.max_work_group, 1024)
         ly = 1
-        while ly * 2 <= min(wg, 256, max(32, red // 8)):
+        while ly * 2 <= min(team, 256, max(32, red // 8)):
             ly *= 2
         while ly > 1 and ly // 2 >= red:
             ly //= 2
-        lx = max(1, min(wg // ly, 128 // ly))
+        lx = max(1, min(group // ly, ROW_GROUP // ly))
     elif inner_contiguous:
         ly = 1
         while ly < min(red, wg, 16):

@@ -194,10 +194,13 @@ for _op, _sym in _COMPARE.items():
     _T[(_op, "b")] = "(int({a}) " + _sym + " int({b}))"  # GLSL orders no bools
 
 
-# float32 results the driver must not see through: SPIR-V lets a Vulkan driver reassociate and
-# contract float arithmetic (lavapipe turns (x + b) - x into b, NVIDIA may fuse a * b + c), and
-# naga cannot mark an op precise (NoContraction). XOR with the uniform block's fj_z (always 0),
-# or for doubles a product with its fj_one (1.0), keeps each result as NumPy rounds it.
+# float results the driver must not see through: SPIR-V lets a Vulkan driver reassociate and
+# contract float arithmetic (lavapipe turns (x + b) - x into b, NVIDIA fuses a * b + c), and
+# naga cannot mark an op precise (NoContraction). A product with the uniform block's fj_one
+# (1.0, unknown to the compiler) keeps each result as NumPy rounds it: exact, and nothing folds
+# across it. (It replaced an XOR of the bits with fj_z = 0, which kept the results too but
+# stopped NVIDIA merging a work-item's four adjacent accesses into 16-byte ones: an H200 ran
+# chain8 over 2^26 float32 in 254 us with the XOR, 129 us with the product, 156 us with neither.)
 _OPAQUE = frozenset({Op.ADD, Op.SUB, Op.MUL})
 _UNROLL = "/*fj_unroll*/"
 _UNROLL_LOOP = re.compile(r"^(\s*)/\*fj_unroll\*/for \(int k = 0; k < (\d+); k\+\+\) \{$")
@@ -373,8 +376,8 @@ class GLSLTarget(Target):
         if dt.type_name(out) in glsl_narrow.BITS and "predicate" not in OPS[op].flags:
             return glsl_narrow.wrap(dt.type_name(out), text)
         if op in _OPAQUE and out == dt.FLOAT32:
-            return f"uintBitsToFloat(floatBitsToUint({text}) ^ fj_z)"
-        if op in _OPAQUE and out == dt.FLOAT64:  # (no bit casts of doubles: x * 1.0 is exact)
+            return f"({text} * fj_one)"
+        if op in _OPAQUE and out == dt.FLOAT64:
             return f"({text} * double(fj_one))"
         return text
 
@@ -519,7 +522,7 @@ class GLSLTarget(Target):
     def kernel_header(self, name: str, params: Sequence[str],
                       local_size: tuple[int, ...] | None) -> str:
         """Buffers bind in signature order (0, 1, ...); the uniform block after them holds
-        the launch's group counts, ``fj_z`` = 0 and ``fj_one`` = 1.0 (see _OPAQUE), then the
+        the launch's group counts, a padding word and ``fj_one`` = 1.0 (see _OPAQUE), then the
         scalars, doubles first (std140: each at the next offset of its size)."""
         dims = (*(local_size or (1,)), 1, 1)[:3]
         lines = [f"// {name}",
@@ -532,7 +535,7 @@ class GLSLTarget(Target):
                          key=lambda p: not p.startswith("double "))
         macros = ["#define " + p.split(" #define ")[1] for p in params if " #define " in p]
         lines += [b.replace("{binding}", str(i)) for i, b in enumerate(buffers)]
-        members = " ".join(["uint fj_g0; uint fj_groups; uint fj_z; float fj_one;", *scalars])
+        members = " ".join(["uint fj_g0; uint fj_groups; uint fj_pad; float fj_one;", *scalars])
         lines.append(f"layout(std140, set = 0, binding = {len(buffers)}) uniform FjArgs "
                      f"{{ {members} }};")
         lines += macros

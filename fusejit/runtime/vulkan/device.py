@@ -80,11 +80,14 @@ class VulkanDevice:
                 # uniform block
                 max_arg_bytes=8 * (min(lim["max-storage-buffers-per-shader-stage"],
                                        lim["max-bindings-per-bind-group"]) - 1),
-                # naga's GLSL frontend turns barrier() into a control barrier of every scope
-                # including the subgroup one, and on an H200 that synchronised only each
-                # 32-lane subgroup (row reductions wrong from lane 32 on). Work-groups with
-                # barriers are kept to 32 work-items: one subgroup on NVIDIA and AMD.
-                max_barrier_group=BARRIER_GROUP),
+                # naga's GLSL frontend has only barrier(), which it turns into an
+                # OpControlBarrier of Subgroup execution scope (naga's Barrier::all() holds
+                # SUB_GROUP; wgpu then requires the subgroup-barrier feature), and on an H200
+                # that synchronised only each 32-lane subgroup (row reductions wrong from lane
+                # 32 on). Barriers therefore synchronise teams of 32 consecutive work-items
+                # (one subgroup on NVIDIA and AMD): row kernels put several rows of 32 lanes in
+                # a work-group, other kernels with barriers keep to 32 work-items.
+                max_barrier_group=BARRIER_GROUP, barrier_teams=True),
             has_fp64=False, correctly_rounded_div_sqrt=False, is_cpu=self.is_cpu)
         _features[self.info.key] = self.features
         self._free: dict[int, list[Any]] = {}
