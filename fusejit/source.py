@@ -75,7 +75,7 @@ class SourceModule(ReductionKernels):
                 return True
         return any(s > limit for s in sizes)
 
-    def _lowering(self, group: Group) -> Lowering:
+    def _lowering(self, group: Group, target: Target | None = None) -> Lowering:
         index_dtype = dt.INT64 if self.wide else dt.INT32
         args = ArgTable(self.graph, self.written, self.aliased, index_dtype)
         # what the schedule says the kernel loads (passes/schedule.py), and of that only what an
@@ -85,7 +85,7 @@ class SourceModule(ReductionKernels):
         for r in group.reductions:  # its own results, bound where it reads them
             if r in self.materialized:
                 materialized.setdefault(r, self.materialized[r])
-        low = Lowering(self.target, self.graph, args, materialized,
+        low = Lowering(target or self.target, self.graph, args, materialized,
                        self.target.index_type(self.wide))
         low.vector_ops = not self.is_gpu
         return low
@@ -120,7 +120,7 @@ class SourceModule(ReductionKernels):
                      ) -> tuple[Kernel, Lowering]:
         """A grid-stride loop over ``vec``-wide vectors of the iteration space, then the
         ``n % vec`` tail elements one per work-item."""
-        low = self._lowering(group)
+        low = self._lowering(group, self.target.elementwise_target())
         it = low.index_type
         space = group.space
         n = math.prod(space)
