@@ -90,8 +90,8 @@ def test_packed_matches_unpacked_and_numpy(rng, lowering: str, packed: Any, case
                 assert np.array_equal(g[fine], w[fine]), case
             else:
                 assert _same_bits(g, w), case
-        else:
-            assert_matches(g, w)
+        else:  # (a device's float32 builtins may round to the other float16 neighbour)
+            assert_matches(g, w, ulp=1)
 
 
 @pytest.mark.parametrize("shape", [(4096, 12), (512, 6), (300, 10)])
