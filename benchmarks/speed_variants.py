@@ -6,14 +6,15 @@ arrays, ms synchronized and throughput as fusejit.bench times them):
   (targets/opencl_half2.py), 8 and 16 lanes, a cheaper tanh candidate, and a bound with tanh
   left out; every result compared bit for bit with "before" and with NumPy's float16;
 * tanh16: np.tanh over all 65536 float16 values, each spelling against this host's NumPy;
-* Black-Scholes at 2^24: 4 lanes (the default), 1, 2 and 8; 1/x as ``rcp.rn.f32`` and every
-  division and sqrt as explicit ``.rn`` PTX (the same correctly rounded results); for
-  information approximate div/sqrt and native exp/log (which change results, so fusejit never
-  does it);
+* Black-Scholes at 2^24: 4 lanes (the default) and 2; exp's NaN test as a select instead of a
+  branch (the same results); for information approximate div/sqrt and native exp/log (which
+  change results, so fusejit never does it); ``black_scholes_more``: 1 and 8 lanes, 1/x as
+  ``rcp.rn.f32`` and every division and sqrt as explicit ``.rn`` PTX (the same results);
+* a fused GELU on the same float16 values in torch and torch.compile, where importable;
 * Adam at 2^26 with constants, with runtime hyperparameters, and with a new step each call.
 
     PYTHONPATH=. python benchmarks/speed_variants.py [--small] [--dump DIR] [gelu16] [tanh16]
-        [black_scholes] [adam]
+        [black_scholes] [black_scholes_more] [adam]
 
 ``--dump DIR`` writes each variant's PTX (and SASS where ptxas is found) with opcode counts
 (benchmarks/isa_dump.py). The variants are made by swapping fusejit's spellings for the
@@ -72,11 +73,14 @@ def no_correct_rounding() -> Iterator[None]:
 
 
 def timed(call: Callable[[], Any], queue: Any) -> str:
+    """``queue``: an OpenCL queue, or torch.cuda (its synchronize waits)."""
+    finish = queue.finish if hasattr(queue, "finish") else queue.synchronize
+
     def sync() -> None:
         call()
-        queue.finish()
+        finish()
     t, _ = measure(sync, budget_s=0.4, min_reps=10)
-    b = measure_batched(call, lambda _: queue.finish(), t.median_s, 0.8)
+    b = measure_batched(call, lambda _: finish(), t.median_s, 0.8)
     return f"sync {t.median_s * 1e3:.4f} ms  throughput {b.median_s * 1e3:.4f} ms"
 
 
@@ -98,8 +102,9 @@ inline float fj_tanh_h(float x) {
 
 @contextmanager
 def tanh_as(kind: str | None) -> Iterator[None]:
-    """The packed target's float16 tanh: None (the builtin), "fast" (FAST_TANH) or "x" (tanh
-    left out: a bound on what tanh costs, wrong results)."""
+    """The packed target's float16 tanh: None (the builtin behind a NaN test, which NVIDIA
+    compiles to a branch), "select" (the builtin, then a select on NaN: the same results),
+    "fast" (FAST_TANH) or "x" (tanh left out: a bound on what tanh costs, wrong results)."""
     if kind is None:
         yield
         return
@@ -109,6 +114,8 @@ def tanh_as(kind: str | None) -> Iterator[None]:
         if op is Op.TANH and out == np.float16:
             if kind == "x":
                 return operands[0]
+            if kind == "select":
+                return f"select(tanh({operands[0]}), {operands[0]}, isnan({operands[0]}))"
             self.helpers["fast_tanh"] = FAST_TANH
             return f"(isnan({operands[0]}) ? {operands[0]} : fj_tanh_h({operands[0]}))"
         return render(self, op, out, ins, operands)
@@ -120,6 +127,7 @@ GELU16 = (  # (name, packed?, lanes, tanh)
     ("before: float, rounded per op", False, None, None),
     ("packed f16x2", True, None, None),
     ("packed f16x2, 16 lanes", True, 16, None),
+    ("packed f16x2, NaN test as select", True, None, "select"),
     ("packed f16x2, fast tanh", True, None, "fast"),
     ("bound: packed, tanh left out", True, None, "x"),
     ("bound: before, 16 lanes", False, 16, None),
@@ -144,6 +152,25 @@ def gelu16(queue: Any) -> None:
                       f"float16 in {int((got != numpy).sum())} elements", flush=True)
         except Exception as exc:  # noqa: BLE001 - one failing variant must not stop the run
             print(f"gelu float16, {name}: FAILED {type(exc).__name__}: {str(exc)[-2000:]}")
+    torch_gelu16(host, numpy)
+
+
+def torch_gelu16(host: np.ndarray, numpy: np.ndarray) -> None:
+    """The same GELU in torch and torch.compile on the same float16 values, where importable."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return
+        x = torch.from_numpy(host.view(np.int16)).cuda().view(torch.float16)
+        for name, fn in (("torch", lambda x: gelu(torch, x)),
+                         ("torch.compile", torch.compile(lambda x: gelu(torch, x)))):
+            got = fn(x).cpu().view(torch.int16).numpy().view(np.uint16)
+            print(f"gelu float16 2^{26 - SHRINK}, {name:34s} "
+                  f"{timed(lambda: fn(x), torch.cuda)}; differs from NumPy float16 in "
+                  f"{int((got != numpy).sum())} elements", flush=True)
+    except Exception as exc:  # noqa: BLE001
+        print(f"gelu float16, torch: FAILED {type(exc).__name__}: {str(exc)[-500:]}")
 
 
 def tanh16(queue: Any) -> None:
@@ -159,6 +186,7 @@ def tanh16(queue: Any) -> None:
     print(f"tanh float16, this host's NumPy {np.__version__} against float64 rounded: "
           f"{int(diff(numpy, exact).sum())} of 65536 differ", flush=True)
     for name, packed, tanh in (("before", False, None), ("packed", True, None),
+                               ("packed, select", True, "select"),
                                ("packed, fast tanh", True, "fast")):
         try:
             with (nullcontext() if packed else half2.unpacked()), tanh_as(tanh):
@@ -185,7 +213,8 @@ inline float fj_div_rn(float x, float y) {
 
 def _rewrite(src: str, kind: str) -> str:
     """Source-level variants of one kernel: "rcp" (1/x as rcp.rn.f32: the same correctly rounded
-    result), "asm" (also x/y as div.rn.f32 and sqrt as sqrt.rn.f32: the same results), "native"
+    result), "asm" (also x/y as div.rn.f32 and sqrt as sqrt.rn.f32: the same results), "select"
+    (exp's NaN test as a select after it, not a branch around it: the same results), "native"
     (exp and log as native_exp/native_log: a bound, different results)."""
     if kind in ("rcp", "asm"):
         src = re.sub(r"\(0x1p\+0f / (\w+)\)", r"fj_rcp_rn(\1)", src)
@@ -196,6 +225,9 @@ def _rewrite(src: str, kind: str) -> str:
         return head + "\n" + _RCP + rest
     if kind == "native":
         return re.sub(r"\b(exp|log)\(", r"native_\1(", src)
+    if kind == "select":  # (isnan(v) ? v : exp(v)) -> select(exp(v), v, isnan(v)): no branch
+        return re.sub(r"\(isnan\((\w+)\) \? \1 : (\w+)\(\1\)\)", r"select(\2(\1), \1, isnan(\1))",
+                      src)
     return src
 
 
@@ -212,23 +244,26 @@ def source_as(kind: str | None) -> Iterator[None]:
 
 BLACK_SCHOLES = (  # (name, lanes, correctly rounded, source variant)
     ("4 lanes (default)", None, True, None),
-    ("1 lane", 1, True, None),
     ("2 lanes", 2, True, None),
-    ("8 lanes", 8, True, None),
-    ("1/x as rcp.rn.f32", None, True, "rcp"),
-    ("div/sqrt/rcp as .rn PTX", None, True, "asm"),
+    ("NaN tests as select", None, True, "select"),
+    ("2 lanes, NaN tests as select", 2, True, "select"),
     ("bound: approximate div/sqrt", None, False, None),
     ("bound: native exp/log", None, True, "native"),
 )
+# measured once (H200: none faster than the default; ``black_scholes_more`` runs them)
+BLACK_SCHOLES_MORE = (
+    ("1 lane", 1, True, None), ("8 lanes", 8, True, None),
+    ("1/x as rcp.rn.f32", None, True, "rcp"), ("div/sqrt/rcp as .rn PTX", None, True, "asm"),
+)
 
 
-def black_scholes_cases(queue: Any) -> None:
+def black_scholes_cases(queue: Any, variants: tuple = BLACK_SCHOLES) -> None:
     n = 1 << (24 - SHRINK)
     rng = np.random.default_rng(0)
     args = [cla.to_device(queue, rng.uniform(lo, hi, n).astype(np.float32))
             for lo, hi in ((5, 30), (1, 100), (0.25, 10))]
     base = None
-    for name, vec, exact, kind in BLACK_SCHOLES:
+    for name, vec, exact, kind in variants:
         try:
             with lanes(vec), (no_correct_rounding() if not exact else lanes(None)), \
                     source_as(kind):
@@ -296,6 +331,7 @@ def main(argv: list[str]) -> None:
     print(f"packed float16 (runtime/half2_probe.py): "
           f"{half2_probe.unavailable(queue.device) or 'available'}")
     cases = {"gelu16": gelu16, "tanh16": tanh16, "black_scholes": black_scholes_cases,
+             "black_scholes_more": lambda q: black_scholes_cases(q, BLACK_SCHOLES_MORE),
              "adam": adam}
     for name in argv or list(cases):
         cases[name](queue)
