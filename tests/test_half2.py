@@ -132,7 +132,9 @@ def test_probe_expectations_match_the_helpers() -> None:
 
 def test_tanh_float16_exhaustive(packed: Any) -> None:
     """Every float16 value: the packed tanh (the unpacked template lane by lane) is the
-    unpacked one, and NumPy's float16 loop."""
+    unpacked one, and within a ULP of NumPy's float16 loop (equal on NumPy 2.4.6 here and on
+    the H200 host's 2.5.2, both equal to float64 tanh rounded; NumPy's float16 tanh itself may
+    differ between machines)."""
     h = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
     with packed():
         got = fuse(np.tanh)(h)
@@ -141,7 +143,7 @@ def test_tanh_float16_exhaustive(packed: Any) -> None:
     with np.errstate(invalid="ignore"):
         want = np.tanh(h)
     assert _same_bits(got, before)
-    assert _same_bits(got, want)
+    assert_matches(got, want, ulp=1)
 
 
 def test_literal_bits() -> None:
