@@ -192,9 +192,10 @@ def tanh16(queue: Any) -> None:
             with (nullcontext() if packed else half2.unpacked()), tanh_as(tanh):
                 got = fusejit.fuse(np.tanh)(cla.to_device(queue, h)).get()
             d = diff(got, numpy)
+            first = [(float(v), float(g), float(w))
+                     for v, g, w in zip(h[d][:5], got[d][:5], numpy[d][:5])]
             print(f"tanh float16 exhaustive, {name:20s} differs from NumPy in {int(d.sum())}, "
-                  f"from float64 rounded in {int(diff(got, exact).sum())}; first: "
-                  f"{[(float(v), float(g), float(w)) for v, g, w in zip(h[d][:5], got[d][:5], numpy[d][:5])]}",
+                  f"from float64 rounded in {int(diff(got, exact).sum())}; first: {first}",
                   flush=True)
         except Exception as exc:  # noqa: BLE001
             print(f"tanh float16 exhaustive, {name}: FAILED {type(exc).__name__}: {exc}")
@@ -204,7 +205,9 @@ def tanh16(queue: Any) -> None:
 
 _RCP = """
 inline float fj_rcp_rn(float x) { float r; asm("rcp.rn.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
-inline float fj_sqrt_rn(float x) { float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+inline float fj_sqrt_rn(float x) {
+    float r; asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(x)); return r;
+}
 inline float fj_div_rn(float x, float y) {
     float r; asm("div.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y)); return r;
 }
@@ -273,8 +276,9 @@ def black_scholes_cases(queue: Any, variants: tuple = BLACK_SCHOLES) -> None:
                 same = all(np.array_equal(a, b) for a, b in zip(got, base))
                 dump(f"black_scholes {name}", _rewrite(f.lower(*args).source, kind or ""),
                      queue, exact)
-                print(f"black_scholes 2^{24 - SHRINK}, {name:30s} {timed(lambda: f(*args), queue)}; "
-                      f"same results as the default: {same}", flush=True)
+                print(f"black_scholes 2^{24 - SHRINK}, {name:30s} "
+                      f"{timed(lambda: f(*args), queue)}; same results as the default: {same}",
+                      flush=True)
         except Exception as exc:  # noqa: BLE001
             print(f"black_scholes, {name}: FAILED {type(exc).__name__}: {str(exc)[-2000:]}")
 

@@ -54,7 +54,8 @@ CASES = {
     "chain": (lambda x, y: (x * x + np.float16(1.5)) * y - x, True),
     "signs": (lambda x, y: (-x, np.abs(y), +x, np.square(x), x ** 2), True),
     "constants": (lambda x, y: (0.5 * x, x + np.float16(np.inf), x * 3.0, 1.0 - y), True),
-    "where": (lambda x, y: (np.where(x > y, x, y), np.where(x < 0, -x, 2 * y)), True),
+    "where": (lambda x, y: (np.where(x > y, x, y), np.where(x < 0, -x, 2 * y),
+                            np.where(x > 0, x, np.float16(-np.nan))), True),
     "extrema": (lambda x, y: (np.maximum(x, y), np.minimum(x * y, y), np.fmax(x, y)), True),
     "compare": (lambda x, y: (x * y > x, np.isnan(x + y), x == y), True),
     "casts": (lambda x, y: ((x * y).astype(np.float32) * 3, (x + y).astype(np.int32),
@@ -151,5 +152,7 @@ def test_literal_bits() -> None:
     assert _literal_bits("(-0x1p+0f)") == 0xbc00
     assert _literal_bits("INFINITY") == 0x7c00 and _literal_bits("(-INFINITY)") == 0xfc00
     assert _literal_bits("0x1.988p-1f") == int(np.array(np.float16(0.7978845608)).view(np.uint16))
-    assert _literal_bits("NAN") is None and _literal_bits("v3") is None
+    assert _literal_bits("NAN") == int(np.array(np.float16(np.nan)).view(np.uint16))
+    assert _literal_bits("(-NAN)") == int(np.array(np.float16(-np.nan)).view(np.uint16))
+    assert _literal_bits("v3") is None
     assert _literal_bits("0x1.0000002p+0f") is None  # not a float16 value

@@ -111,11 +111,6 @@ def _words(n: int) -> str:
     return "uint" if n == 2 else f"uint{n // 2}"
 
 
-def _parts(var: str, n: int) -> list[str]:
-    """The components of an n-lane vector variable."""
-    return [var] if n == 1 else [f"{var}.s{i:x}" for i in range(n)]
-
-
 class PackedHalfTarget(OpenCLTarget):
     """OpenCLTarget for elementwise kernels, with float16 vectors packed (module docstring).
     Shares its helpers with the target it was made from, so one prelude holds both."""
@@ -261,19 +256,22 @@ class PackedHalfTarget(OpenCLTarget):
 
 def _literal_bits(text: str) -> int | None:
     """The float16 bits of a float literal as OpenCLTarget spells one (``0x1.988p-1f``,
-    ``(-0x1p+0f)``, ``INFINITY``, ``NAN``), or None for anything else (a variable)."""
+    ``(-0x1p+0f)``, ``INFINITY``, ``(-NAN)``: NumPy's float16 NaN, its sign kept), or None for
+    anything else (a variable)."""
     t = text.strip()
     while t.startswith("(") and t.endswith(")"):
         t = t[1:-1].strip()
     sign = -1.0 if t.startswith("-") else 1.0
     t = t.lstrip("-")
     try:
+        if t == "NAN":
+            return 0xfe00 if sign < 0 else 0x7e00
         if t == "INFINITY":
             value = sign * np.inf
         elif t.endswith("f") and t.startswith("0x"):
             value = sign * float.fromhex(t[:-1])
         else:
-            return None  # (NAN keeps its own sign rules: left to the conversion)
+            return None
     except ValueError:
         return None
     h = np.float16(value)
