@@ -433,7 +433,8 @@ class Lowering:
         """An op whose operands differ per lane: one vector-typed op when OpenCL has an exact
         vector form (PoCL only vectorises real vector types well), else lane by lane."""
         t, V = self.target, self.lanes
-        vexpr = self._vector_expr(node) if self.vector_ops else None
+        vexpr = self._vector_expr(node) if self.vector_ops or t.packed_lanes(node.dtype) \
+            else None
         if vexpr is None:
             ctype = t.compute_type(node.dtype)
             return Lanes(tuple(

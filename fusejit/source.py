@@ -22,7 +22,7 @@ from .indexing import Index, broadcast_index, unravel
 from .ir import Graph, toposort
 from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
 from .lowering import LANE, ArgTable, Block, Lowering, _extent, _guard, _store
-from .ops import SHARED_BY_LANES
+from .ops import SHARED_BY_LANES, Op
 from .passes.partition import Group, Plan
 from .passes.schedule import loaded
 from .reduce_source import ReductionKernels
@@ -75,7 +75,7 @@ class SourceModule(ReductionKernels):
                 return True
         return any(s > limit for s in sizes)
 
-    def _lowering(self, group: Group) -> Lowering:
+    def _lowering(self, group: Group, target: Target | None = None) -> Lowering:
         index_dtype = dt.INT64 if self.wide else dt.INT32
         args = ArgTable(self.graph, self.written, self.aliased, index_dtype)
         # what the schedule says the kernel loads (passes/schedule.py), and of that only what an
@@ -85,7 +85,7 @@ class SourceModule(ReductionKernels):
         for r in group.reductions:  # its own results, bound where it reads them
             if r in self.materialized:
                 materialized.setdefault(r, self.materialized[r])
-        low = Lowering(self.target, self.graph, args, materialized,
+        low = Lowering(target or self.target, self.graph, args, materialized,
                        self.target.index_type(self.wide))
         low.vector_ops = not self.is_gpu
         return low
@@ -120,7 +120,7 @@ class SourceModule(ReductionKernels):
                      ) -> tuple[Kernel, Lowering]:
         """A grid-stride loop over ``vec``-wide vectors of the iteration space, then the
         ``n % vec`` tail elements one per work-item."""
-        low = self._lowering(group)
+        low = self._lowering(group, self.target.elementwise_target())
         it = low.index_type
         space = group.space
         n = math.prod(space)
@@ -130,7 +130,12 @@ class SourceModule(ReductionKernels):
             # float16 computes as float, but on GPUs it is the 2-byte loads that count: 8 lanes
             # make them 16 bytes (H200 float16 gelu at 2^26: 0.143 -> 0.131 ms with 8 lanes)
             half = 2 if self.is_gpu else 4
-            widest = max((half if n.dtype == dt.FLOAT16 else n.dtype.itemsize) for n in nodes)
+            # (on GPUs a kernel that reads and writes only float16 holds every value in a float
+            # register either way, so float32 values between, float16 x ** 3's, count as half)
+            narrow = {dt.FLOAT16, dt.FLOAT32} if self.is_gpu and all(
+                n.dtype == dt.FLOAT16 for n in nodes if n.op is Op.INPUT or n in low.materialized
+            ) and all(st.node.dtype == dt.FLOAT16 for st in group.stores) else {dt.FLOAT16}
+            widest = max((half if n.dtype in narrow else n.dtype.itemsize) for n in nodes)
             if any(n.op in SHARED_BY_LANES for n in nodes):  # 8 lanes share one Philox block
                 widest = (16 if self.is_gpu else 32) // 8
             if not self.target.lanes_by_bytes:

@@ -104,3 +104,22 @@ def device(request):
     fusejit.set_default_device(name)
     yield name
     fusejit.set_default_device(previous)
+
+
+@pytest.fixture(params=["cpu", "gpu"])
+def lowering(request, monkeypatch) -> str:
+    """Lower as the test device does, or with a GPU's limits (8 float16 lanes, 16-byte loads,
+    ops lane by lane)."""
+    if request.param == "gpu":
+        import dataclasses
+
+        from fusejit.runtime import opencl
+
+        real = opencl.device_info
+
+        def fake(device: object) -> object:
+            info = real(device)
+            return dataclasses.replace(info, limits=dataclasses.replace(info.limits,
+                                                                        is_gpu=True))
+        monkeypatch.setattr(opencl, "device_info", fake)
+    return request.param

@@ -60,7 +60,8 @@ def test_in_place_writes_are_validated(x):
 
 def test_a_wrong_kernel_is_caught(x, monkeypatch):
     # a target template off by 1e-3: far beyond tanh's documented 8 ULP
-    monkeypatch.setitem(opencl._TEMPLATES, (Op.TANH, "f"), "(tanh({a}) + 1e-3f)")
+    for key in ("f", "float32"):  # (float32 has its own spelling: a select after the builtin)
+        monkeypatch.setitem(opencl._TEMPLATES, (Op.TANH, key), "(tanh({a}) + 1e-3f)")
     monkeypatch.setitem(opencl._VEC, (Op.TANH, "f"), "(tanh({a}) + 1e-3f)")
     with pytest.raises(ValidationError) as info:
         fuse(gelu, validate=True)(x)

@@ -12,6 +12,7 @@ import pyopencl as cl
 
 from ..passes.partition import DeviceLimits
 from .cache import place_pocl_cache
+from .half2_probe import unavailable as half2_unavailable
 
 place_pocl_cache()  # before PoCL initialises: its kernel cache lives where fusejit can recover it
 
@@ -69,6 +70,7 @@ class DeviceInfo:
     is_cpu: bool
     max_alloc: int = 0  # CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes (0: unknown)
     global_mem: int = 0  # CL_DEVICE_GLOBAL_MEM_SIZE, bytes
+    half2: bool = False  # native packed float16 arithmetic (runtime/half2_probe.py)
 
 
 @cache
@@ -91,4 +93,4 @@ def device_info(device: cl.Device) -> DeviceInfo:
     return DeviceInfo(key, limits, fp64,
                       bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
                       bool(device.type & cl.device_type.CPU), int(device.max_mem_alloc_size),
-                      int(device.global_mem_size))
+                      int(device.global_mem_size), is_gpu and half2_unavailable(device) is None)

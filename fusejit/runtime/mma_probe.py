@@ -62,17 +62,24 @@ def probe_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return a, b, d
 
 
-def _probe(queue: cl.CommandQueue) -> str | None:
-    dev = queue.device
+def nvidia_capability(dev: cl.Device) -> tuple[int, int] | str:
+    """An NVIDIA device's compute capability (major, minor), or why there is none to read."""
     if "NVIDIA" not in dev.platform.name.upper() and "NVIDIA" not in dev.vendor.upper():
         return f"{dev.name.strip()} is not an NVIDIA device"
     if "cl_nv_device_attribute_query" not in dev.extensions:
         return "the driver lacks cl_nv_device_attribute_query (no compute capability)"
     try:
-        major = int(dev.get_info(COMPUTE_CAPABILITY_MAJOR_NV))
-        minor = int(dev.get_info(COMPUTE_CAPABILITY_MINOR_NV))
+        return (int(dev.get_info(COMPUTE_CAPABILITY_MAJOR_NV)),
+                int(dev.get_info(COMPUTE_CAPABILITY_MINOR_NV)))
     except (cl.Error, ValueError, TypeError) as exc:
         return f"compute capability unreadable ({exc})"
+
+
+def _probe(queue: cl.CommandQueue) -> str | None:
+    cc = nvidia_capability(queue.device)
+    if isinstance(cc, str):
+        return cc
+    major, minor = cc
     if major < 8:
         return f"compute capability {major}.{minor} < 8.0 (mma.sync tf32 needs sm_80)"
     try:
@@ -107,4 +114,4 @@ def unavailable(queue: object) -> str | None:
         return _results[key]
 
 
-__all__ = ["unavailable"]
+__all__ = ["nvidia_capability", "unavailable"]

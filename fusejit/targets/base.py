@@ -135,6 +135,15 @@ class Target(abc.ABC):
     fixed_local_size: bool = False  # the work-group shape is compiled in (never autotuned)
     bool_accumulator: np.dtype | None = None  # what reductions of bools accumulate in (None: bool)
 
+    def packed_lanes(self, dtype: np.dtype) -> bool:
+        """Are vectors of ``dtype`` held packed in their storage format (opencl_half2), so that
+        ops on them take their vector forms even where other ops go lane by lane?"""
+        return False
+
+    def elementwise_target(self) -> Target:
+        """The target elementwise kernels are spelled with (sharing this one's helpers)."""
+        return self
+
     def cast(self, ctype: str, x: str) -> str:
         """``x`` converted to the type named ``ctype`` (index math, iota values)."""
         return f"(({ctype}){x})"

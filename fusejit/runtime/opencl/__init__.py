@@ -15,6 +15,7 @@ import pyopencl.invoker  # noqa: F401 - cl.Kernel imports it at first use (~8 ms
 
 from ...errors import UnsupportedDTypeError
 from ...targets.base import Target
+from ...targets import opencl_half2 as half2
 from ...targets.opencl import OpenCLTarget
 from ..backend import Backend
 from ..build import build_cached, build_options
@@ -32,6 +33,9 @@ class OpenCLBackend(Backend):
         return device_info(queue.device)
 
     def target(self, info: DeviceInfo) -> Target:
+        spelling = half2.spelling(info.half2)  # float16 lanes packed (targets/opencl_half2.py)
+        if spelling is not None:
+            return half2.Half2OpenCLTarget(native=spelling == "native")
         return OpenCLTarget()
 
     def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
