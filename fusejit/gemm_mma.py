@@ -124,6 +124,9 @@ OPTS = {
     "v": "vector local stores",
     "w": "float16 k-row pairs loaded by one work-item, stored as whole words",
     "p": "next k step's fragments loaded before this step's MMAs",
+    "a": "tiles copied by cp.async into a ring of 3 stages (gemm_mma_async.py)",
+    "s": "4 stages in the ring",
+    "l": "fragments of k-contiguous ring tiles by ldmatrix",
 }
 
 
@@ -143,8 +146,15 @@ def pad(kind: str) -> int:
 
 
 def local_bytes(cfg: GemmConfig) -> int:
+    """Local memory of the kernel: with "a" the larger of the ring and the register path's
+    double buffer (it serves the products whose operands cp.async cannot copy)."""
     item = 2 if cfg.mma == "f16" else 4  # (float16 tiles hold halves)
-    return 2 * cfg.kwg * (cfg.mwg + pad(cfg.mma) + cfg.nwg + pad(cfg.mma)) * item
+    regs = 2 * cfg.kwg * (cfg.mwg + pad(cfg.mma) + cfg.nwg + pad(cfg.mma)) * item
+    if "a" not in cfg.mma_opts:
+        return regs
+    from .gemm_mma_async import local_bytes as ring
+
+    return max(regs, ring(cfg))
 
 
 def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
@@ -153,6 +163,8 @@ def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
         return False
     if cfg.mma_opts != "".join(o for o in OPTS if o in cfg.mma_opts):
         return False  # (unknown, repeated or out-of-order letters: a foreign entry)
+    if ("s" in cfg.mma_opts or "l" in cfg.mma_opts) and "a" not in cfg.mma_opts:
+        return False
     wm, wn = cfg.mwg // wgm, cfg.nwg // wgn
     if cfg.mwg % wgm or cfg.nwg % wgn or wm % 16 or wn % 8 or cfg.kwg % _K_STEP[cfg.mma]:
         return False
@@ -164,56 +176,42 @@ def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
 
 
 def space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
-    """Candidates, fastest measured first (the tuner times the first few in this order):
-    128x128 tiles over 8 warps of 64x32 (64 accumulators a lane), 128x256 for float16 with
-    word stores ("vw"); then other warp grids and smaller work-groups."""
-    # (ms measured on an H200 in one run of the sweep, 4096^3 + bias + ReLU, each kind's
-    # candidates in this order; registers as measured before: 3xtf32 249, 103, 108, 104)
+    """Candidates, fastest measured first (the tuner times the first few in this order): the
+    cp.async ring ("a", gemm_mma_async.py) on 128x128 tiles over 8 warps of 64x32, then
+    other ring tiles, then the register path's best (what serves a product whose operands
+    cp.async cannot copy is the same tile without "a")."""
+    # register path (ms measured on an H200 in one run of the sweep, 4096^3 + bias + ReLU;
+    # registers as measured before: 3xtf32 249, 103, 108, 104)
     if kind == "3xtf32":  # 2.89, 3.09, 3.35, 3.92, 3.32
+        ring = [(128, 128, 16, 2, 4, "a"), (128, 128, 16, 2, 2, "a"), (128, 64, 16, 2, 2, "as"),
+                (128, 256, 8, 2, 4, "a")]
         shapes = [(128, 128, 16, 2, 4, ""), (128, 128, 16, 2, 2, "tv"), (128, 64, 16, 4, 2, ""),
                   (128, 128, 16, 4, 4, ""), (64, 64, 16, 2, 2, "")]
     elif kind == "tf32":  # 1.25, 1.29, 1.38, 1.43, 1.49, 1.68, 1.95 (48 KiB of local memory:
+        ring = [(128, 128, 16, 2, 4, "a"), (128, 128, 16, 2, 2, "a"), (128, 256, 8, 2, 4, "as"),
+                (256, 128, 8, 4, 2, "as"), (128, 128, 8, 2, 4, "as"), (128, 64, 16, 2, 2, "as")]
         shapes = [(128, 128, 16, 2, 4, ""), (64, 256, 16, 1, 4, "tvp"),  # float tiles 16 deep
                   (128, 256, 8, 2, 4, ""), (128, 128, 16, 2, 2, "tvp"), (128, 128, 16, 4, 2, ""),
                   (128, 64, 16, 2, 2, ""), (64, 64, 16, 2, 2, "")]
     else:  # 0.76, 0.77, 0.91, 1.11, 1.12, 1.39, 1.60 (tiles of halves: twice as deep; was
+        ring = [(128, 128, 32, 2, 4, "a"), (128, 256, 16, 2, 4, "as"), (128, 128, 32, 2, 2, "a"),
+                (256, 128, 16, 4, 2, "as"), (128, 256, 16, 2, 4, "vwa")]
         shapes = [(128, 256, 16, 2, 4, "vw"), (128, 256, 16, 2, 4, "w"),  # 0.91 with the
                   (128, 256, 16, 2, 4, ""), (128, 128, 32, 2, 4, ""),  # halves stored one by one)
                   (128, 128, 32, 4, 2, ""), (128, 64, 32, 2, 2, ""), (64, 64, 32, 2, 2, "")]
-    out = [config(kind, *s) for s in shapes]
+    ring += [(64, 64, 32 if kind == "f16" else 16, 2, 2, "a")]  # (small products)
+    out = [config(kind, *s) for s in ring + shapes]
     return [c for c in out if valid(c, limits)]
 
 
 def sweep_space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
     """What ``python -m fusejit.bench.gemm --precision --mma-sweep`` times, most telling first
-    (a time budget may cut it short): the first kernel's layout ("") on the tuning space's
-    first tile, that tile's variants (OPTS), other warp tiles with the variants, launch
-    orders, then the rest of the space."""
+    (a time budget may cut it short): the ring tiles, then the register path's best two (the
+    same run's baseline)."""
     base = space(kind, limits)
-    if not base:
-        return []
-    b = replace(base[0], mma_opts="")
-    shape = (b.mwg, b.nwg, b.kwg, *warps(b))
-    # ("t" measured slower everywhere, 1.25 -> 1.65 ms for tf32: its loads are not coalesced;
-    # the next candidates to measure are the 64x64 warp tiles with "vp", without it)
-    opts = ("vw", "w", "v", "vwp", "tvw") if kind == "f16" else ("v", "p", "vp", "tv", "tvp")
-    extra = [config(kind, *shape, o) for o in opts]
-    best = opts[0]
-    if kind == "tf32":
-        shapes = [(64, 256, 16, 1, 4), (128, 128, 16, 2, 2), (128, 256, 8, 2, 4),
-                  (256, 64, 16, 4, 1), (128, 128, 16, 4, 2)]
-    elif kind == "3xtf32":
-        shapes = [(128, 128, 16, 2, 2), (128, 64, 16, 4, 2), (64, 64, 16, 2, 2)]
-    else:
-        shapes = [(128, 128, 32, 2, 2), (256, 128, 16, 4, 2), (128, 128, 32, 2, 4)]
-    extra += [config(kind, *sh, best + "p" if kind == "tf32" else best) for sh in shapes]
-    extra += [config(kind, *sh, best if kind == "tf32" else best + "p") for sh in shapes]
-    extra += [config(kind, *shape, best, group_m=g) for g in (4, 16)]
-    out: list[GemmConfig] = []
-    for c in [b, *extra, *base]:
-        if c not in out and valid(c, limits):
-            out.append(c)
-    return out
+    ring = [c for c in base if "a" in c.mma_opts and c.mwg * c.nwg > 64 * 64]
+    regs = [c for c in base if "a" not in c.mma_opts][:2]
+    return ring + regs
 
 
 def heuristic(kind: str, m: int, n: int, limits: DeviceLimits) -> GemmConfig | None:
@@ -223,7 +221,7 @@ def heuristic(kind: str, m: int, n: int, limits: DeviceLimits) -> GemmConfig | N
     if not cands:
         return None
     big = cands[0]
-    small = next((c for c in cands if c.mwg == c.nwg == 64), big)
+    small = next((c for c in cands if c.mwg == c.nwg == 64 and "a" in c.mma_opts), big)
     tiles = math.ceil(m / big.mwg) * math.ceil(n / big.nwg)
     cfg = big if tiles >= limits.compute_units else small
     return replace(cfg, why="heuristic tensor-core tile")
@@ -233,10 +231,14 @@ def describe(cfg: GemmConfig) -> str:
     wgm, wgn = warps(cfg)
     inst = {"tf32": "m16n8k8 tf32", "3xtf32": "m16n8k8 tf32, three products a step (3xTF32)",
             "f16": "m16n8k16 f16, float32 accumulators"}[cfg.mma]
+    ring = "a" in cfg.mma_opts
+    tiles = (f"cp.async ring of {4 if 's' in cfg.mma_opts else 3} stages" if ring else
+             "local tiles double-buffered")
     return (f"tensor cores (mma.sync {inst}): tile {cfg.mwg}x{cfg.nwg}x{cfg.kwg}, "
-            f"{wgm}x{wgn} warps of {cfg.mwg // wgm}x{cfg.nwg // wgn}, local tiles "
-            f"double-buffered, launch grouped by {cfg.group_m} tile rows" +
-            "".join(f"; {OPTS[o]}" for o in cfg.mma_opts) +
+            f"{wgm}x{wgn} warps of {cfg.mwg // wgm}x{cfg.nwg // wgn}, {tiles}, launch grouped "
+            f"by {cfg.group_m} tile rows" +
+            "".join(f"; {OPTS[o]}" for o in cfg.mma_opts if o not in "as" and not (
+                ring and o in "tvw")) +
             (f", K split over {cfg.split} work-groups per tile" if cfg.split > 1 else ""))
 
 
@@ -325,6 +327,18 @@ class MmaGen(_Gen):
         if not valid(cfg):
             raise MatmulPrecisionError(f"not a valid tensor-core configuration: {cfg}")
         self.kind = cfg.mma
+        self.tiles = None
+        emulate = getattr(_emulate, "on", False)
+        if "a" in cfg.mma_opts:  # cp.async where both operands are plain copies
+            from . import gemm_mma_async as ring
+
+            self.S = cfg.split if cfg.local else 1
+            self.Kc = self.K // self.S
+            ops = ring.eligible(self)
+            if isinstance(ops, str):
+                self.cfg = cfg = self._register_path(cfg, ops)
+            else:
+                self.tiles = ring.Tiles(self, ops)
         self.wgm, self.wgn = warps(cfg)
         self.wm, self.wn = cfg.mwg // self.wgm, cfg.nwg // self.wgn
         it = self.it
@@ -332,10 +346,33 @@ class MmaGen(_Gen):
                      f"const {it} warp = ({it})get_local_id(0) / 32;",
                      f"const {it} mg = lane >> 2;", f"const {it} mt = lane & 3;",
                      f"const {it} wm = warp / {self.wgn};", f"const {it} wn = warp % {self.wgn};"]
+        if self.tiles is not None:
+            from . import gemm_mma_async as ring
+
+            self.pre += list(ring.emulated_macros(cfg.threads) if emulate else ring.PTX_MACROS)
         # (identical macros in each kernel of a program: a benign redefinition)
-        self.pre += list(emulated_macros(cfg.threads) if getattr(_emulate, "on", False)
-                         else PTX_MACROS)
+        self.pre += list(emulated_macros(cfg.threads) if emulate else PTX_MACROS)
         return super().build()
+
+    def _register_path(self, cfg: GemmConfig, why: str) -> GemmConfig:
+        """The configuration serving a product cp.async cannot copy: the register path's
+        fastest tile for this device (the same tile without the ring where the limits are
+        unknown)."""
+        limits = getattr(self.sm, "limits", None)
+        regs = ([c for c in space(cfg.mma, limits) if "a" not in c.mma_opts]
+                if limits is not None and limits.is_gpu else [])
+        if regs and cfg.split == 1:
+            out = regs[0]
+        else:
+            out = replace(cfg, mma_opts="".join(o for o in cfg.mma_opts if o not in "asl"))
+        note = f"register path: {why}" + (f"; {cfg.why}" if cfg.why else "")
+        return replace(out, why=note, group_m=cfg.group_m)
+
+    def tiled(self) -> None:
+        if self.tiles is not None:
+            self.tiles.pipeline()
+        else:
+            super().tiled()
 
     def pitch(self, is_a: bool) -> int:
         return (self.cfg.mwg if is_a else self.cfg.nwg) + pad(self.cfg.mma)
@@ -454,30 +491,7 @@ class MmaGen(_Gen):
                     self._fragment(s, f"b{{p}}{j}_{r}{x}", f"pb[{k * pb + 8 * j}]")
 
         def mmas(kk: int) -> None:
-            s = blocks[kk]
-            x = f"_s{kk}" if piped else ""
-            mma = "FJ_MMA_F16" if f16 else "FJ_MMA_TF32"
-            # 3xTF32: the small cross terms first, the big product last, into partial sums
-            # from zero added to the accumulators once a step: the tensor cores round their
-            # sums toward zero, a bias that grows with K if they carry the whole sum
-            # (fusejit/tf32.py; measured on an H200: 4-9x the SIMT kernel's error)
-            terms = (("l", "h"), ("h", "l"), ("h", "h")) if kind == "3xtf32" else (("h", "h"),)
-            split = kind == "3xtf32"
-            acc = (f"p{x}_" if piped else "p") if split else "acc"
-            if split:
-                s.emit(None, "float " + ", ".join(f"{acc}{r}_{c} = 0.0f" for r in range(2 * ti)
-                                                  for c in range(2 * tj)) + ";")
-            for pa_, pb_ in terms:
-                for i in range(ti):
-                    for j in range(tj):
-                        d = [f"{acc}{2 * i + q // 2}_{2 * j + q % 2}" for q in range(4)]
-                        a = [f"a{pa_}{i}_{r}{x}" for r in range(4)]
-                        b = [f"b{pb_}{j}_{r}{x}" for r in range(2)]
-                        s.emit(None, f"{mma}({', '.join(d + a + b)});")
-            if split:
-                for r in range(2 * ti):
-                    s.emit(None, " ".join(f"acc{r}_{c} += {acc}{r}_{c};"
-                                          for c in range(2 * tj)))
+            self.mmas(blocks[kk], ti, tj, f"_s{kk}" if piped else "")
 
         ks = list(steps)
         if piped:
@@ -488,6 +502,33 @@ class MmaGen(_Gen):
             elif n + 1 < len(ks):
                 loads(ks[n + 1])
             mmas(kk)
+
+    def mmas(self, s: Block, ti: int, tj: int, x: str) -> None:
+        """One k step's MMAs from the fragment registers a<part><i>_<r><x>, b<part><j>_<r><x>."""
+        kind = self.kind
+        piped = bool(x)
+        mma = "FJ_MMA_F16" if kind == "f16" else "FJ_MMA_TF32"
+        # 3xTF32: the small cross terms first, the big product last, into partial sums
+        # from zero added to the accumulators once a step: the tensor cores round their
+        # sums toward zero, a bias that grows with K if they carry the whole sum
+        # (fusejit/tf32.py; measured on an H200: 4-9x the SIMT kernel's error)
+        terms = (("l", "h"), ("h", "l"), ("h", "h")) if kind == "3xtf32" else (("h", "h"),)
+        split = kind == "3xtf32"
+        acc = (f"p{x}_" if piped else "p") if split else "acc"
+        if split:
+            s.emit(None, "float " + ", ".join(f"{acc}{r}_{c} = 0.0f" for r in range(2 * ti)
+                                              for c in range(2 * tj)) + ";")
+        for pa_, pb_ in terms:
+            for i in range(ti):
+                for j in range(tj):
+                    d = [f"{acc}{2 * i + q // 2}_{2 * j + q % 2}" for q in range(4)]
+                    a = [f"a{pa_}{i}_{r}{x}" for r in range(4)]
+                    b = [f"b{pb_}{j}_{r}{x}" for r in range(2)]
+                    s.emit(None, f"{mma}({', '.join(d + a + b)});")
+        if split:
+            for r in range(2 * ti):
+                s.emit(None, " ".join(f"acc{r}_{c} += {acc}{r}_{c};"
+                                      for c in range(2 * tj)))
 
     def _fragment(self, block: Block, name: str, first: str) -> None:
         """One fragment register from local memory: tf32 (rounded; 3xTF32: big and small
