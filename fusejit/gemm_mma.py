@@ -50,6 +50,24 @@ ReLU, the shapes of ``space``):
   at 64x256 (1x4 warps) 1.29 ms vs 1.25; 3xtf32 at 128x128 (2x2) 3.09 vs 2.89. The launch
   order (GROUP_M 4, 8, 16) changes no kind by more than 1%.
 
+**The cp.async ring** ("a", gemm_mma_async.py): where both operands are plain strided reads of
+float32 (tf32/3xtf32) or float16 (f16) buffers with 16-byte aligned rows, the tiles skip the
+registers: ``cp.async.cg.shared.global`` copies 16-byte chunks into a ring of 3 stages ("s": 4)
+kept in the operands' own layouts, XOR-swizzled so fragment reads are conflict-free, fragments
+by 32-bit loads or ldmatrix (``.trans`` for float16 tiles whose contiguous axis is not k; "l":
+also for k-contiguous tiles), "p" loading the next step's fragments (across stages too) before
+this step's MMAs. Products with a prologue, casts or misaligned rows take the register path
+above (explain() says why). Probed first on the H200 (benchmarks/mma_async_probe.py): the
+shared-window address of a __local pointer is ``(uint)(ulong)p`` (NVIDIA's OpenCL puts
+__local arrays in .shared and a pointer's integer value is its shared address; cvta.to.shared
+of it also works), cp.async with a source size zero-fills, and ldmatrix x4/x4.trans/x2.trans
+deliver the documented distribution. Measured (run 2 of the sweep, 4096^3 + bias + ReLU, "a"
+alone): 128x128 tiles over 2x2 warps of 64x64 are the fastest ring tiles: tf32 1.145 ms (the
+register path's best in the same run 1.235), 3xtf32 2.645 (2.85), f16 0.522 (0.742); 2x4
+warps of 64x32 are slower with the ring (tf32 1.32, f16 0.604: 256 work-items of ~140
+registers leave one work-group a multiprocessor), so are 4 stages of shallower tiles
+(tf32 128x128x8 1.35, 128x256x8 1.36; f16 128x256x16 0.602, 256x128x16 0.701).
+
 The PTX is spelled through four macros (FJ_TF32, FJ_F16X2, FJ_MMA_TF32, FJ_MMA_F16) defined
 at the top of the kernel. ``emulated()`` defines them instead as OpenCL C that exchanges the
 fragments through local memory and computes the same products, so PoCL runs the whole kernel
@@ -182,24 +200,28 @@ def space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
     cp.async cannot copy is the same tile without "a")."""
     # register path (ms measured on an H200 in one run of the sweep, 4096^3 + bias + ReLU;
     # registers as measured before: 3xtf32 249, 103, 108, 104)
+    # ring (run 2 of the sweep: "a" only): 3xtf32 2.64, 3.14, 3.69, 2.82 ms; tf32 1.145, 1.32,
+    # 1.36, 1.50, 1.35, 1.63; f16 0.522, 0.604, 0.602, 0.701, 0.609
     if kind == "3xtf32":  # 2.89, 3.09, 3.35, 3.92, 3.32
-        ring = [(128, 128, 16, 2, 4, "a"), (128, 128, 16, 2, 2, "a"), (128, 64, 16, 2, 2, "as"),
-                (128, 256, 8, 2, 4, "a")]
+        ring = [(128, 128, 16, 2, 2, "pal"), (128, 128, 16, 2, 2, "al"),
+                (128, 128, 16, 2, 2, "a"), (128, 128, 16, 2, 4, "pal"), (128, 256, 8, 2, 4, "a")]
         shapes = [(128, 128, 16, 2, 4, ""), (128, 128, 16, 2, 2, "tv"), (128, 64, 16, 4, 2, ""),
                   (128, 128, 16, 4, 4, ""), (64, 64, 16, 2, 2, "")]
     elif kind == "tf32":  # 1.25, 1.29, 1.38, 1.43, 1.49, 1.68, 1.95 (48 KiB of local memory:
-        ring = [(128, 128, 16, 2, 4, "a"), (128, 128, 16, 2, 2, "a"), (128, 256, 8, 2, 4, "as"),
-                (256, 128, 8, 4, 2, "as"), (128, 128, 8, 2, 4, "as"), (128, 64, 16, 2, 2, "as")]
+        ring = [(128, 128, 16, 2, 2, "pal"), (128, 128, 16, 2, 2, "pa"),
+                (128, 128, 16, 2, 2, "al"), (128, 128, 16, 2, 2, "a"), (128, 64, 16, 2, 1, "pal"),
+                (128, 128, 16, 2, 4, "pal"), (128, 256, 8, 2, 4, "asl")]
         shapes = [(128, 128, 16, 2, 4, ""), (64, 256, 16, 1, 4, "tvp"),  # float tiles 16 deep
                   (128, 256, 8, 2, 4, ""), (128, 128, 16, 2, 2, "tvp"), (128, 128, 16, 4, 2, ""),
                   (128, 64, 16, 2, 2, ""), (64, 64, 16, 2, 2, "")]
     else:  # 0.76, 0.77, 0.91, 1.11, 1.12, 1.39, 1.60 (tiles of halves: twice as deep; was
-        ring = [(128, 128, 32, 2, 4, "a"), (128, 256, 16, 2, 4, "as"), (128, 128, 32, 2, 2, "a"),
-                (256, 128, 16, 4, 2, "as"), (128, 256, 16, 2, 4, "vwa")]
+        ring = [(128, 128, 32, 2, 2, "pal"), (128, 128, 32, 2, 2, "pa"),
+                (128, 128, 32, 2, 2, "al"), (128, 128, 32, 2, 2, "a"), (128, 64, 32, 2, 1, "pal"),
+                (128, 256, 16, 2, 4, "pasl"), (128, 128, 32, 2, 4, "pal")]
         shapes = [(128, 256, 16, 2, 4, "vw"), (128, 256, 16, 2, 4, "w"),  # 0.91 with the
                   (128, 256, 16, 2, 4, ""), (128, 128, 32, 2, 4, ""),  # halves stored one by one)
                   (128, 128, 32, 4, 2, ""), (128, 64, 32, 2, 2, ""), (64, 64, 32, 2, 2, "")]
-    ring += [(64, 64, 32 if kind == "f16" else 16, 2, 2, "a")]  # (small products)
+    ring += [(64, 64, 32 if kind == "f16" else 16, 2, 2, "pal")]  # (small products)
     out = [config(kind, *s) for s in ring + shapes]
     return [c for c in out if valid(c, limits)]
 
