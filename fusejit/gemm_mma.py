@@ -21,9 +21,9 @@ epilogue (the Lowering's stores, guarded in edge tiles) are the same code. What 
   small*big + big*small + big*big (small*small, ~2^-22 of the product, is dropped): float32
   accuracy (fusejit/tf32.py models it in NumPy, tests/test_tf32.py bounds it).
 
-Fragments are read with plain 32-bit local loads, not ldmatrix: ldmatrix moves 8x8 blocks of
-16-bit rows, and the tf32 tiles hold float32 values; float16 tiles are k-pair interleaved, so
-each fragment register is already one load (ldmatrix would save instructions, not bandwidth).
+On this register path fragments are read with plain 32-bit local loads, not ldmatrix: float16
+tiles are k-pair interleaved, so each fragment register is already one load (the ring below
+uses ldmatrix where its layouts need it).
 
 Tried on an H200 (tf32, 4096^3): an XOR swizzle of the local tiles making the stores of
 k-contiguous operands conflict-free, slower (1.24 -> 1.45 ms); non-volatile MMA asm, no faster
@@ -61,12 +61,25 @@ above (explain() says why). Probed first on the H200 (benchmarks/mma_async_probe
 shared-window address of a __local pointer is ``(uint)(ulong)p`` (NVIDIA's OpenCL puts
 __local arrays in .shared and a pointer's integer value is its shared address; cvta.to.shared
 of it also works), cp.async with a source size zero-fills, and ldmatrix x4/x4.trans/x2.trans
-deliver the documented distribution. Measured (run 2 of the sweep, 4096^3 + bias + ReLU, "a"
-alone): 128x128 tiles over 2x2 warps of 64x64 are the fastest ring tiles: tf32 1.145 ms (the
-register path's best in the same run 1.235), 3xtf32 2.645 (2.85), f16 0.522 (0.742); 2x4
-warps of 64x32 are slower with the ring (tf32 1.32, f16 0.604: 256 work-items of ~140
-registers leave one work-group a multiprocessor), so are 4 stages of shallower tiles
-(tf32 128x128x8 1.35, 128x256x8 1.36; f16 128x256x16 0.602, 256x128x16 0.701).
+deliver the documented distribution. Measured (``--precision --mlp --mma-sweep``, 4096^3 +
+bias + ReLU; two runs, the second's figures, the first's in brackets where both ran):
+
+* 128x128 tiles over 2x2 warps of 64x64 are the fastest ring tiles: tf32 1.143 ms (1.145;
+  the register path's best in the same run 1.234), 3xtf32 2.646 (2.645; register path 2.86),
+  f16 0.518 (0.522; register path "vw" 0.742, 30% slower).
+* "p" and "l" change little: tf32 "pal" 1.122, "pa" 1.161, "al" 1.165; f16 "pal" 0.515, "pa"
+  0.516, "al" 0.540. For 3xtf32 "p" is a disaster (11.35 ms: two sets of split fragments
+  spill); "al" 2.725.
+* Slower: 2x4 warps of 64x32 (tf32 1.32-1.40, f16 0.60, 3xtf32 3.02-3.14: 256 work-items of
+  ~140 registers leave one work-group a multiprocessor), 2x1 warps on 128x64 (tf32 1.53, f16
+  0.77), 4 stages of shallower tiles (tf32 128x128x8 1.35, 128x256x8 1.36; f16 128x256x16
+  0.57-0.60, 256x128x16 0.70).
+* So the ring lifts f16 to 44% of the MMA peak and tf32 to 40%, still 2x from torch (TF32
+  0.459, half 0.263 ms in the same run). With 48 KiB of local memory (OpenCL cannot opt in to
+  more) a stage of 128x128 tiles is 16 deep in float32, so every 2 MMA k steps end in a
+  barrier, and 2 work-groups of 4 warps a multiprocessor leave little to hide it. Not tried:
+  fewer registers (``-cl-nv-maxrregcount``) for 3 work-groups a multiprocessor, narrower but
+  deeper stages, warp-specialised copies.
 
 The PTX is spelled through four macros (FJ_TF32, FJ_F16X2, FJ_MMA_TF32, FJ_MMA_F16) defined
 at the top of the kernel. ``emulated()`` defines them instead as OpenCL C that exchanges the
@@ -195,16 +208,19 @@ def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
 
 def space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
     """Candidates, fastest measured first (the tuner times the first few in this order): the
-    cp.async ring ("a", gemm_mma_async.py) on 128x128 tiles over 8 warps of 64x32, then
-    other ring tiles, then the register path's best (what serves a product whose operands
-    cp.async cannot copy is the same tile without "a")."""
+    cp.async ring ("a", gemm_mma_async.py) on 128x128 tiles over 2x2 warps of 64x64, then
+    other ring tiles, then the register path's tiles (which serve, on a GPU, the products
+    whose operands cp.async cannot copy: MmaGen._register_path)."""
     # register path (ms measured on an H200 in one run of the sweep, 4096^3 + bias + ReLU;
     # registers as measured before: 3xtf32 249, 103, 108, 104)
-    # ring (run 2 of the sweep: "a" only): 3xtf32 2.64, 3.14, 3.69, 2.82 ms; tf32 1.145, 1.32,
-    # 1.36, 1.50, 1.35, 1.63; f16 0.522, 0.604, 0.602, 0.701, 0.609
+    # ring, run 3 of the sweep (run 2 in brackets): 3xtf32 "a" 2.646 (2.645), "al" 2.725,
+    # 2x4 warps "pal" 3.02, 128x256x8 2.84 (2.82), "pal" 11.35 (its two fragment sets spill);
+    # tf32 "pal" 1.122, "pa" 1.161, "al" 1.165, "a" 1.143 (1.145), 2x4 warps 1.40, 2x1 1.53,
+    # 128x256x8 "asl" 1.36; f16 "pal" 0.515, "pa" 0.516, "a" 0.518 (0.522), "al" 0.540, 2x4
+    # warps 0.601, 2x1 0.767, 128x256x16 "pasl" 0.568
     if kind == "3xtf32":  # 2.89, 3.09, 3.35, 3.92, 3.32
-        ring = [(128, 128, 16, 2, 2, "pal"), (128, 128, 16, 2, 2, "al"),
-                (128, 128, 16, 2, 2, "a"), (128, 128, 16, 2, 4, "pal"), (128, 256, 8, 2, 4, "a")]
+        ring = [(128, 128, 16, 2, 2, "a"), (128, 128, 16, 2, 2, "al"), (128, 256, 8, 2, 4, "a"),
+                (128, 128, 16, 2, 4, "pal")]
         shapes = [(128, 128, 16, 2, 4, ""), (128, 128, 16, 2, 2, "tv"), (128, 64, 16, 4, 2, ""),
                   (128, 128, 16, 4, 4, ""), (64, 64, 16, 2, 2, "")]
     elif kind == "tf32":  # 1.25, 1.29, 1.38, 1.43, 1.49, 1.68, 1.95 (48 KiB of local memory:
@@ -221,7 +237,8 @@ def space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
         shapes = [(128, 256, 16, 2, 4, "vw"), (128, 256, 16, 2, 4, "w"),  # 0.91 with the
                   (128, 256, 16, 2, 4, ""), (128, 128, 32, 2, 4, ""),  # halves stored one by one)
                   (128, 128, 32, 4, 2, ""), (128, 64, 32, 2, 2, ""), (64, 64, 32, 2, 2, "")]
-    ring += [(64, 64, 32 if kind == "f16" else 16, 2, 2, "pal")]  # (small products)
+    # (small products; 3xTF32 without "p": two sets of split fragments spill)
+    ring += [(64, 64, 32 if kind == "f16" else 16, 2, 2, "a" if kind == "3xtf32" else "pal")]
     out = [config(kind, *s) for s in ring + shapes]
     return [c for c in out if valid(c, limits)]
 
