@@ -400,8 +400,11 @@ class MmaGen(_Gen):
         limits = getattr(self.sm, "limits", None)
         regs = ([c for c in space(cfg.mma, limits) if "a" not in c.mma_opts]
                 if limits is not None and limits.is_gpu else [])
-        if regs and cfg.split == 1:
+        if regs and cfg.split == 1:  # (as heuristic() picks: 64x64 for small products)
             out = regs[0]
+            tiles = math.ceil(self.M / out.mwg) * math.ceil(self.N / out.nwg) * self.B
+            if tiles < limits.compute_units:  # type: ignore[union-attr]
+                out = next((c for c in regs if c.mwg == c.nwg == 64), out)
         else:
             out = replace(cfg, mma_opts="".join(o for o in cfg.mma_opts if o not in "asl"))
         note = f"register path: {why}" + (f"; {cfg.why}" if cfg.why else "")
