@@ -5,10 +5,13 @@ as OpenCL C over the same layouts), so CI runs their index math: the swizzled la
 operand layout (a @ b, a @ b.T, a.T @ b), edge tiles on M and N, K tails that are whole chunks
 but not whole tiles, odd warp tiles, batches and split-K. Operands cp.async cannot copy (a
 prologue, a leading dimension off the 16-byte chunks, another dtype in memory) take the
-register path, and the kernel's reason says so. On an NVIDIA GPU the same cases run for real."""
+register path, and the kernel's reason says so. On an NVIDIA GPU the same cases run for real.
+(PoCL compiles each emulated kernel in ~15 s: three cases run by default, the others with
+FUSEJIT_FUZZ_LONG=1.)"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -61,13 +64,16 @@ def _operands(rng, kind: str, m: int, n: int, k: int, ta: bool, tb: bool):
 # rows, odd ldmatrix pairs (3 n-tiles a warp), 4 stages, the fragment pipeline ("p") and
 # ldmatrix of k-contiguous tiles ("l"); "tn" reads a.T, whose rows are M long (M is rounded
 # up to a chunk)
+_long = pytest.mark.skipif(os.environ.get("FUSEJIT_FUZZ_LONG") != "1",
+                           reason="long: set FUSEJIT_FUZZ_LONG=1 (PoCL builds emulated MMAs slowly)")
 CASES = [
     ("tf32", (32, 48, 16, 2, 2, "pal"), 37, 44, 28, "nt"),
     ("tf32", (32, 32, 16, 2, 2, "pa"), 37, 44, 28, "tn"),
-    ("tf32", (32, 32, 8, 2, 2, "asl"), 37, 44, 56, "nt"),
-    ("3xtf32", (32, 32, 16, 2, 2, "al"), 33, 36, 12, "nn"),
     ("f16", (32, 64, 32, 2, 2, "pal"), 37, 72, 40, "nn"),
-    ("f16", (32, 48, 16, 2, 2, "a"), 45, 56, 24, "tn"),
+    # (the rest: paths the first cases share, with other parameters)
+    pytest.param("tf32", (32, 32, 8, 2, 2, "asl"), 37, 44, 56, "nt", marks=_long),
+    pytest.param("3xtf32", (32, 32, 16, 2, 2, "al"), 33, 36, 12, "nn", marks=_long),
+    pytest.param("f16", (32, 48, 16, 2, 2, "a"), 45, 56, 24, "tn", marks=_long),
 ]
 
 
