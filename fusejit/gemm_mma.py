@@ -21,9 +21,9 @@ epilogue (the Lowering's stores, guarded in edge tiles) are the same code. What 
   small*big + big*small + big*big (small*small, ~2^-22 of the product, is dropped): float32
   accuracy (fusejit/tf32.py models it in NumPy, tests/test_tf32.py bounds it).
 
-Fragments are read with plain 32-bit local loads, not ldmatrix: ldmatrix moves 8x8 blocks of
-16-bit rows, and the tf32 tiles hold float32 values; float16 tiles are k-pair interleaved, so
-each fragment register is already one load (ldmatrix would save instructions, not bandwidth).
+On this register path fragments are read with plain 32-bit local loads, not ldmatrix: float16
+tiles are k-pair interleaved, so each fragment register is already one load (the ring below
+uses ldmatrix where its layouts need it).
 
 Tried on an H200 (tf32, 4096^3): an XOR swizzle of the local tiles making the stores of
 k-contiguous operands conflict-free, slower (1.24 -> 1.45 ms); non-volatile MMA asm, no faster
@@ -49,6 +49,37 @@ ReLU, the shapes of ``space``):
 * 64x64 warp tiles (128 accumulators a lane) are not faster than 64x32: tf32 with ``tvp``
   at 64x256 (1x4 warps) 1.29 ms vs 1.25; 3xtf32 at 128x128 (2x2) 3.09 vs 2.89. The launch
   order (GROUP_M 4, 8, 16) changes no kind by more than 1%.
+
+**The cp.async ring** ("a", gemm_mma_async.py): where both operands are plain strided reads of
+float32 (tf32/3xtf32) or float16 (f16) buffers with 16-byte aligned rows, the tiles skip the
+registers: ``cp.async.cg.shared.global`` copies 16-byte chunks into a ring of 3 stages ("s": 4)
+kept in the operands' own layouts, XOR-swizzled so fragment reads are conflict-free, fragments
+by 32-bit loads or ldmatrix (``.trans`` for float16 tiles whose contiguous axis is not k; "l":
+also for k-contiguous tiles), "p" loading the next step's fragments (across stages too) before
+this step's MMAs. Products with a prologue, casts or misaligned rows take the register path
+above (explain() says why). Probed first on the H200 (benchmarks/mma_async_probe.py): the
+shared-window address of a __local pointer is ``(uint)(ulong)p`` (NVIDIA's OpenCL puts
+__local arrays in .shared and a pointer's integer value is its shared address; cvta.to.shared
+of it also works), cp.async with a source size zero-fills, and ldmatrix x4/x4.trans/x2.trans
+deliver the documented distribution. Measured (``--precision --mlp --mma-sweep``, 4096^3 +
+bias + ReLU; two runs, the second's figures, the first's in brackets where both ran):
+
+* 128x128 tiles over 2x2 warps of 64x64 are the fastest ring tiles: tf32 1.143 ms (1.145;
+  the register path's best in the same run 1.234), 3xtf32 2.646 (2.645; register path 2.86),
+  f16 0.518 (0.522; register path "vw" 0.742, 30% slower).
+* "p" and "l" change little: tf32 "pal" 1.122, "pa" 1.161, "al" 1.165; f16 "pal" 0.515, "pa"
+  0.516, "al" 0.540. For 3xtf32 "p" is a disaster (11.35 ms: two sets of split fragments
+  spill); "al" 2.725.
+* Slower: 2x4 warps of 64x32 (tf32 1.32-1.40, f16 0.60, 3xtf32 3.02-3.14: 256 work-items of
+  ~140 registers leave one work-group a multiprocessor), 2x1 warps on 128x64 (tf32 1.53, f16
+  0.77), 4 stages of shallower tiles (tf32 128x128x8 1.35, 128x256x8 1.36; f16 128x256x16
+  0.57-0.60, 256x128x16 0.70).
+* So the ring lifts f16 to 44% of the MMA peak and tf32 to 40%, still 2x from torch (TF32
+  0.459, half 0.263 ms in the same run). With 48 KiB of local memory (OpenCL cannot opt in to
+  more) a stage of 128x128 tiles is 16 deep in float32, so every 2 MMA k steps end in a
+  barrier, and 2 work-groups of 4 warps a multiprocessor leave little to hide it. Not tried:
+  fewer registers (``-cl-nv-maxrregcount``) for 3 work-groups a multiprocessor, narrower but
+  deeper stages, warp-specialised copies.
 
 The PTX is spelled through four macros (FJ_TF32, FJ_F16X2, FJ_MMA_TF32, FJ_MMA_F16) defined
 at the top of the kernel. ``emulated()`` defines them instead as OpenCL C that exchanges the
@@ -124,6 +155,9 @@ OPTS = {
     "v": "vector local stores",
     "w": "float16 k-row pairs loaded by one work-item, stored as whole words",
     "p": "next k step's fragments loaded before this step's MMAs",
+    "a": "tiles copied by cp.async into a ring of 3 stages (gemm_mma_async.py)",
+    "s": "4 stages in the ring",
+    "l": "fragments of k-contiguous ring tiles by ldmatrix",
 }
 
 
@@ -143,8 +177,15 @@ def pad(kind: str) -> int:
 
 
 def local_bytes(cfg: GemmConfig) -> int:
+    """Local memory of the kernel: with "a" the larger of the ring and the register path's
+    double buffer (it serves the products whose operands cp.async cannot copy)."""
     item = 2 if cfg.mma == "f16" else 4  # (float16 tiles hold halves)
-    return 2 * cfg.kwg * (cfg.mwg + pad(cfg.mma) + cfg.nwg + pad(cfg.mma)) * item
+    regs = 2 * cfg.kwg * (cfg.mwg + pad(cfg.mma) + cfg.nwg + pad(cfg.mma)) * item
+    if "a" not in cfg.mma_opts:
+        return regs
+    from .gemm_mma_async import local_bytes as ring
+
+    return max(regs, ring(cfg))
 
 
 def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
@@ -153,6 +194,8 @@ def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
         return False
     if cfg.mma_opts != "".join(o for o in OPTS if o in cfg.mma_opts):
         return False  # (unknown, repeated or out-of-order letters: a foreign entry)
+    if ("s" in cfg.mma_opts or "l" in cfg.mma_opts) and "a" not in cfg.mma_opts:
+        return False
     wm, wn = cfg.mwg // wgm, cfg.nwg // wgn
     if cfg.mwg % wgm or cfg.nwg % wgn or wm % 16 or wn % 8 or cfg.kwg % _K_STEP[cfg.mma]:
         return False
@@ -164,56 +207,50 @@ def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
 
 
 def space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
-    """Candidates, fastest measured first (the tuner times the first few in this order):
-    128x128 tiles over 8 warps of 64x32 (64 accumulators a lane), 128x256 for float16 with
-    word stores ("vw"); then other warp grids and smaller work-groups."""
-    # (ms measured on an H200 in one run of the sweep, 4096^3 + bias + ReLU, each kind's
-    # candidates in this order; registers as measured before: 3xtf32 249, 103, 108, 104)
+    """Candidates, fastest measured first (the tuner times the first few in this order): the
+    cp.async ring ("a", gemm_mma_async.py) on 128x128 tiles over 2x2 warps of 64x64, then
+    other ring tiles, then the register path's tiles (which serve, on a GPU, the products
+    whose operands cp.async cannot copy: MmaGen._register_path)."""
+    # register path (ms measured on an H200 in one run of the sweep, 4096^3 + bias + ReLU;
+    # registers as measured before: 3xtf32 249, 103, 108, 104)
+    # ring, run 3 of the sweep (run 2 in brackets): 3xtf32 "a" 2.646 (2.645), "al" 2.725,
+    # 2x4 warps "pal" 3.02, 128x256x8 2.84 (2.82), "pal" 11.35 (its two fragment sets spill);
+    # tf32 "pal" 1.122, "pa" 1.161, "al" 1.165, "a" 1.143 (1.145), 2x4 warps 1.40, 2x1 1.53,
+    # 128x256x8 "asl" 1.36; f16 "pal" 0.515, "pa" 0.516, "a" 0.518 (0.522), "al" 0.540, 2x4
+    # warps 0.601, 2x1 0.767, 128x256x16 "pasl" 0.568
     if kind == "3xtf32":  # 2.89, 3.09, 3.35, 3.92, 3.32
+        ring = [(128, 128, 16, 2, 2, "a"), (128, 128, 16, 2, 2, "al"), (128, 256, 8, 2, 4, "a"),
+                (128, 128, 16, 2, 4, "pal")]
         shapes = [(128, 128, 16, 2, 4, ""), (128, 128, 16, 2, 2, "tv"), (128, 64, 16, 4, 2, ""),
                   (128, 128, 16, 4, 4, ""), (64, 64, 16, 2, 2, "")]
     elif kind == "tf32":  # 1.25, 1.29, 1.38, 1.43, 1.49, 1.68, 1.95 (48 KiB of local memory:
+        ring = [(128, 128, 16, 2, 2, "pal"), (128, 128, 16, 2, 2, "pa"),
+                (128, 128, 16, 2, 2, "al"), (128, 128, 16, 2, 2, "a"), (128, 64, 16, 2, 1, "pal"),
+                (128, 128, 16, 2, 4, "pal"), (128, 256, 8, 2, 4, "asl")]
         shapes = [(128, 128, 16, 2, 4, ""), (64, 256, 16, 1, 4, "tvp"),  # float tiles 16 deep
                   (128, 256, 8, 2, 4, ""), (128, 128, 16, 2, 2, "tvp"), (128, 128, 16, 4, 2, ""),
                   (128, 64, 16, 2, 2, ""), (64, 64, 16, 2, 2, "")]
     else:  # 0.76, 0.77, 0.91, 1.11, 1.12, 1.39, 1.60 (tiles of halves: twice as deep; was
+        ring = [(128, 128, 32, 2, 2, "pal"), (128, 128, 32, 2, 2, "pa"),
+                (128, 128, 32, 2, 2, "al"), (128, 128, 32, 2, 2, "a"), (128, 64, 32, 2, 1, "pal"),
+                (128, 256, 16, 2, 4, "pasl"), (128, 128, 32, 2, 4, "pal")]
         shapes = [(128, 256, 16, 2, 4, "vw"), (128, 256, 16, 2, 4, "w"),  # 0.91 with the
                   (128, 256, 16, 2, 4, ""), (128, 128, 32, 2, 4, ""),  # halves stored one by one)
                   (128, 128, 32, 4, 2, ""), (128, 64, 32, 2, 2, ""), (64, 64, 32, 2, 2, "")]
-    out = [config(kind, *s) for s in shapes]
+    # (small products; 3xTF32 without "p": two sets of split fragments spill)
+    ring += [(64, 64, 32 if kind == "f16" else 16, 2, 2, "a" if kind == "3xtf32" else "pal")]
+    out = [config(kind, *s) for s in ring + shapes]
     return [c for c in out if valid(c, limits)]
 
 
 def sweep_space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
     """What ``python -m fusejit.bench.gemm --precision --mma-sweep`` times, most telling first
-    (a time budget may cut it short): the first kernel's layout ("") on the tuning space's
-    first tile, that tile's variants (OPTS), other warp tiles with the variants, launch
-    orders, then the rest of the space."""
+    (a time budget may cut it short): the ring tiles, then the register path's best two (the
+    same run's baseline)."""
     base = space(kind, limits)
-    if not base:
-        return []
-    b = replace(base[0], mma_opts="")
-    shape = (b.mwg, b.nwg, b.kwg, *warps(b))
-    # ("t" measured slower everywhere, 1.25 -> 1.65 ms for tf32: its loads are not coalesced;
-    # the next candidates to measure are the 64x64 warp tiles with "vp", without it)
-    opts = ("vw", "w", "v", "vwp", "tvw") if kind == "f16" else ("v", "p", "vp", "tv", "tvp")
-    extra = [config(kind, *shape, o) for o in opts]
-    best = opts[0]
-    if kind == "tf32":
-        shapes = [(64, 256, 16, 1, 4), (128, 128, 16, 2, 2), (128, 256, 8, 2, 4),
-                  (256, 64, 16, 4, 1), (128, 128, 16, 4, 2)]
-    elif kind == "3xtf32":
-        shapes = [(128, 128, 16, 2, 2), (128, 64, 16, 4, 2), (64, 64, 16, 2, 2)]
-    else:
-        shapes = [(128, 128, 32, 2, 2), (256, 128, 16, 4, 2), (128, 128, 32, 2, 4)]
-    extra += [config(kind, *sh, best + "p" if kind == "tf32" else best) for sh in shapes]
-    extra += [config(kind, *sh, best if kind == "tf32" else best + "p") for sh in shapes]
-    extra += [config(kind, *shape, best, group_m=g) for g in (4, 16)]
-    out: list[GemmConfig] = []
-    for c in [b, *extra, *base]:
-        if c not in out and valid(c, limits):
-            out.append(c)
-    return out
+    ring = [c for c in base if "a" in c.mma_opts and c.mwg * c.nwg > 64 * 64]
+    regs = [c for c in base if "a" not in c.mma_opts][:2]
+    return ring + regs
 
 
 def heuristic(kind: str, m: int, n: int, limits: DeviceLimits) -> GemmConfig | None:
@@ -223,7 +260,7 @@ def heuristic(kind: str, m: int, n: int, limits: DeviceLimits) -> GemmConfig | N
     if not cands:
         return None
     big = cands[0]
-    small = next((c for c in cands if c.mwg == c.nwg == 64), big)
+    small = next((c for c in cands if c.mwg == c.nwg == 64 and "a" in c.mma_opts), big)
     tiles = math.ceil(m / big.mwg) * math.ceil(n / big.nwg)
     cfg = big if tiles >= limits.compute_units else small
     return replace(cfg, why="heuristic tensor-core tile")
@@ -233,10 +270,14 @@ def describe(cfg: GemmConfig) -> str:
     wgm, wgn = warps(cfg)
     inst = {"tf32": "m16n8k8 tf32", "3xtf32": "m16n8k8 tf32, three products a step (3xTF32)",
             "f16": "m16n8k16 f16, float32 accumulators"}[cfg.mma]
+    ring = "a" in cfg.mma_opts
+    tiles = (f"cp.async ring of {4 if 's' in cfg.mma_opts else 3} stages" if ring else
+             "local tiles double-buffered")
     return (f"tensor cores (mma.sync {inst}): tile {cfg.mwg}x{cfg.nwg}x{cfg.kwg}, "
-            f"{wgm}x{wgn} warps of {cfg.mwg // wgm}x{cfg.nwg // wgn}, local tiles "
-            f"double-buffered, launch grouped by {cfg.group_m} tile rows" +
-            "".join(f"; {OPTS[o]}" for o in cfg.mma_opts) +
+            f"{wgm}x{wgn} warps of {cfg.mwg // wgm}x{cfg.nwg // wgn}, {tiles}, launch grouped "
+            f"by {cfg.group_m} tile rows" +
+            "".join(f"; {OPTS[o]}" for o in cfg.mma_opts if o not in "as" and not (
+                ring and o in "tvw")) +
             (f", K split over {cfg.split} work-groups per tile" if cfg.split > 1 else ""))
 
 
@@ -325,6 +366,18 @@ class MmaGen(_Gen):
         if not valid(cfg):
             raise MatmulPrecisionError(f"not a valid tensor-core configuration: {cfg}")
         self.kind = cfg.mma
+        self.tiles = None
+        emulate = getattr(_emulate, "on", False)
+        if "a" in cfg.mma_opts:  # cp.async where both operands are plain copies
+            from . import gemm_mma_async as ring
+
+            self.S = cfg.split if cfg.local else 1
+            self.Kc = self.K // self.S
+            ops = ring.eligible(self)
+            if isinstance(ops, str):
+                self.cfg = cfg = self._register_path(cfg, ops)
+            else:
+                self.tiles = ring.Tiles(self, ops)
         self.wgm, self.wgn = warps(cfg)
         self.wm, self.wn = cfg.mwg // self.wgm, cfg.nwg // self.wgn
         it = self.it
@@ -332,10 +385,36 @@ class MmaGen(_Gen):
                      f"const {it} warp = ({it})get_local_id(0) / 32;",
                      f"const {it} mg = lane >> 2;", f"const {it} mt = lane & 3;",
                      f"const {it} wm = warp / {self.wgn};", f"const {it} wn = warp % {self.wgn};"]
+        if self.tiles is not None:
+            from . import gemm_mma_async as ring
+
+            self.pre += list(ring.emulated_macros(cfg.threads) if emulate else ring.PTX_MACROS)
         # (identical macros in each kernel of a program: a benign redefinition)
-        self.pre += list(emulated_macros(cfg.threads) if getattr(_emulate, "on", False)
-                         else PTX_MACROS)
+        self.pre += list(emulated_macros(cfg.threads) if emulate else PTX_MACROS)
         return super().build()
+
+    def _register_path(self, cfg: GemmConfig, why: str) -> GemmConfig:
+        """The configuration serving a product cp.async cannot copy: the register path's
+        fastest tile for this device (the same tile without the ring where the limits are
+        unknown)."""
+        limits = getattr(self.sm, "limits", None)
+        regs = ([c for c in space(cfg.mma, limits) if "a" not in c.mma_opts]
+                if limits is not None and limits.is_gpu else [])
+        if regs and cfg.split == 1:  # (as heuristic() picks: 64x64 for small products)
+            out = regs[0]
+            tiles = math.ceil(self.M / out.mwg) * math.ceil(self.N / out.nwg) * self.B
+            if tiles < limits.compute_units:  # type: ignore[union-attr]
+                out = next((c for c in regs if c.mwg == c.nwg == 64), out)
+        else:
+            out = replace(cfg, mma_opts="".join(o for o in cfg.mma_opts if o not in "asl"))
+        note = f"register path: {why}" + (f"; {cfg.why}" if cfg.why else "")
+        return replace(out, why=note, group_m=cfg.group_m)
+
+    def tiled(self) -> None:
+        if self.tiles is not None:
+            self.tiles.pipeline()
+        else:
+            super().tiled()
 
     def pitch(self, is_a: bool) -> int:
         return (self.cfg.mwg if is_a else self.cfg.nwg) + pad(self.cfg.mma)
@@ -454,30 +533,7 @@ class MmaGen(_Gen):
                     self._fragment(s, f"b{{p}}{j}_{r}{x}", f"pb[{k * pb + 8 * j}]")
 
         def mmas(kk: int) -> None:
-            s = blocks[kk]
-            x = f"_s{kk}" if piped else ""
-            mma = "FJ_MMA_F16" if f16 else "FJ_MMA_TF32"
-            # 3xTF32: the small cross terms first, the big product last, into partial sums
-            # from zero added to the accumulators once a step: the tensor cores round their
-            # sums toward zero, a bias that grows with K if they carry the whole sum
-            # (fusejit/tf32.py; measured on an H200: 4-9x the SIMT kernel's error)
-            terms = (("l", "h"), ("h", "l"), ("h", "h")) if kind == "3xtf32" else (("h", "h"),)
-            split = kind == "3xtf32"
-            acc = (f"p{x}_" if piped else "p") if split else "acc"
-            if split:
-                s.emit(None, "float " + ", ".join(f"{acc}{r}_{c} = 0.0f" for r in range(2 * ti)
-                                                  for c in range(2 * tj)) + ";")
-            for pa_, pb_ in terms:
-                for i in range(ti):
-                    for j in range(tj):
-                        d = [f"{acc}{2 * i + q // 2}_{2 * j + q % 2}" for q in range(4)]
-                        a = [f"a{pa_}{i}_{r}{x}" for r in range(4)]
-                        b = [f"b{pb_}{j}_{r}{x}" for r in range(2)]
-                        s.emit(None, f"{mma}({', '.join(d + a + b)});")
-            if split:
-                for r in range(2 * ti):
-                    s.emit(None, " ".join(f"acc{r}_{c} += {acc}{r}_{c};"
-                                          for c in range(2 * tj)))
+            self.mmas(blocks[kk], ti, tj, f"_s{kk}" if piped else "")
 
         ks = list(steps)
         if piped:
@@ -488,6 +544,33 @@ class MmaGen(_Gen):
             elif n + 1 < len(ks):
                 loads(ks[n + 1])
             mmas(kk)
+
+    def mmas(self, s: Block, ti: int, tj: int, x: str) -> None:
+        """One k step's MMAs from the fragment registers a<part><i>_<r><x>, b<part><j>_<r><x>."""
+        kind = self.kind
+        piped = bool(x)
+        mma = "FJ_MMA_F16" if kind == "f16" else "FJ_MMA_TF32"
+        # 3xTF32: the small cross terms first, the big product last, into partial sums
+        # from zero added to the accumulators once a step: the tensor cores round their
+        # sums toward zero, a bias that grows with K if they carry the whole sum
+        # (fusejit/tf32.py; measured on an H200: 4-9x the SIMT kernel's error)
+        terms = (("l", "h"), ("h", "l"), ("h", "h")) if kind == "3xtf32" else (("h", "h"),)
+        split = kind == "3xtf32"
+        acc = (f"p{x}_" if piped else "p") if split else "acc"
+        if split:
+            s.emit(None, "float " + ", ".join(f"{acc}{r}_{c} = 0.0f" for r in range(2 * ti)
+                                              for c in range(2 * tj)) + ";")
+        for pa_, pb_ in terms:
+            for i in range(ti):
+                for j in range(tj):
+                    d = [f"{acc}{2 * i + q // 2}_{2 * j + q % 2}" for q in range(4)]
+                    a = [f"a{pa_}{i}_{r}{x}" for r in range(4)]
+                    b = [f"b{pb_}{j}_{r}{x}" for r in range(2)]
+                    s.emit(None, f"{mma}({', '.join(d + a + b)});")
+        if split:
+            for r in range(2 * ti):
+                s.emit(None, " ".join(f"acc{r}_{c} += {acc}{r}_{c};"
+                                      for c in range(2 * tj)))
 
     def _fragment(self, block: Block, name: str, first: str) -> None:
         """One fragment register from local memory: tf32 (rounded; 3xTF32: big and small
