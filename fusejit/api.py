@@ -508,7 +508,7 @@ class Fused:
         backend = backend_of(queue)
         info = backend.device_info(queue)
         classes = alias_classes(key.aliases, traced)
-        plan = partition_gemm(graph, info.limits, classes)
+        plan = partition_gemm(graph, info.limits, classes, rows=self._stats.dynamic_on)
         precision = self.matmul_precision
         plan = gemm_tune.configure(plan, info.key, info.limits, gemm_tune.tuner(
             queue, info, self.autotune), precision, mma_unavailable(queue, precision, plan))

@@ -22,6 +22,7 @@ from .ops import Op
 from .passes.partition import Dest, Group, ReduceStrategy, Store
 from .passes.visit import visit_stores
 from .render import Renderer
+from .rows import RowExtent
 from .symbolic import Expr
 from .targets.base import Target
 
@@ -59,6 +60,12 @@ class ReductionKernels:
         M = M_all // V if vec_out else M_all
         R = R_all // V if vec_rows else R_all
         low.lanes = V
+        # a runtime row length (fusejit/rows.py): loops run to n_r, sized for st.row_bound
+        row = RowExtent(R_all, V if vec_rows else 1, low.args.extent("r", R)) \
+            if self.dynamic and st.row_bound and partial_out is None else None
+        low.row = row
+        bound_r = row.name if row else R  # the row's work items, as the kernel text says it
+        sized_r = st.row_bound // (V if vec_rows else 1) if row else R  # ... and at most
         lane = Expr.var(LANE, V) if V > 1 else Expr(0)
         chunk = math.ceil(R / gy)
         top = Block(low)
@@ -85,7 +92,7 @@ class ReductionKernels:
         def slot(y: str) -> str:  # a lane's place in the local buffers, in work-item order
             return y if lx == 1 else f"lx_ * {ly} + {y}" if st.along_rows else f"{y} * {lx} + lx_"
         cache = st.cache if partial_out is None else 0
-        per_lane = cache or math.ceil((chunk if gy > 1 else R) / ly)  # k-loop trip count
+        per_lane = cache or math.ceil((chunk if gy > 1 else sized_r) / ly)  # k-loop trips
         local_decls: list[str] = []
         results: dict[Node, tuple[Ref, Ref | None]] = {}
         visits = visit_stores(group)
@@ -104,14 +111,14 @@ class ReductionKernels:
                           for _ in range(_cascade_levels(r, acc_dt, per_lane))]
                 accs.append((r, acc, arg, acc_dt, levels))
             if cache:
-                loop = _cache_loop(top, t, it, cache, ly, R, M % lx == 0)
+                loop = _cache_loop(top, t, it, cache, ly, bound_r, M % lx == 0)
             elif gy > 1:
                 loop = top.nested(
                     f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < "
                     f"min({t.cast(it, str(R))}, "
                     f"(gy_ + 1) * {chunk}); r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
             else:
-                loop = top.nested(f"for ({it} r = ly_, k = 0; active && r < {R}; "
+                loop = top.nested(f"for ({it} r = ly_, k = 0; active && r < {bound_r}; "
                                   f"r += {ly}, k++) {{", loop_vars=frozenset({"r"}))
             for r, acc, arg, acc_dt, levels in accs:
                 v = loop.value(r.srcs[0], row_idx)
@@ -190,7 +197,7 @@ class ReductionKernels:
                     lines_guard.emit(None, f"{iptr}[o * {gy} + gy_] = {{0}};", arg)
                     slot += 1
         else:
-            self._epilogue(top, low, group, outer_lin, outer_idx, row_idx, st, it, R)
+            self._epilogue(top, low, group, outer_lin, outer_idx, row_idx, st, it, bound_r)
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
@@ -205,7 +212,8 @@ class ReductionKernels:
                        work=math.prod(group.space)), low)
 
     def _epilogue(self, top: Block, low: Lowering, group: Group, outer_lin: Expr,
-                  outer_idx: Index, row_idx: Index, st: ReduceStrategy, it: str, R: int) -> None:
+                  outer_idx: Index, row_idx: Index, st: ReduceStrategy, it: str,
+                  R: int | str) -> None:
         if group.stores:
             block = top.nested("if (ly_ == 0 && active) {")
             for store in group.stores:
@@ -290,10 +298,11 @@ class ReductionKernels:
                        work=M * gy), low)
 
 
-def _cache_loop(top: Block, t: Target, it: str, cache: int, ly: int, R: int,
+def _cache_loop(top: Block, t: Target, it: str, cache: int, ly: int, R: int | str,
                 all_active: bool) -> Block:
     """``for k < cache: r = ly_ + k*ly`` over a row kept in registers: fully unrolled, with
-    bounds checks only when the row does not split evenly over the lanes."""
+    bounds checks only when the row does not split evenly over the lanes (always for a row
+    length ``R`` passed at launch, a name)."""
     loop = top.nested(f"{t.unroll_hint}for (int k = 0; k < {cache}; k++) {{",
                       loop_vars=frozenset({"r"}), cache_loop=True)
     loop.emit(None, f"const {it} r = ly_ + {t.cast(it, 'k')} * {ly};")

@@ -8,6 +8,7 @@ cases skip and say why; ``FUSEJIT_REQUIRE_VULKAN=1`` (CI) turns that skip into a
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import pyopencl.array as cla
@@ -104,3 +105,21 @@ def device(request):
     fusejit.set_default_device(name)
     yield name
     fusejit.set_default_device(previous)
+
+
+@pytest.fixture
+def gpu_style(monkeypatch):
+    """Lower with an H200's limits (work-group trees in local memory, no vector lanes) while
+    running on the test device, so the GPU strategies' code is checked here too."""
+    import dataclasses
+
+    from fusejit.runtime import opencl
+
+    real = opencl.device_info
+
+    def fake(device: Any) -> Any:
+        info = real(device)
+        return dataclasses.replace(info, limits=dataclasses.replace(
+            info.limits, is_gpu=True, compute_units=132, max_work_group=1024,
+            local_mem=48 * 1024))
+    monkeypatch.setattr(opencl, "device_info", fake)

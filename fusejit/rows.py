@@ -1,0 +1,96 @@
+"""Runtime row lengths: reduction kernels that take the length of the reduced axis at launch.
+
+Under ``@fuse(dynamic=...)`` a reduction over the last axis (softmax, layernorm,
+``x.sum(axis=-1)``) is generated so that its source does not change with the row length
+``n`` within a *bucket*, and one program serves every ``n`` there (the in-process dynamic path
+reuses a program when the source comes out the same; see fusejit/recompiles.py):
+
+* the bucket is the next power of two (at least ``MIN_BUCKET``): the kernels that keep a row
+  in registers (the row caches and per-work-item arrays of reduce_source.py) need a
+  compile-time bound, so the work-group strategy is chosen for the bucket's longest row of the
+  same vector class (``representative``) and the kernel loops, with a guard, up to the true
+  length passed at launch (``n_r``);
+* the vector class stays in the key: CPU kernels read rows as OpenCL vectors of ``vec``
+  elements, so a row length's largest power-of-two factor (up to 8) picks its class; GPU
+  reduction kernels have no vector lanes along rows and one class;
+* row strides that are the row length (a contiguous ``(m, n)`` array) are ``unit * n_r``
+  (``symbolic.Scaled``), and float constants equal to the row length (``np.mean``'s divisor)
+  are launch arguments too.
+
+Everything else stays baked in: a kernel generated at ``n`` is exact for ``n``, and only runs
+at another length when that length generated the same text. What still specialises: rows of
+length 0 and 1, reductions over several axes or not the last one, split reductions (rows of
+64 Ki elements and more), and elementwise kernels whose iteration space holds the row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .ir import Node, const_value
+from .shapes import row_major_strides
+from .symbolic import Expr, Var, scaled
+
+MIN_BUCKET = 16
+CPU_CLASSES = 8  # the widest vector along rows on CPUs (cpu_vector_strategy)
+
+
+def bucket(n: int) -> int:
+    """The longest row length sharing ``n``'s program: the next power of two."""
+    return max(MIN_BUCKET, 1 << (n - 1).bit_length())
+
+
+def representative(n: int, classes: int) -> int:
+    """The row length a dynamic kernel for ``n`` is sized for: the longest length of ``n``'s
+    bucket in ``n``'s vector class (its largest power-of-two factor, at most ``classes``), so
+    every length of the bucket and class gets the same work-group strategy."""
+    hi = bucket(n)
+    cls = min(n & -n, classes)
+    return hi if cls == classes else hi - cls
+
+
+def row_axis(space: tuple[int, ...], axes: tuple[int, ...]) -> bool:
+    """Does a reduction over ``axes`` of ``space`` take its row length at launch?"""
+    return len(axes) == 1 and axes[0] == len(space) - 1 and space[-1] >= 2
+
+
+@dataclass(frozen=True)
+class RowExtent:
+    """The launch-time row length of one reduction kernel: ``length`` elements, addressed as
+    ``unit * n`` where ``n`` (the kernel argument ``name``) is ``length // unit``."""
+
+    length: int
+    unit: int
+    name: str
+
+    @property
+    def var(self) -> Var:
+        n = self.length // self.unit
+        return Var(self.name, n, n)
+
+    def address(self, idx: tuple[Expr, ...], shape: tuple[int, ...],
+                strides: tuple[int, ...] | None) -> Expr:
+        """The element index of ``idx`` in an array of ``shape`` and ``strides`` (None:
+        row-major), with the strides that are multiples of a contiguous row in ``n_r``."""
+        st = strides or row_major_strides(shape)
+        rows = bool(shape) and shape[-1] == self.length and st[-1] == 1
+        addr = Expr(0)
+        for i, (e, s) in enumerate(zip(idx, st)):
+            if rows and i < len(shape) - 1 and s == math.prod(shape[i + 1:]):
+                addr = addr + scaled(e * (s // self.length * self.unit), self.var)
+            else:
+                addr = addr + e * s
+        return addr
+
+    def constant(self, node: Node, args: Any) -> str | None:
+        """A float constant equal to the row length (a mean's divisor) as a launch argument:
+        its name, or None for any other constant."""
+        if node.dtype not in (np.float32, np.float64) or node.shape != ():
+            return None
+        if float(const_value(node)) != self.length:
+            return None
+        return args.extent(f"rl{node.dtype.itemsize * 8}", float(self.length), node.dtype)
