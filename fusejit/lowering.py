@@ -478,14 +478,24 @@ class Lowering:
     def _load_lanes(self, block: Block, node: Node, idx: Index) -> Lanes:
         """One vector load when the lanes read consecutive aligned elements, else per lane."""
         ptr, addr, offset, extent = self.address_expr(node, idx)
-        base = self.vector_index(addr, offset, extent)
-        if base is None:
+        # (a runtime row: any alignment, whatever this length's happens to be, so the text
+        # does not change with it)
+        base = self.vector_index(addr, offset, extent) if self.row is None else None
+        t = self.target
+        text = None
+        if self.row is not None:
+            start = lane_start(addr, self.lanes)
+            if start is not None:
+                at = self.render_index(start)
+                text = t.vector_load_at(ptr, at if offset is None else f"({offset} + {at})",
+                                        node.dtype, self.lanes)
+                base = ("at", offset, start)
+        if base is None or (text is None and isinstance(base, tuple)):
             return self.per_lane(block, node, idx)
         key = (ptr, base)
         vec = self.vector_loads.get(key)
         if vec is None or not block.sees(vec.block):
-            t = self.target
-            vec = block.emit(t.vector_type(node.dtype, self.lanes),
+            vec = block.emit(t.vector_type(node.dtype, self.lanes), text or
                              t.vector_load(ptr, self.render_index(base), node.dtype, self.lanes))
             self.vector_loads[key] = vec
         return Lanes(tuple(LaneOf(vec, lane, self.target.lane(node.dtype, lane))
@@ -601,12 +611,20 @@ def _store(block: Block, st: Store, node_idx: Index, lowering: Lowering, value: 
     V = lowering.lanes
     if V > 1 and (isinstance(value, Lanes) or LANE in addr.vars()):
         refs = value.refs if isinstance(value, Lanes) else (value,) * V
-        base = lowering.vector_index(addr, offset, extent)
+        base = lowering.vector_index(addr, offset, extent) if lowering.row is None else None
         if base is not None:
             vec = lowering.as_vector(block, value, node.dtype)
             block.emit(None, t.vector_store(ptr, lowering.render_index(base), node.dtype, V),
                        vec)
             return
+        start = lane_start(addr, V) if lowering.row is not None else None  # a runtime row
+        if start is not None:
+            at = lowering.render_index(start)
+            text = t.vector_store_at(ptr, at if offset is None else f"({offset} + {at})",
+                                     node.dtype, V)
+            if text is not None:
+                block.emit(None, text, lowering.as_vector(block, value, node.dtype))
+                return
         for lane in range(V):
             text = lowering.render_index(addr.subs(LANE, lane))
             text = text if offset is None else f"({offset} + {text})"
@@ -615,6 +633,12 @@ def _store(block: Block, st: Store, node_idx: Index, lowering: Lowering, value: 
     text = lowering.render_index(addr)
     text = text if offset is None else f"({offset} + {text})"
     block.emit(None, t.store(ptr, text, "{0}", node.dtype), value)
+
+
+def lane_start(addr: Expr, lanes: int) -> Expr | None:
+    """The first lane's element when lane ``l`` addresses element ``start + l``, else None."""
+    start = addr - Expr.var(LANE, lanes)
+    return None if LANE in start.vars() else start
 
 
 def _guard(idx: Index, space: tuple[int, ...], shape: tuple[int, ...],

@@ -60,22 +60,30 @@ class ReductionKernels:
         M = M_all // V if vec_out else M_all
         R = R_all // V if vec_rows else R_all
         low.lanes = V
-        # a runtime row length (fusejit/rows.py): loops run to n_r, sized for st.row_bound
-        row = RowExtent(R_all, V if vec_rows else 1, low.args.extent("r", R)) \
-            if self.dynamic and st.row_bound and partial_out is None else None
+        # a runtime row length (fusejit/rows.py): loops run to n_r (whole vectors, then the
+        # other n_rn % V elements one by one), sized for st.row_bound
+        row = None
+        bound_r, sized_r = R, R  # the row's work items as the kernel text says it; at most
+        if self.dynamic and st.row_bound and partial_out is None:
+            bound_r = low.args.extent("r", R)
+            sized_r = st.row_bound // V if vec_rows else st.row_bound
+            row = RowExtent(R_all, low.args.extent("rn", R_all) if vec_rows else bound_r,
+                            st.row_bound)
         low.row = row
-        bound_r = row.name if row else R  # the row's work items, as the kernel text says it
-        sized_r = st.row_bound // (V if vec_rows else 1) if row else R  # ... and at most
+        tail = row is not None and vec_rows
         lane = Expr.var(LANE, V) if V > 1 else Expr(0)
         chunk = math.ceil(R / gy)
         top = Block(low)
         outer_lin = Expr.var("o", M) * V + lane if vec_out else Expr.var("o", M)
         outer_idx = unravel(outer_lin, group.outer_shape)
         red_shape = tuple(group.space[a] for a in group.axes)
-        red_it = iter(unravel(Expr.var("r", R) * V + lane if vec_rows else Expr.var("r", R),
-                              red_shape))
+        red_lin = Expr.var("r", sized_r) * V + lane if vec_rows else Expr.var("r", sized_r)
+        # (a runtime row's index is not reduced modulo its length: the loops bound it)
+        red_it = iter((red_lin,) if row else unravel(red_lin, red_shape))
         row_idx = tuple(next(red_it) if a in group.axes else outer_idx[a]
                         for a in range(len(group.space)))
+        tail_idx = tuple(Expr.var("rt", st.row_bound) if a in group.axes else outer_idx[a]
+                         for a in range(len(group.space))) if tail else None
         # local dimension 0 holds the lanes that read neighbouring addresses
         dx, dy = (1, 0) if st.along_rows else (0, 1)
         # Lanes past the last output (padding of the last work-group) recompute the last
@@ -145,6 +153,20 @@ class ReductionKernels:
                 accs = [(r, top.emit(t.compute_type(acc_dt), _lanes_combined(t, r, acc_dt, V),
                                      acc), arg, acc_dt, levels)
                         for r, acc, arg, acc_dt, levels in accs]
+            if tail_idx is not None:  # a runtime row's elements after its whole vectors
+                low.lanes = 1
+                loop = _tail_loop(top, t, it, V, str(bound_r), row.name, M % lx == 0,
+                                  bool(cache))
+                for r, acc, arg, acc_dt, _ in accs:
+                    v = loop.value(r.srcs[0], tail_idx)
+                    if acc_dt != r.srcs[0].dtype and r.srcs[0].dtype == dt.BOOL:
+                        v = loop.emit(t.compute_type(acc_dt),
+                                      t.render_cast(dt.BOOL, acc_dt, "{0}"), v)
+                    _accumulate(loop, t, r, acc, arg, v, acc_dt)
+                if s_i == 0:
+                    for store in visits:
+                        _store(loop, store, tail_idx, low, loop.value(store.node, tail_idx))
+                low.lanes = V
             accs = [a[:4] for a in accs]
             # tree over ly (and nothing to do when ly == 1)
             for j, (r, acc, arg, acc_dt) in enumerate(accs):
@@ -197,11 +219,13 @@ class ReductionKernels:
                     lines_guard.emit(None, f"{iptr}[o * {gy} + gy_] = {{0}};", arg)
                     slot += 1
         else:
-            self._epilogue(top, low, group, outer_lin, outer_idx, row_idx, st, it, bound_r)
+            self._epilogue(top, low, group, outer_lin, outer_idx, row_idx, st, it, bound_r,
+                           tail_idx)
         renderer = Renderer()
         body = renderer.render(top, 1)
         sig = low.args.signature(name)
-        decls = [f"    {d.replace('CACHE', str(cache))}" for d in renderer.cache_decls]
+        size = max(cache, V - 1) if tail else cache  # (the tail loops' cached values too)
+        decls = [f"    {d.replace('CACHE', str(size))}" for d in renderer.cache_decls]
         gsize, lsize = (math.ceil(M / lx) * lx, ly * gy), (lx, ly)
         if st.along_rows:
             gsize, lsize = gsize[::-1], lsize[::-1]
@@ -213,7 +237,7 @@ class ReductionKernels:
 
     def _epilogue(self, top: Block, low: Lowering, group: Group, outer_lin: Expr,
                   outer_idx: Index, row_idx: Index, st: ReduceStrategy, it: str,
-                  R: int | str) -> None:
+                  R: int | str, tail_idx: Index | None = None) -> None:
         if group.stores:
             block = top.nested("if (ly_ == 0 && active) {")
             for store in group.stores:
@@ -234,6 +258,14 @@ class ReductionKernels:
                                   loop_vars=frozenset({"r"}))
             for store in row_stores:
                 _store(loop, store, row_idx, low, loop.value(store.node, row_idx))
+            if tail_idx is not None:  # a runtime row's elements after its whole vectors
+                low.lanes = 1
+                M = math.prod(group.outer_shape)
+                loop = _tail_loop(top, self.target, it, st.vec, str(R), low.row.name,
+                                  M % st.lx == 0, bool(st.cache))
+                for store in row_stores:
+                    _store(loop, store, tail_idx, low, loop.value(store.node, tail_idx))
+                low.lanes = st.vec
 
     def _combine_kernel(self, name: str, group: Group, st: ReduceStrategy, base: int
                         ) -> tuple[Kernel, Lowering]:
@@ -309,6 +341,19 @@ def _cache_loop(top: Block, t: Target, it: str, cache: int, ly: int, R: int | st
     checks = ([] if all_active else ["!active"]) + ([] if cache * ly == R else [f"r >= {R}"])
     if checks:
         loop.emit(None, f"if ({' || '.join(checks)}) break;")
+    return loop
+
+
+def _tail_loop(top: Block, t: Target, it: str, V: int, vectors: str, length: str,
+               all_active: bool, cached: bool) -> Block:
+    """The elements of a runtime row after its ``vectors`` whole vectors of ``V`` (fewer than
+    ``V``: ``length`` is the row's), one at a time as ``rt``; a register-cache loop (indexed by
+    ``k``, as the vector loops are) when the row is ``cached``."""
+    loop = top.nested(f"{t.unroll_hint}for (int k = 0; k < {V - 1}; k++) {{",
+                      loop_vars=frozenset({"rt"}), cache_loop=cached)
+    loop.emit(None, f"const {it} rt = {V} * {vectors} + {t.cast(it, 'k')};")
+    checks = ([] if all_active else ["!active"]) + [f"rt >= {length}"]
+    loop.emit(None, f"if ({' || '.join(checks)}) break;")
     return loop
 
 

@@ -7,15 +7,15 @@ reuses a program when the source comes out the same; see fusejit/recompiles.py):
 
 * the bucket is the next power of two (at least ``MIN_BUCKET``): the kernels that keep a row
   in registers (the row caches and per-work-item arrays of reduce_source.py) need a
-  compile-time bound, so the work-group strategy is chosen for the bucket's longest row of the
-  same vector class (``representative``) and the kernel loops, with a guard, up to the true
-  length passed at launch (``n_r``);
-* the vector class stays in the key: CPU kernels read rows as OpenCL vectors of ``vec``
-  elements, so a row length's largest power-of-two factor (up to 8) picks its class; GPU
-  reduction kernels have no vector lanes along rows and one class;
-* row strides that are the row length (a contiguous ``(m, n)`` array) are ``unit * n_r``
+  compile-time bound, so the work-group strategy is chosen for the bucket's longest row
+  and the kernel loops, with a guard, up to the true length passed at launch (``n_r``);
+* CPU kernels read rows as OpenCL vectors of ``vec`` elements: the ``n // vec`` whole vectors
+  at any alignment (``vload``), then a scalar tail of ``n % vec`` elements, so every length of
+  a bucket shares one program (no vector class in the key);
+* row strides that are the row length (a contiguous ``(m, n)`` array) are ``n`` at launch
   (``symbolic.Scaled``), and float constants equal to the row length (``np.mean``'s divisor)
-  are launch arguments too.
+  are launch arguments too; index ranges are the bucket's, so no simplification depends on
+  ``n`` itself.
 
 Everything else stays baked in: a kernel generated at ``n`` is exact for ``n``, and only runs
 at another length when that length generated the same text. What still specialises: rows of
@@ -36,21 +36,11 @@ from .shapes import row_major_strides
 from .symbolic import Expr, Var, scaled
 
 MIN_BUCKET = 16
-CPU_CLASSES = 8  # the widest vector along rows on CPUs (cpu_vector_strategy)
 
 
 def bucket(n: int) -> int:
     """The longest row length sharing ``n``'s program: the next power of two."""
     return max(MIN_BUCKET, 1 << (n - 1).bit_length())
-
-
-def representative(n: int, classes: int) -> int:
-    """The row length a dynamic kernel for ``n`` is sized for: the longest length of ``n``'s
-    bucket in ``n``'s vector class (its largest power-of-two factor, at most ``classes``), so
-    every length of the bucket and class gets the same work-group strategy."""
-    hi = bucket(n)
-    cls = min(n & -n, classes)
-    return hi if cls == classes else hi - cls
 
 
 def row_axis(space: tuple[int, ...], axes: tuple[int, ...]) -> bool:
@@ -60,28 +50,27 @@ def row_axis(space: tuple[int, ...], axes: tuple[int, ...]) -> bool:
 
 @dataclass(frozen=True)
 class RowExtent:
-    """The launch-time row length of one reduction kernel: ``length`` elements, addressed as
-    ``unit * n`` where ``n`` (the kernel argument ``name``) is ``length // unit``."""
+    """The launch-time row length of one reduction kernel: ``length`` elements (at most
+    ``bound``), the kernel argument ``name``."""
 
     length: int
-    unit: int
     name: str
+    bound: int
 
     @property
     def var(self) -> Var:
-        n = self.length // self.unit
-        return Var(self.name, n, n)
+        return Var(self.name, 1, max(self.bound, 2))
 
     def address(self, idx: tuple[Expr, ...], shape: tuple[int, ...],
                 strides: tuple[int, ...] | None) -> Expr:
         """The element index of ``idx`` in an array of ``shape`` and ``strides`` (None:
-        row-major), with the strides that are multiples of a contiguous row in ``n_r``."""
+        row-major), with the strides that are multiples of a contiguous row in ``n``."""
         st = strides or row_major_strides(shape)
         rows = bool(shape) and shape[-1] == self.length and st[-1] == 1
         addr = Expr(0)
         for i, (e, s) in enumerate(zip(idx, st)):
             if rows and i < len(shape) - 1 and s == math.prod(shape[i + 1:]):
-                addr = addr + scaled(e * (s // self.length * self.unit), self.var)
+                addr = addr + scaled(e * (s // self.length), self.var)
             else:
                 addr = addr + e * s
         return addr

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..ir import Graph, Node
 from ..ops import Op
-from ..rows import CPU_CLASSES, representative, row_axis
+from ..rows import bucket, row_axis
 from ..shapes import row_major_strides
 from ..symbolic import Expr
 from .plan import DeviceLimits, ReduceStrategy, reads_of
@@ -126,11 +126,11 @@ def cpu_vector_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages:
 def sized_strategy(pick: Callable[[tuple[int, ...]], ReduceStrategy], space: tuple[int, ...],
                    axes: tuple[int, ...], rows: bool, limits: DeviceLimits) -> ReduceStrategy:
     """``pick(space)``; for kernels that take their row length at launch (``rows``, see
-    fusejit/rows.py) ``pick`` at the longest row of the length's bucket and vector class, so
-    every length there gets one strategy (its ``row_bound`` set), unless that one splits rows
-    over work-groups."""
+    fusejit/rows.py) ``pick`` at the longest row of the length's bucket, so every length
+    there gets one strategy (its ``row_bound`` set), unless that one splits rows over
+    work-groups."""
     if rows and row_axis(space, axes):
-        rep = representative(space[-1], 1 if limits.is_gpu else CPU_CLASSES)
+        rep = bucket(space[-1])
         st = pick(space[:-1] + (rep,))
         if st.gy == 1:
             return dataclasses.replace(st, row_bound=rep)

@@ -711,6 +711,17 @@ class OpenCLTarget(Target):
     def lane(self, dtype: np.dtype, lane: int) -> str:
         return "{v}.s" + format(lane, "x")
 
+    def vector_load_at(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str | None:
+        if dtype == dt.FLOAT16:
+            return f"vload_half{n}(0, {ptr} + {index})"
+        vec = f"vload{n}(0, {ptr} + {index})"
+        return f"convert_uchar{n}(-({vec} != (uchar{n})(0)))" if dtype.kind == "b" else vec
+
+    def vector_store_at(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str | None:
+        if dtype == dt.FLOAT16:
+            return f"vstore_half{n}_rte({{0}}, 0, {ptr} + {index});"
+        return f"vstore{n}({{0}}, 0, {ptr} + {index});"
+
     def vector_store(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str:
         """A statement storing the vector operand {0} as vector number ``index``."""
         if dtype == dt.FLOAT16:
