@@ -255,14 +255,16 @@ class Lowering:
         return ptr, text if offset is None else f"({offset} + {text})"
 
     def vector_index(self, addr: Expr, offset: str | None, extent: int) -> Expr | None:
-        """If lane ``l`` reads element ``V*B + l`` of an aligned buffer, B; else None."""
+        """If lane ``l`` reads element ``V*B + l`` of an aligned buffer, B; else None. (In a
+        runtime row the loops keep every access in bounds, and the index ranges are the
+        bucket's, so only the alignment is asked for.)"""
         V = self.lanes
         if V == 1 or offset is not None or LANE not in addr.vars():
             return None
         lane = Expr.var(LANE, V)
         base = (addr - lane) // V
         if LANE in base.vars() or base * V + lane != addr or base.lo < 0 or \
-                (base.hi + 1) * V > extent:
+                (base.hi + 1) * V > extent and self.row is None:
             return None
         return base
 
@@ -478,12 +480,10 @@ class Lowering:
     def _load_lanes(self, block: Block, node: Node, idx: Index) -> Lanes:
         """One vector load when the lanes read consecutive aligned elements, else per lane."""
         ptr, addr, offset, extent = self.address_expr(node, idx)
-        # (a runtime row: any alignment, whatever this length's happens to be, so the text
-        # does not change with it)
-        base = self.vector_index(addr, offset, extent) if self.row is None else None
+        base = self.vector_index(addr, offset, extent)
         t = self.target
         text = None
-        if self.row is not None:
+        if base is None and self.row is not None:  # a runtime row: any alignment
             start = lane_start(addr, self.lanes)
             if start is not None:
                 at = self.render_index(start)
@@ -611,7 +611,7 @@ def _store(block: Block, st: Store, node_idx: Index, lowering: Lowering, value: 
     V = lowering.lanes
     if V > 1 and (isinstance(value, Lanes) or LANE in addr.vars()):
         refs = value.refs if isinstance(value, Lanes) else (value,) * V
-        base = lowering.vector_index(addr, offset, extent) if lowering.row is None else None
+        base = lowering.vector_index(addr, offset, extent)
         if base is not None:
             vec = lowering.as_vector(block, value, node.dtype)
             block.emit(None, t.vector_store(ptr, lowering.render_index(base), node.dtype, V),
