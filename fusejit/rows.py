@@ -58,6 +58,12 @@ class RowExtent:
     bound: int
 
     @property
+    def full(self) -> bool:
+        """The bucket's own length: on GPUs, a program of its own with no row checks (the
+        power-of-two lengths are the common ones, and the checks cost there)."""
+        return self.length == self.bound
+
+    @property
     def var(self) -> Var:
         return Var(self.name, 1, max(self.bound, 2))
 
