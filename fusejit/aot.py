@@ -162,8 +162,9 @@ def _arg_from(j: dict[str, Any]) -> BufferArg | ScalarArg:
     if j["cls"] == "buffer":
         return BufferArg(j["name"], np.dtype(j["dtype"]), j["role"], int(j["index"]),
                          bool(j["writable"]), bool(j["restrict"]))
-    return ScalarArg(j["name"], np.dtype(j["dtype"]), j["role"], int(j["index"]),
-                     int(j["value"]))
+    dtype = np.dtype(j["dtype"])
+    return ScalarArg(j["name"], dtype, j["role"], int(j["index"]),
+                     float(j["value"]) if dtype.kind == "f" else int(j["value"]))
 
 
 def _shape(j: Any) -> tuple[int, ...]:

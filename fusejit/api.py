@@ -509,7 +509,7 @@ class Fused:
         backend = backend_of(queue)
         info = backend.device_info(queue)
         classes = alias_classes(key.aliases, traced)
-        plan = partition_gemm(graph, info.limits, classes)
+        plan = partition_gemm(graph, info.limits, classes, rows=self._stats.rows_on)
         precision = self.matmul_precision
         plan = gemm_tune.configure(plan, info.key, info.limits, gemm_tune.tuner(
             queue, info, self.autotune), precision, mma_unavailable(queue, precision, plan))
@@ -529,6 +529,8 @@ class Fused:
                 raise ValueError("a ShapeDtype with a None (dynamic) dimension needs "
                                  "@fuse(dynamic=None or True); this function has dynamic=False")
             self._stats.dynamic_on = True
+            self._stats.rows_on |= any(isinstance(a, ShapeDtype) and a.shape[-1:] == (None,)
+                                       for a in (*args, *kwargs.values()))
         flat, kwnames, key, queue = self._flatten(args, kwargs)
         build = functools.partial(self._compile_lowered, key, flat, kwnames, queue)
         with self._lock:

@@ -92,6 +92,12 @@ def _is_library(module: types.ModuleType) -> bool:
     path = getattr(module, "__file__", None)
     if path is None:  # built-in or frozen (a module made with types.ModuleType is the user's)
         return getattr(module, "__spec__", None) is not None
+    return _library_path(path)
+
+
+@functools.lru_cache(maxsize=1024)
+def _library_path(path: str) -> bool:
+    # (realpath stats every component: ~0.1 ms on a process's first call, paid once per file)
     return os.path.realpath(path).startswith(_LIBRARY_DIRS)
 
 

@@ -41,7 +41,7 @@ class ScalarArg:
     dtype: np.dtype
     role: str
     index: int
-    value: int = 0
+    value: int | float = 0  # (float: a row length as a mean's divisor, fusejit/rows.py)
 
     def declaration(self, target: Target) -> str:
         return target.scalar_param(self.name, self.dtype)

@@ -21,6 +21,7 @@ from .ir import Graph, Node, const_value
 from .kernels import Arg, BufferArg, KernelSignature, ScalarArg
 from .ops import ELEMENTWISE, LEAVES, OPS, REDUCE, Op
 from .passes.partition import Store
+from .rows import RowExtent
 from .shapes import row_major_strides
 from .symbolic import Expr
 from .targets.base import Target
@@ -161,11 +162,13 @@ class ArgTable:
         self.args.setdefault(key, {"kind": "scalar", "name": name, "dtype": dtype})
         return name
 
-    def extent(self, label: str, value: int) -> str:
-        """A loop bound passed at launch (kernels for runtime extents): its argument name."""
+    def extent(self, label: str, value: int | float, dtype: np.dtype | None = None) -> str:
+        """A loop bound passed at launch (kernels for runtime extents): its argument name.
+        ``dtype`` (default: the index type) for a float value that follows an extent (a
+        row length as a mean's divisor: fusejit/rows.py)."""
         entry = self.args.setdefault(("extent", 0, label), {
-            "kind": "scalar", "name": f"n_{label}", "dtype": self.index_dtype,
-            "value": int(value)})
+            "kind": "scalar", "name": f"n_{label}", "dtype": dtype or self.index_dtype,
+            "value": value if dtype is not None and dtype.kind == "f" else int(value)})
         assert entry["value"] == value, (label, entry["value"], value)
         return f"n_{label}"
 
@@ -200,6 +203,7 @@ class Lowering:
         self.args = args
         self.materialized = materialized  # node -> temp index
         self.index_type = index_type
+        self.row: RowExtent | None = None  # a runtime row length (fusejit/rows.py)
         self.memo: dict[tuple[Node, Index], Ref] = {}
         self.bound: dict[tuple[Node, Index], Ref] = {}  # values computed by the kernel itself
         self.var_names: dict[str, str] = {}
@@ -224,15 +228,26 @@ class Lowering:
         if node.op is not Op.INPUT or node in self.materialized:
             t = self.materialized[node]
             ptr = self.args.buffer("temp", t, node.dtype, write=write)
-            return ptr, ravel(idx, node.shape), None, math.prod(node.shape)
+            return ptr, self.ravel(idx, node.shape), None, math.prod(node.shape)
         param = self.graph.params[node.arg]
         ptr = self.args.buffer("param", node.arg, node.dtype, write=write)
-        strides = param.strides or row_major_strides(param.shape)
-        addr = Expr(0)
-        for i, st in zip(idx, strides):
-            addr = addr + i * st
+        addr = self.linear(idx, param.shape, param.strides)
         offset = self.args.offset(node.arg) if param.has_offset else None
         return ptr, addr, offset, _extent(param)
+
+    def linear(self, idx: Index, shape: tuple[int, ...], strides: tuple[int, ...] | None
+               ) -> Expr:
+        """The element index of ``idx`` in an array of ``shape`` and ``strides`` (None:
+        row-major); rows of a runtime length are addressed through it (fusejit/rows.py)."""
+        if self.row is not None:
+            return self.row.address(idx, shape, strides)
+        addr = Expr(0)
+        for i, st in zip(idx, strides or row_major_strides(shape)):
+            addr = addr + i * st
+        return addr
+
+    def ravel(self, idx: Index, shape: tuple[int, ...]) -> Expr:
+        return ravel(idx, shape) if self.row is None else self.row.address(idx, shape, None)
 
     def address(self, node: Node, idx: Index) -> tuple[str, str]:
         ptr, addr, offset, _ = self.address_expr(node, idx)
@@ -240,14 +255,16 @@ class Lowering:
         return ptr, text if offset is None else f"({offset} + {text})"
 
     def vector_index(self, addr: Expr, offset: str | None, extent: int) -> Expr | None:
-        """If lane ``l`` reads element ``V*B + l`` of an aligned buffer, B; else None."""
+        """If lane ``l`` reads element ``V*B + l`` of an aligned buffer, B; else None. (In a
+        runtime row the loops keep every access in bounds, and the index ranges are the
+        bucket's, so only the alignment is asked for.)"""
         V = self.lanes
         if V == 1 or offset is not None or LANE not in addr.vars():
             return None
         lane = Expr.var(LANE, V)
         base = (addr - lane) // V
         if LANE in base.vars() or base * V + lane != addr or base.lo < 0 or \
-                (base.hi + 1) * V > extent:
+                (base.hi + 1) * V > extent and self.row is None:
             return None
         return base
 
@@ -361,7 +378,8 @@ class Lowering:
         self.note_dtype(node.dtype)
         ctype = t.compute_type(node.dtype)
         if op is Op.CONST:
-            return Imm(t.literal(const_value(node), node.dtype))
+            name = self.row.constant(node, self.args) if self.row is not None else None
+            return Imm(name or t.literal(const_value(node), node.dtype))
         if op is Op.SCALAR:
             return Imm(self.args.scalar(node.arg[0], node.dtype))
         if op is Op.INPUT or node in self.materialized:
@@ -464,13 +482,21 @@ class Lowering:
         """One vector load when the lanes read consecutive aligned elements, else per lane."""
         ptr, addr, offset, extent = self.address_expr(node, idx)
         base = self.vector_index(addr, offset, extent)
-        if base is None:
+        t = self.target
+        text = None
+        if base is None and self.row is not None:  # a runtime row: any alignment
+            start = lane_start(addr, self.lanes)
+            if start is not None:
+                at = self.render_index(start)
+                text = t.vector_load_at(ptr, at if offset is None else f"({offset} + {at})",
+                                        node.dtype, self.lanes)
+                base = ("at", offset, start)
+        if base is None or (text is None and isinstance(base, tuple)):
             return self.per_lane(block, node, idx)
         key = (ptr, base)
         vec = self.vector_loads.get(key)
         if vec is None or not block.sees(vec.block):
-            t = self.target
-            vec = block.emit(t.vector_type(node.dtype, self.lanes),
+            vec = block.emit(t.vector_type(node.dtype, self.lanes), text or
                              t.vector_load(ptr, self.render_index(base), node.dtype, self.lanes))
             self.vector_loads[key] = vec
         return Lanes(tuple(LaneOf(vec, lane, self.target.lane(node.dtype, lane))
@@ -576,15 +602,13 @@ def _store(block: Block, st: Store, node_idx: Index, lowering: Lowering, value: 
     if st.dest.kind == "param":
         param = lowering.graph.params[st.dest.index]
         ptr = lowering.args.buffer("param", st.dest.index, node.dtype, write=True)
-        addr = Expr(0)
-        for i, s in zip(st.root_index(node_idx), param.strides or row_major_strides(param.shape)):
-            addr = addr + i * s
+        addr = lowering.linear(st.root_index(node_idx), param.shape, param.strides)
         offset = lowering.args.offset(st.dest.index) if param.has_offset else None
         extent = _extent(param)
     else:
         role = "output" if st.dest.kind == "output" else "temp"
         ptr = lowering.args.buffer(role, st.dest.index, node.dtype, write=True)
-        addr, offset, extent = ravel(node_idx, node.shape), None, math.prod(node.shape)
+        addr, offset, extent = lowering.ravel(node_idx, node.shape), None, math.prod(node.shape)
     V = lowering.lanes
     if V > 1 and (isinstance(value, Lanes) or LANE in addr.vars()):
         refs = value.refs if isinstance(value, Lanes) else (value,) * V
@@ -594,6 +618,14 @@ def _store(block: Block, st: Store, node_idx: Index, lowering: Lowering, value: 
             block.emit(None, t.vector_store(ptr, lowering.render_index(base), node.dtype, V),
                        vec)
             return
+        start = lane_start(addr, V) if lowering.row is not None else None  # a runtime row
+        if start is not None:
+            at = lowering.render_index(start)
+            text = t.vector_store_at(ptr, at if offset is None else f"({offset} + {at})",
+                                     node.dtype, V)
+            if text is not None:
+                block.emit(None, text, lowering.as_vector(block, value, node.dtype))
+                return
         for lane in range(V):
             text = lowering.render_index(addr.subs(LANE, lane))
             text = text if offset is None else f"({offset} + {text})"
@@ -602,6 +634,12 @@ def _store(block: Block, st: Store, node_idx: Index, lowering: Lowering, value: 
     text = lowering.render_index(addr)
     text = text if offset is None else f"({offset} + {text})"
     block.emit(None, t.store(ptr, text, "{0}", node.dtype), value)
+
+
+def lane_start(addr: Expr, lanes: int) -> Expr | None:
+    """The first lane's element when lane ``l`` addresses element ``start + l``, else None."""
+    start = addr - Expr.var(LANE, lanes)
+    return None if LANE in start.vars() else start
 
 
 def _guard(idx: Index, space: tuple[int, ...], shape: tuple[int, ...],

@@ -140,6 +140,13 @@ def changed_dims(old: Any, new: Any) -> list[tuple[str, int]] | None:
     return dims or None
 
 
+def _last_axis_changed(old: Any, new: Any) -> bool:
+    """Does an array argument's last extent differ between two keys (``changed_dims`` said
+    that only extents do)?"""
+    return any(getattr(a, "shape", ())[-1:] != getattr(b, "shape", ())[-1:]
+               for a, b in zip(old.specs, new.specs))
+
+
 def _strides_of(spec: Any) -> dict[str, Any]:
     # contiguous strides follow the shape; other layout changes are not extents
     return {"strides": spec.strides} if hasattr(spec, "strides") else {}
@@ -174,13 +181,16 @@ class CallStats:
     reused: int = 0  # signatures served by a program already built (runtime extents)
     signatures: int = 0
     dynamic_on: bool = False  # kernels take their extents at launch
+    # ... and row reductions their row length (fusejit/rows.py): dynamic=True, or a last axis
+    # changed (a batch that changes alone keeps the kernels sized for its rows)
+    rows_on: bool = False
     warned: bool = False
     retracing: bool = False  # the current miss only changed extents of a dynamic function
     changing: dict[str, set] = field(default_factory=dict)
     _moves: set = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.dynamic_on = self.dynamic is True
+        self.dynamic_on = self.rows_on = self.dynamic is True
 
     @property
     def programs(self) -> int:
@@ -197,6 +207,8 @@ class CallStats:
         dims = changed_dims(old, key)
         became = ""
         self.retracing = bool(dims) and self.dynamic_on
+        if dims and self.dynamic is not False and _last_axis_changed(old, key):
+            self.rows_on = True
         if dims and self.dynamic is None and not self.dynamic_on:
             self.dynamic_on = True
             labels = {label for label, _ in dims}

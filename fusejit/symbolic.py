@@ -13,10 +13,15 @@ constant. Simplification uses value ranges and a few exact identities:
 
 so a contiguous load of a reshaped, collapsed or broadcast view folds back to ``gid`` or
 ``gid % n`` instead of a chain of divisions.
+
+Kernels for runtime row lengths (fusejit/rows.py) also address rows through a launch-time
+extent: ``Scaled(x, n)`` is ``x * n`` for a kernel argument ``n`` (``scaled``), an atom the
+constant-divisor rules treat as opaque.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -39,7 +44,16 @@ class Mod:
     c: int
 
 
-Atom = Var | Div | Mod
+@dataclass(frozen=True)
+class Scaled:
+    """``x * n``: an index expression times a launch-time extent ``n`` (a kernel argument
+    with the range ``n.lo..n.hi``), e.g. a row index times a runtime row length."""
+
+    x: Expr
+    n: Var
+
+
+Atom = Var | Div | Mod | Scaled
 
 
 @dataclass(frozen=True)
@@ -151,6 +165,8 @@ class Expr:
                 part = Expr(value) if atom.name == name else Expr.of(atom)
             elif isinstance(atom, Div):
                 part = floordiv(atom.x.subs(name, value), atom.c)
+            elif isinstance(atom, Scaled):
+                part = scaled(atom.x.subs(name, value), atom.n)
             else:
                 part = mod(atom.x.subs(name, value), atom.c)
             out = out + part * coef
@@ -161,7 +177,8 @@ class Expr:
         if names is None:
             out: set[str] = set()
             for atom, _ in self.terms:
-                out |= {atom.name} if isinstance(atom, Var) else atom.x.vars()
+                out |= {atom.name} if isinstance(atom, Var) else atom.x.vars() | (
+                    {atom.n.name} if isinstance(atom, Scaled) else set())
             names = frozenset(out)
             object.__setattr__(self, "_vars", names)
         return names
@@ -185,12 +202,16 @@ class Expr:
 def _key(atom: Atom) -> tuple:
     if isinstance(atom, Var):
         return (0, atom.name)
+    if isinstance(atom, Scaled):
+        return (3, atom.n.name, repr(atom.x))
     return (1 if isinstance(atom, Div) else 2, atom.c, repr(atom.x))
 
 
 def _lo(atom: Atom) -> int:
     if isinstance(atom, Var):
         return atom.lo
+    if isinstance(atom, Scaled):
+        return min(a * b for a in (atom.x.lo, atom.x.hi) for b in (atom.n.lo, atom.n.hi))
     if isinstance(atom, Div):
         return atom.x.lo // atom.c
     return 0 if atom.x.lo < 0 or atom.x.hi >= atom.c else atom.x.lo
@@ -199,6 +220,8 @@ def _lo(atom: Atom) -> int:
 def _hi(atom: Atom) -> int:
     if isinstance(atom, Var):
         return atom.hi
+    if isinstance(atom, Scaled):
+        return max(a * b for a in (atom.x.lo, atom.x.hi) for b in (atom.n.lo, atom.n.hi))
     if isinstance(atom, Div):
         return atom.x.hi // atom.c
     return atom.c - 1 if atom.x.lo < 0 or atom.x.hi >= atom.c else atom.x.hi
@@ -207,6 +230,8 @@ def _hi(atom: Atom) -> int:
 def _render_atom(atom: Atom, names: dict[str, str]) -> str:
     if isinstance(atom, Var):
         return names.get(atom.name, atom.name)
+    if isinstance(atom, Scaled):
+        return f"({atom.x.render(names)} * {names.get(atom.n.name, atom.n.name)})"
     op = "/" if isinstance(atom, Div) else "%"
     # Index expressions inside Div/Mod are non-negative by construction, so C's truncating
     # division and remainder equal floor semantics there.
@@ -275,3 +300,17 @@ def mod(e: Expr, c: int) -> Expr:
     if r.lo < 0:
         r = r + (-(r.lo // c)) * c
     return Expr.of(Mod(r, c))
+
+
+def scaled(e: Expr, n: Var) -> Expr:
+    """``e * n`` for a launch-time extent ``n``: the constant part as ``const * n``, and the
+    common factor of the terms kept outside, so ``(8*o) * n`` is ``8 * Scaled(o, n)`` (the
+    vector-index rules see the 8)."""
+    out = Expr.of(n) * e.const if e.const else Expr(0)
+    if not e.terms:
+        return out
+    g = 0
+    for _, k in e.terms:
+        g = math.gcd(g, k)
+    inner = Expr._norm(0, {a: k // g for a, k in e.terms})
+    return out + Expr.of(Scaled(inner, n)) * g

@@ -199,8 +199,10 @@ def entry_key(fused: Any, key: Any, queue: cl.CommandQueue) -> cache.ProgramKey 
         specs = [aot._spec_json(s) for s in key.specs]
     except aot.BundleError:
         return None
+    # (runtime row lengths, fusejit/rows.py: named only when on, so other keys stay as they were)
+    rows = ["rows"] if fused._stats.rows_on else []
     text = json.dumps([fn_key, specs, list(key.kwnames), [list(a) for a in key.aliases],
-                       bool(fused._stats.dynamic_on), _library_key()], sort_keys=True)
+                       bool(fused._stats.dynamic_on), _library_key(), *rows], sort_keys=True)
     return program_key(queue.device, text, [_KIND])
 
 

@@ -8,6 +8,7 @@ cases skip and say why; ``FUSEJIT_REQUIRE_VULKAN=1`` (CI) turns that skip into a
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import pyopencl.array as cla
@@ -106,20 +107,32 @@ def device(request):
     fusejit.set_default_device(previous)
 
 
+def _fake_gpu(monkeypatch, **limits: Any) -> None:
+    """Lower with a GPU's limits (is_gpu and the given ones) while running on the test device."""
+    import dataclasses
+
+    from fusejit.runtime import opencl
+
+    real = opencl.device_info
+
+    def fake(device: Any) -> Any:
+        info = real(device)
+        return dataclasses.replace(info, limits=dataclasses.replace(info.limits, is_gpu=True,
+                                                                    **limits))
+    monkeypatch.setattr(opencl, "device_info", fake)
+
+
 @pytest.fixture(params=["cpu", "gpu"])
 def lowering(request, monkeypatch) -> str:
     """Lower as the test device does, or with a GPU's limits (8 float16 lanes, 16-byte loads,
     ops lane by lane)."""
     if request.param == "gpu":
-        import dataclasses
-
-        from fusejit.runtime import opencl
-
-        real = opencl.device_info
-
-        def fake(device: object) -> object:
-            info = real(device)
-            return dataclasses.replace(info, limits=dataclasses.replace(info.limits,
-                                                                        is_gpu=True))
-        monkeypatch.setattr(opencl, "device_info", fake)
+        _fake_gpu(monkeypatch)
     return request.param
+
+
+@pytest.fixture
+def gpu_style(monkeypatch):
+    """Lower with an H200's limits (work-group trees in local memory, no vector lanes) while
+    running on the test device, so the GPU strategies' code is checked here too."""
+    _fake_gpu(monkeypatch, compute_units=132, max_work_group=1024, local_mem=48 * 1024)

@@ -173,24 +173,6 @@ def test_shared_and_unshared_inputs(rng, launches) -> None:
     assert FUSED in str(f.lower(x, w))
 
 
-@pytest.fixture
-def gpu_style(monkeypatch):
-    """Lower with an H200's limits (work-group trees in local memory, no vector lanes) while
-    running on the test device, so the GPU strategies' visit stores are checked here too."""
-    import dataclasses
-
-    from fusejit.runtime import opencl
-
-    real = opencl.device_info
-
-    def fake(device: Any) -> Any:
-        info = real(device)
-        return dataclasses.replace(info, limits=dataclasses.replace(
-            info.limits, is_gpu=True, compute_units=132, max_work_group=1024,
-            local_mem=48 * 1024))
-    monkeypatch.setattr(opencl, "device_info", fake)
-
-
 @pytest.mark.parametrize("case", ["full", "rows", "cols", "softmax"])
 def test_gpu_strategies(rng, launches, gpu_style, case: str) -> None:
     x = rng.standard_normal((300, 1000) if case != "full" else 1 << 18).astype(np.float32)

@@ -40,13 +40,14 @@ from .plan import leaves_of, reads_of
 
 
 def partition_gemm(graph: Graph, limits: DeviceLimits | None = None,
-                   aliases: Sequence[frozenset[int]] = ()) -> Plan:
-    """``partition`` for graphs with matrix products (see the module docstring)."""
+                   aliases: Sequence[frozenset[int]] = (), rows: bool = False) -> Plan:
+    """``partition`` for graphs with matrix products (see the module docstring); ``rows``:
+    row reductions take their length at launch (fusejit/rows.py; not with matrix products)."""
     order = graph.toposort()
     # scans are kernels of this shape too: a whole-row prologue, an epilogue at their own index
     mms = [n for n in order if n.op in (Op.MATMUL, Op.SCAN, Op.SVDVALS)]
     if not mms:
-        return partition(graph, limits, aliases)
+        return partition(graph, limits, aliases, rows)
     return _GemmPartition(graph, order, mms, limits or DeviceLimits(), aliases).plan()
 
 

@@ -54,6 +54,7 @@ from .strategy import (
     cpu_vector_strategy,
     inner_contiguous,
     lane_bytes,
+    sized_strategy,
     split_pays,
 )
 
@@ -61,9 +62,10 @@ from .strategy import (
 
 
 def partition(graph: Graph, limits: DeviceLimits | None = None,
-              aliases: Sequence[frozenset[int]] = ()) -> Plan:
+              aliases: Sequence[frozenset[int]] = (), rows: bool = False) -> Plan:
     """Group the graph's work into kernels (see the module docstring); ``aliases`` are sets of
-    array parameters that share memory (the same array passed twice)."""
+    array parameters that share memory (the same array passed twice); ``rows``: size row
+    reductions for their row-length bucket (kernels for runtime extents, fusejit/rows.py)."""
     limits = limits if limits is not None else DeviceLimits()
     roots: list[Store] = [Store(n, Dest("output", i)) for i, n in enumerate(graph.outputs)]
     for p, n in graph.writes:
@@ -116,10 +118,10 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         # every value computed per element, not just the reduced one: PoCL mishandles vectors
         # over 32 bytes (an int64 cone under a bool any() gave long8 operands and wrong results)
         widest = max(max(compute_size(m.dtype), _widest(m.srcs[0], red_set)) for m in ms)
-        strategies.append(
-            cpu_vector_strategy(key[0], key[1], n_stages, contiguous, limits, vector_ok, widest)
-            or choose_strategy(key[0], key[1], n_stages, contiguous, limits,
-                               sum(lane_bytes(m) for m in ms)))
+        strategies.append(sized_strategy(lambda space: (
+            cpu_vector_strategy(space, key[1], n_stages, contiguous, limits, vector_ok, widest)
+            or choose_strategy(space, key[1], n_stages, contiguous, limits,
+                               sum(lane_bytes(m) for m in ms))), key[0], key[1], rows, limits))
     epilogues: list[list[Store]] = [[] for _ in keys]
     row_stores: list[list[Store]] = [[] for _ in keys]
     visits: list[list[Store]] = [[] for _ in keys]  # stored as the first pass reads (visit.py)
@@ -154,11 +156,11 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
             n_stages = 1 + max(stage_of[m] for m in ms)
             widest = max(wide, *(compute_size(m.dtype) for m in ms),
                          *(_widest(m.srcs[0], red_set) for m in ms))
-            redo = cpu_vector_strategy(key[0], key[1], n_stages, st.vec_axis == "rows" or
-                                       inner_contiguous(graph, ms[0], red_set), limits, True,
-                                       widest) or choose_strategy(
-                key[0], key[1], n_stages, inner_contiguous(graph, ms[0], red_set), limits,
-                sum(lane_bytes(m) for m in ms))
+            redo = sized_strategy(lambda space: cpu_vector_strategy(
+                space, key[1], n_stages, st.vec_axis == "rows" or
+                inner_contiguous(graph, ms[0], red_set), limits, True, widest) or choose_strategy(
+                space, key[1], n_stages, inner_contiguous(graph, ms[0], red_set), limits,
+                sum(lane_bytes(m) for m in ms)), key[0], key[1], rows, limits)
             strategies[g] = dataclasses.replace(redo, gy=1) if row_stores[g] else redo
 
     groups: list[Group] = []

@@ -74,6 +74,9 @@ class ReduceStrategy:
     # end) or across adjacent outputs ("outputs", each lane its own result)
     vec: int = 1
     vec_axis: str = "rows"
+    # > 0: sized for rows of up to this length, the true length passed at launch (kernels for
+    # runtime row lengths, fusejit/rows.py)
+    row_bound: int = 0
 
 
 @dataclass(frozen=True)

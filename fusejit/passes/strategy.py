@@ -6,12 +6,15 @@ AMD EPYC) that chose between the alternatives.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from ..ir import Graph, Node
 from ..ops import Op
+from ..rows import bucket, row_axis
 from ..shapes import row_major_strides
 from ..symbolic import Expr
 from .plan import DeviceLimits, ReduceStrategy, reads_of
@@ -126,6 +129,20 @@ def cpu_vector_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages:
                 lx *= 2
             return ReduceStrategy(lx, 1, 1, 0, False, vec, "outputs")
     return None
+
+
+def sized_strategy(pick: Callable[[tuple[int, ...]], ReduceStrategy], space: tuple[int, ...],
+                   axes: tuple[int, ...], rows: bool, limits: DeviceLimits) -> ReduceStrategy:
+    """``pick(space)``; for kernels that take their row length at launch (``rows``, see
+    fusejit/rows.py) ``pick`` at the longest row of the length's bucket, so every length
+    there gets one strategy (its ``row_bound`` set), unless that one splits rows over
+    work-groups."""
+    if rows and row_axis(space, axes):
+        rep = bucket(space[-1])
+        st = pick(space[:-1] + (rep,))
+        if st.gy == 1:
+            return dataclasses.replace(st, row_bound=rep)
+    return pick(space)
 
 
 # Below this many elements per row, one work-group per row (staged) beats extra kernel launches.

@@ -104,6 +104,17 @@ class Target(abc.ABC):
     def vector_store(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str:
         """Statement storing operands ``{0}..{n-1}`` as vector number ``index``."""
 
+    def vector_load_at(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str | None:
+        """Elements ``index .. index+n-1`` at any alignment as one vector (rows of a runtime
+        length, fusejit/rows.py), or None where the target has no such load (lanes then load
+        one by one)."""
+        return None
+
+    def vector_store_at(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str | None:
+        """Statement storing the vector operand {0} at elements ``index ..`` (any
+        alignment), or None (see ``vector_load_at``)."""
+        return None
+
     # -- kernels ----------------------------------------------------------------------------------
     @abc.abstractmethod
     def buffer_param(self, name: str, dtype: np.dtype, writable: bool, restrict: bool) -> str: ...
