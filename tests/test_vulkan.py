@@ -245,6 +245,25 @@ def test_float64_literals_and_scalars_are_exact(fv) -> None:
         np.testing.assert_array_equal(got[1].get(), 3.5)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_constant_zeros_are_not_folded_with_the_other_operand(fv, dtype) -> None:
+    """0 * x and 0 / x are NaN for x NaN (and 0 * inf): lavapipe folded a literal 0.0 there to
+    0 (found by the fuzzer: 1e-310 / NaN in float32 is 0 / NaN)."""
+    if np.dtype(dtype) not in fv.supported_dtypes(fv.default_device()):
+        pytest.skip(f"this Vulkan adapter has no {np.dtype(dtype)}")
+    x = np.array([np.nan, np.inf, -np.inf, 2.0, -3.0, 0.0, -0.0, 5e-5], dtype)
+
+    def f(x):
+        return 0.0 * x, x * -0.0, 0.0 / x, -0.0 / x, 1e-310 / x, x + 0.0, x - 0.0
+    with np.errstate(all="ignore"):
+        want = f(x)
+    for got, w in zip(fuse(f)(fv.to_device(x)), want):
+        g = got.get()
+        np.testing.assert_array_equal(g, w)
+        num = ~np.isnan(w)  # (a NaN's sign bit is the device's)
+        np.testing.assert_array_equal(np.signbit(g[num]), np.signbit(w[num]))  # zeros' signs
+
+
 @pytest.mark.parametrize("off", [-1, 1])
 def test_float64_division_and_sqrt_round_correctly_from_a_driver_an_ulp_off(fv, rng,
                                                                            monkeypatch, off):

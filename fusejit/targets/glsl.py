@@ -328,6 +328,11 @@ class GLSLTarget(Target):
     # -- values -----------------------------------------------------------------------------------
     def literal(self, value: np.generic, dtype: np.dtype) -> str:
         name = self._check(dtype)
+        if name in ("float32", "float16", "float64") and float(value) == 0.0:
+            # a zero the driver cannot see: lavapipe folds 0.0 / x and 0.0 * x to 0 (as if x
+            # were never NaN or infinite), where NumPy gives NaN
+            zero = "fj_zero" if name != "float64" else "double(fj_zero)"
+            return f"(-{zero})" if np.signbit(value) else zero
         if name in ("float32", "float16"):  # (float16 computes in float32)
             return _float_literal(float(value))
         if name == "float64":
@@ -522,8 +527,9 @@ class GLSLTarget(Target):
     def kernel_header(self, name: str, params: Sequence[str],
                       local_size: tuple[int, ...] | None) -> str:
         """Buffers bind in signature order (0, 1, ...); the uniform block after them holds
-        the launch's group counts, a padding word and ``fj_one`` = 1.0 (see _OPAQUE), then the
-        scalars, doubles first (std140: each at the next offset of its size)."""
+        the launch's group counts, ``fj_zero`` = 0.0 (see literal) and ``fj_one`` = 1.0 (see
+        _OPAQUE), then the scalars, doubles first (std140: each at the next offset of its
+        size)."""
         dims = (*(local_size or (1,)), 1, 1)[:3]
         lines = [f"// {name}",
                  f"layout(local_size_x = {dims[0]}, local_size_y = {dims[1]}, "
@@ -535,7 +541,7 @@ class GLSLTarget(Target):
                          key=lambda p: not p.startswith("double "))
         macros = ["#define " + p.split(" #define ")[1] for p in params if " #define " in p]
         lines += [b.replace("{binding}", str(i)) for i, b in enumerate(buffers)]
-        members = " ".join(["uint fj_g0; uint fj_groups; uint fj_pad; float fj_one;", *scalars])
+        members = " ".join(["uint fj_g0; uint fj_groups; float fj_zero; float fj_one;", *scalars])
         lines.append(f"layout(std140, set = 0, binding = {len(buffers)}) uniform FjArgs "
                      f"{{ {members} }};")
         lines += macros

@@ -89,7 +89,7 @@ class _Pipeline:
             # queries); with one element a work-item 262,144 groups were slower than 8,448
             self.groups = min(self.groups, ELEMENTWISE_GROUPS)
         self.dispatch = dispatch_shape(self.groups)
-        head = np.array([per_dim[0], self.groups, 0, 0x3F800000], np.uint32)  # fj_pad, fj_one
+        head = np.array([per_dim[0], self.groups, 0, 0x3F800000], np.uint32)  # fj_zero, fj_one
         size = 16 + sum(8 if np.dtype(a.dtype) == np.float64 else 4 for a in self.scalars)
         self.uniform_size = max(16, (size + 15) // 16 * 16)
         self.head = head
