@@ -70,7 +70,17 @@ class DeviceInfo:
     is_cpu: bool
     max_alloc: int = 0  # CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes (0: unknown)
     global_mem: int = 0  # CL_DEVICE_GLOBAL_MEM_SIZE, bytes
-    half2: bool = False  # native packed float16 arithmetic (runtime/half2_probe.py)
+
+    @property
+    def half2(self) -> bool:
+        """Native packed float16 arithmetic (runtime/half2_probe.py). Probed on first use, when
+        a module is lowered, not when the DeviceInfo is made: the probe builds a kernel, and a
+        process's first call (often a cached program) should not pay for it."""
+        device = _devices.get(self.key)
+        return self.limits.is_gpu and device is not None and half2_unavailable(device) is None
+
+
+_devices: dict[str, cl.Device] = {}  # DeviceInfo.key -> the device its lazy probes run on
 
 
 @cache
@@ -90,7 +100,8 @@ def device_info(device: cl.Device) -> DeviceInfo:
     )
     key = (f"{device.platform.name.strip()} / {device.name.strip()} / "
            f"{device.driver_version.strip()} / {device.version.strip()}")
+    _devices.setdefault(key, device)
     return DeviceInfo(key, limits, fp64,
                       bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
                       bool(device.type & cl.device_type.CPU), int(device.max_mem_alloc_size),
-                      int(device.global_mem_size), is_gpu and half2_unavailable(device) is None)
+                      int(device.global_mem_size))

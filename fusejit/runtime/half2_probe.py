@@ -8,6 +8,8 @@ results. Other devices pay nothing."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pyopencl as cl
 
@@ -27,21 +29,34 @@ __kernel void fj_half2_probe(__global const uint *a, __global const uint *b,
 """
 
 
+def _bits(n: int, seed: int) -> np.ndarray:
+    """n well-mixed 32-bit words (a multiplicative hash of the index: no numpy.random, whose
+    import costs a process's first call ~20 ms and which a trace must not import)."""
+    x = np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) + \
+        np.uint64(seed * 0xD1B54A32D192ED03 % 2 ** 64)
+    x ^= x >> np.uint64(29)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    return (x >> np.uint64(32)).astype(np.uint32)
+
+
 def probe_inputs(n: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(a, b, f): float16 operands (every finite bit pattern class, specials included) and
     float32 values to round (ties, overflow, subnormal results)."""
-    rng = np.random.default_rng(5)
     special = np.array([0, 0x8000, 1, 0x8001, 0x03ff, 0x0400, 0x3c00, 0xbc00, 0x7bff, 0xfbff,
                         0x7c00, 0xfc00, 0x3555, 0x1000, 0x0200], np.uint16)
-    a = rng.integers(0, 0x7c00, n, dtype=np.uint16) | (rng.integers(0, 2, n, np.uint16) << 15)
-    b = rng.integers(0, 0x7c00, n, dtype=np.uint16) | (rng.integers(0, 2, n, np.uint16) << 15)
+    finite = 2 * 0x7c00  # the finite bit patterns, both signs: 0..0x7bff and 0x8000..0xfbff
+    a = (_bits(n, 1) % finite).astype(np.uint16)
+    b = (_bits(n, 2) % finite).astype(np.uint16)
+    a, b = (np.where(v >= 0x7c00, v - 0x7c00 + 0x8000, v).astype(np.uint16) for v in (a, b))
     a[:special.size], b[:special.size] = special, special[::-1]
     # neighbouring exponents, so sums round and differences cancel
+    near = (_bits(n - n // 2, 3) % 6000).astype(np.int32) - 3000
     b[n // 2:] = (a[n // 2:] & 0x8000) ^ 0x8000 | np.clip(
-        (a[n // 2:] & 0x7fff).astype(np.int32) + rng.integers(-3000, 3000, n - n // 2), 0,
-        0x7bff).astype(np.uint16)
-    f = rng.standard_normal(2 * n).astype(np.float32) * np.float32(2.0) ** rng.integers(
-        -30, 20, 2 * n).astype(np.float32)
+        (a[n // 2:] & 0x7fff).astype(np.int32) + near, 0, 0x7bff).astype(np.uint16)
+    # float32 values of magnitudes 2^-30 .. 2^20, both signs, all significands
+    sig = (_bits(2 * n, 4) & np.uint32(0x807fffff))  # sign and significand bits
+    exp = (_bits(2 * n, 5) % 50 + 127 - 30).astype(np.uint32) << np.uint32(23)
+    f = (sig | exp).view(np.float32)
     f[:4] = [65520.0, 65519.0, 2.0 ** -25, 1.5 * 2.0 ** -24]  # overflow, max, ties to even
     return a, b, f
 
@@ -107,14 +122,18 @@ def _same(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 _results: dict[int, str | None] = {}
+_lock = threading.Lock()
 
 
 def unavailable(device: cl.Device) -> str | None:
-    """None when packed float16 lanes with native arithmetic work on ``device``, else why not."""
+    """None when packed float16 lanes with native arithmetic work on ``device``, else why not.
+    One thread probes a device; others wait for its answer (threads lowering at once must not
+    each build the probe in a context of their own)."""
     key = device.int_ptr
-    if key not in _results:
-        _results[key] = _probe(device)
-    return _results[key]
+    with _lock:
+        if key not in _results:
+            _results[key] = _probe(device)
+        return _results[key]
 
 
 __all__ = ["expected", "mismatches", "probe_inputs", "unavailable"]
