@@ -245,6 +245,18 @@ def test_float64_literals_and_scalars_are_exact(fv) -> None:
         np.testing.assert_array_equal(got[1].get(), 3.5)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+def test_constant_shifts_of_the_width_or_more(fv, dtype) -> None:
+    """x << 100 is 0 and x >> 100 is 0 or -1, as in NumPy: naga rejects a constant shift of 32
+    or more even in the branch that is not taken (found by the fuzzer on the H200)."""
+    x = np.array([1, -7, 12345, -2**31, 2**31 - 1, 0], np.int64).astype(dtype)
+    for c in (0, 5, 31, 32, 100):
+        def f(x, c=c):
+            return x << c, x >> c
+        for got, want in zip(fuse(f)(fv.to_device(x)), f(x)):
+            np.testing.assert_array_equal(got.get(), want)
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_constant_zeros_are_not_folded_with_the_other_operand(fv, dtype) -> None:
     """0 * x and 0 / x are NaN for x NaN (and 0 * inf): lavapipe folded a literal 0.0 there to

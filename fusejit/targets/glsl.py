@@ -151,10 +151,12 @@ _T: dict[tuple[Op, str], str] = {
     (Op.BITWISE_AND, "b"): "({a} && {b})", (Op.BITWISE_OR, "b"): "({a} || {b})",
     (Op.BITWISE_XOR, "b"): "({a} != {b})",
     (Op.INVERT, "i"): "(~{a})", (Op.INVERT, "u"): "(~{a})", (Op.INVERT, "b"): "(!{a})",
-    (Op.LSHIFT, "i"): "(uint({b}) < 32u ? ({a} << uint({b})) : 0)",
-    (Op.LSHIFT, "u"): "({b} < 32u ? ({a} << {b}) : 0u)",
-    (Op.RSHIFT, "i"): "(uint({b}) < 32u ? ({a} >> uint({b})) : ({a} < 0 ? -1 : 0))",
-    (Op.RSHIFT, "u"): "({b} < 32u ? ({a} >> {b}) : 0u)",
+    # (the taken shift's amount masked too: naga rejects a constant shift of 32 or more even
+    # in the branch not taken)
+    (Op.LSHIFT, "i"): "(uint({b}) < 32u ? ({a} << (uint({b}) & 31u)) : 0)",
+    (Op.LSHIFT, "u"): "({b} < 32u ? ({a} << ({b} & 31u)) : 0u)",
+    (Op.RSHIFT, "i"): "(uint({b}) < 32u ? ({a} >> (uint({b}) & 31u)) : ({a} < 0 ? -1 : 0))",
+    (Op.RSHIFT, "u"): "({b} < 32u ? ({a} >> ({b} & 31u)) : 0u)",
     (Op.WHERE, "*"): "({a} ? {b} : {c})",
     (Op.MAXIMUM, "b"): "({a} || {b})", (Op.FMAX, "b"): "({a} || {b})",
     (Op.MINIMUM, "b"): "({a} && {b})", (Op.FMIN, "b"): "({a} && {b})",
