@@ -8,7 +8,10 @@ reuses a program when the source comes out the same; see fusejit/recompiles.py):
 * the bucket is the next power of two (at least ``MIN_BUCKET``): the kernels that keep a row
   in registers (the row caches and per-work-item arrays of reduce_source.py) need a
   compile-time bound, so the work-group strategy is chosen for the bucket's longest row
-  and the kernel loops, with a guard, up to the true length passed at launch (``n_r``);
+  and the kernel loops, with a guard, up to the true length passed at launch (``n_r``); on
+  GPUs the unrolled loops over a row kept in registers have no guard that leaves them: the
+  slots past ``n_r`` load the row's last element and are masked (the reduction's identity,
+  no argmax index, no store), so a lane's loads issue together;
 * CPU kernels read rows as OpenCL vectors of ``vec`` elements: the ``n // vec`` whole vectors
   at any alignment (``vload``), then a scalar tail of ``n % vec`` elements, so every length of
   a bucket shares one program (no vector class in the key);

@@ -25,12 +25,10 @@ def _stage2(x: Any, h: Any, d: Any, i: Any, b: Any) -> tuple:
     z = d - d.mean(axis=-1, keepdims=True)
     j = i - i.max(axis=-1, keepdims=True)
     c = b ^ b.any(axis=-1, keepdims=True)
-    return (y.sum(axis=-1), y.max(axis=-1), y.min(axis=-1), np.argmax(y, axis=-1),
-            np.argmin(y, axis=-1), np.exp(y) / np.exp(y).sum(axis=-1, keepdims=True),
-            g.sum(axis=-1), g.max(axis=-1), np.argmin(g, axis=-1),
-            (z * z).sum(axis=-1), np.prod(z, axis=-1), np.argmax(z, axis=-1),
-            j.sum(axis=-1), j.min(axis=-1), np.argmin(j, axis=-1), np.prod(j % 3 + 1, axis=-1),
-            c.any(axis=-1), c.all(axis=-1), np.argmax(c, axis=-1))
+    return (x.max(axis=-1), h.min(axis=-1), y.sum(axis=-1), np.argmax(y, axis=-1),
+            np.exp(y) / np.exp(y).sum(axis=-1, keepdims=True), g.sum(axis=-1),
+            np.argmin(g, axis=-1), np.prod(z, axis=-1), j.min(axis=-1), np.argmin(j, axis=-1),
+            c.all(axis=-1), np.argmax(c, axis=-1))
 
 
 def _inputs(n: int) -> tuple[np.ndarray, ...]:
@@ -64,11 +62,11 @@ def _check(got: tuple, want: tuple, n: int) -> None:
 
 
 def test_masked_rows_match_numpy(gpu_style: None):
-    """Lengths of two buckets (primes, odd, a bucket's first and last-but-one; rows that leave
-    whole lanes masked), one
-    program each; NaNs at the element the masked slots read and elsewhere."""
+    """Every length of two buckets' worth (2 to 15; primes, a bucket's first and last-but-one
+    of 128), one program each; rows that leave whole lanes masked; NaNs at the element the
+    masked slots read and elsewhere."""
     f = fusejit.fuse(_stage2, dynamic=True)
-    for n in (97, 2, 127, 3, 65, 15, 101, 13, 7):  # buckets 128 (4 slots a lane) and 16
+    for n in (97, *range(2, 16), 127, 65, 101, 113):  # buckets 128 (4 slots a lane), 16
         args = _inputs(n)
         with np.errstate(all="ignore"):
             _check(f(*args), _stage2(*args), n)
@@ -122,6 +120,7 @@ def test_masked_slots_never_give_an_index(gpu_style: None):
     src = fusejit.fuse(_stage2, dynamic=True).lower(*_inputs(97)).source
     bodies = _unrolled_bodies(src)
     picks = [line for body in bodies for line in body.splitlines() if "= r; }" in line]
-    assert len(picks) == 6 and all(line.strip().startswith("if (fj_in && (") for line in picks)
+    assert len(picks) == 4 and all(line.strip().startswith("if (fj_in && (") for line in picks)
     combines = [line for body in bodies for line in body.splitlines() if "fj_in ?" in line]
-    assert len(combines) == 5 + 13  # (stage 0: the maxima, minima, mean and any)
+    assert len(combines) == 5 + 6  # (stage 0: the maxima, minima, mean and any)
+
