@@ -121,7 +121,7 @@ class ReductionKernels:
             mask = None  # a slot mask of the cache loop (_cache_loop)
             if cache:
                 loop, mask = _cache_loop(top, t, it, cache, ly, bound_r, M % lx == 0,
-                                         self.is_gpu, row is not None and row.full)
+                                         self.is_gpu, row)
             elif gy > 1:
                 loop = top.nested(
                     f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < "
@@ -258,8 +258,7 @@ class ReductionKernels:
             if st.cache:
                 M = math.prod(group.outer_shape)
                 loop, mask = _cache_loop(top, self.target, it, st.cache, st.ly, R,
-                                         M % st.lx == 0, self.is_gpu,
-                                         low.row is not None and low.row.full)
+                                         M % st.lx == 0, self.is_gpu, low.row)
             else:
                 loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {st.ly}) {{",
                                   loop_vars=frozenset({"r"}))
@@ -339,15 +338,16 @@ class ReductionKernels:
 
 
 def _cache_loop(top: Block, t: Target, it: str, cache: int, ly: int, R: int | str,
-                all_active: bool, gpu: bool = True, full: bool = False
+                all_active: bool, gpu: bool = True, row: RowExtent | None = None
                 ) -> tuple[Block, str | None]:
     """``for k < cache: r = ly_ + k*ly`` over a row kept in registers: fully unrolled, with
     bounds checks only when the row does not split evenly over the lanes (always for a row
-    length ``R`` passed at launch, a name, unless the row is ``full``: its bucket's length, a
-    program of its own). Returns the loop and its slot mask: None, or (a GPU's runtime row)
+    length ``R`` passed at launch, a name, unless the ``row`` is ``full``: its bucket's length,
+    a program of its own). Returns the loop and its slot mask: None, or (a GPU's runtime row)
     the name of a bool that is false in the slots past the row's end, whose ``r`` is clamped
     to the row's last element. Their values must then be the reduction's identity before they
     are combined, and their stores skipped (see ``_masked``)."""
+    full = row is not None and row.full
     if isinstance(R, str) and ly == 1 and not gpu:
         # a runtime row on a CPU: the row's own trip count, not unrolled (PoCL, layernorm
         # 4096 x 1024, kernel ms: 2.8 this way, 3.4 unrolled to the bucket with a break)
@@ -363,9 +363,16 @@ def _cache_loop(top: Block, t: Target, it: str, cache: int, ly: int, R: int | st
         # NVIDIA's compiler from issuing the slots' loads together (H200, 16384 rows of 1000,
         # dynamic / specialised kernel time: softmax 1.45, layernorm 1.30); every slot loads
         # in bounds instead and the mask drops what it read.
+        # The slots below every length of the bucket need no mask: k is a constant once the
+        # loop is unrolled, so their addresses stay affine (one base register, not one each)
+        inside = f"r_ < {R}" if row is None or row.shortest < ly else \
+            f"(k < {row.shortest // ly} || r_ < {R})"
+        flag = "fj_in" if all_active else "fj_row"
         loop.emit(None, f"const {it} r_ = {at};")
-        loop.emit(None, f"const bool fj_in = {'' if all_active else 'active && '}r_ < {R};")
-        loop.emit(None, f"const {it} r = r_ < {R} ? r_ : {R} - 1;")
+        loop.emit(None, f"const bool {flag} = {inside};")
+        loop.emit(None, f"const {it} r = {flag} ? r_ : {R} - 1;")
+        if not all_active:
+            loop.emit(None, "const bool fj_in = active && fj_row;")
         return loop, "fj_in"
     loop.emit(None, f"const {it} r = {at};")
     # (H200, softmax 16384 x 1024: 0.073 ms with the runtime check, 0.051 without; each check

@@ -67,6 +67,12 @@ class RowExtent:
         return self.length == self.bound
 
     @property
+    def shortest(self) -> int:
+        """The shortest row length whose program this is: more than half the bucket's (its
+        lengths), or 2 in the smallest bucket (rows of 0 and 1 have programs of their own)."""
+        return 2 if self.bound <= MIN_BUCKET else self.bound // 2 + 1
+
+    @property
     def var(self) -> Var:
         return Var(self.name, 1, max(self.bound, 2))
 
