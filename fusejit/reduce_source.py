@@ -118,9 +118,10 @@ class ReductionKernels:
                 levels = [top.emit(ctype, init)
                           for _ in range(_cascade_levels(r, acc_dt, per_lane))]
                 accs.append((r, acc, arg, acc_dt, levels))
+            mask = None  # a slot mask of the cache loop (_cache_loop)
             if cache:
-                loop = _cache_loop(top, t, it, cache, ly, bound_r, M % lx == 0, self.is_gpu,
-                                   row is not None and row.full)
+                loop, mask = _cache_loop(top, t, it, cache, ly, bound_r, M % lx == 0,
+                                         self.is_gpu, row)
             elif gy > 1:
                 loop = top.nested(
                     f"for ({it} r = gy_ * {chunk} + ly_, k = 0; active && r < "
@@ -134,18 +135,22 @@ class ReductionKernels:
                 if acc_dt != r.srcs[0].dtype and r.srcs[0].dtype == dt.BOOL and V == 1:
                     v = loop.emit(t.compute_type(acc_dt), t.render_cast(dt.BOOL, acc_dt, "{0}"),
                                   v)  # a bool accumulated in the target's bool_accumulator
+                if mask is not None and arg is None:  # (argmax: the mask is in its condition)
+                    v = loop.emit(t.compute_type(acc_dt),
+                                  f"({mask} ? {{0}} : {_identity(t, r, acc_dt)})", v)
                 if V > 1:
                     combined = t.render_op_vector(_COMBINE[r.op], acc_dt, [acc_dt, acc_dt],
                                                   ["{0}", "{1}"], V)
                     loop.emit(None, "{0} = " + combined + ";", acc,
                               low.as_vector(loop, v, acc_dt))
                 else:
-                    _accumulate(loop, t, r, acc, arg, v, acc_dt)
+                    _accumulate(loop, t, r, acc, arg, v, acc_dt, mask)
                 if levels:
                     _cascade_step(loop, t, r, acc, levels, acc_dt)
             if s_i == 0:  # horizontal fusion: outputs stored as the first pass reads
                 for store in visits:
-                    _store(loop, store, row_idx, low, loop.value(store.node, row_idx))
+                    value = loop.value(store.node, row_idx)
+                    _store(_masked(loop, mask), store, row_idx, low, value)
             for r, acc, arg, acc_dt, levels in accs:
                 for level in levels:  # smallest partial sums first
                     top.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";",
@@ -249,15 +254,17 @@ class ReductionKernels:
                 _store(block, temp, outer_idx, low, low.bound[(node, outer_idx)])
         row_stores = [x for x in group.row_stores if x not in visit_stores(group)]
         if row_stores:
+            mask = None
             if st.cache:
                 M = math.prod(group.outer_shape)
-                loop = _cache_loop(top, self.target, it, st.cache, st.ly, R, M % st.lx == 0,
-                                   self.is_gpu, low.row is not None and low.row.full)
+                loop, mask = _cache_loop(top, self.target, it, st.cache, st.ly, R,
+                                         M % st.lx == 0, self.is_gpu, low.row)
             else:
                 loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {st.ly}) {{",
                                   loop_vars=frozenset({"r"}))
             for store in row_stores:
-                _store(loop, store, row_idx, low, loop.value(store.node, row_idx))
+                value = loop.value(store.node, row_idx)
+                _store(_masked(loop, mask), store, row_idx, low, value)
             if tail_idx is not None:  # a runtime row's elements after its whole vectors
                 low.lanes = 1
                 M = math.prod(group.outer_shape)
@@ -331,28 +338,56 @@ class ReductionKernels:
 
 
 def _cache_loop(top: Block, t: Target, it: str, cache: int, ly: int, R: int | str,
-                all_active: bool, gpu: bool = True, full: bool = False) -> Block:
+                all_active: bool, gpu: bool = True, row: RowExtent | None = None
+                ) -> tuple[Block, str | None]:
     """``for k < cache: r = ly_ + k*ly`` over a row kept in registers: fully unrolled, with
     bounds checks only when the row does not split evenly over the lanes (always for a row
-    length ``R`` passed at launch, a name, unless the row is ``full``: its bucket's length, a
-    program of its own)."""
+    length ``R`` passed at launch, a name, unless the ``row`` is ``full``: its bucket's length,
+    a program of its own). Returns the loop and its slot mask: None, or (a GPU's runtime row)
+    the name of a bool that is false in the slots past the row's end, whose ``r`` is clamped
+    to the row's last element. Their values must then be the reduction's identity before they
+    are combined, and their stores skipped (see ``_masked``)."""
+    full = row is not None and row.full
     if isinstance(R, str) and ly == 1 and not gpu:
         # a runtime row on a CPU: the row's own trip count, not unrolled (PoCL, layernorm
         # 4096 x 1024, kernel ms: 2.8 this way, 3.4 unrolled to the bucket with a break)
         loop = top.nested(f"for (int k = 0; {'' if all_active else 'active && '}k < {R}; k++) {{",
                           loop_vars=frozenset({"r"}), cache_loop=True)
         loop.emit(None, f"const {it} r = {t.cast(it, 'k')};")
-        return loop
+        return loop, None
     loop = top.nested(f"{t.unroll_hint}for (int k = 0; k < {cache}; k++) {{",
                       loop_vars=frozenset({"r"}), cache_loop=True)
-    loop.emit(None, f"const {it} r = ly_ + {t.cast(it, 'k')} * {ly};")
+    at = f"ly_ + {t.cast(it, 'k')} * {ly}"
+    if gpu and isinstance(R, str) and not full:
+        # A GPU's runtime row: no branch in the loop. A break ahead of each slot's load kept
+        # NVIDIA's compiler from issuing the slots' loads together (H200, 16384 rows of 1000,
+        # dynamic / specialised kernel time: softmax 1.45, layernorm 1.30); every slot loads
+        # in bounds instead and the mask drops what it read (nvcc's sm_90 code for the kernels
+        # in CUDA: softmax's 8 loads one per branch before, back to back now, as at 1024).
+        # The slots below every length of the bucket need no mask: k is a constant once the
+        # loop is unrolled, so their addresses stay affine (one base register, not one each)
+        inside = f"r_ < {R}" if row is None or row.shortest < ly else \
+            f"(k < {row.shortest // ly} || r_ < {R})"
+        flag = "fj_in" if all_active else "fj_row"
+        loop.emit(None, f"const {it} r_ = {at};")
+        loop.emit(None, f"const bool {flag} = {inside};")
+        loop.emit(None, f"const {it} r = {flag} ? r_ : {R} - 1;")
+        if not all_active:
+            loop.emit(None, "const bool fj_in = active && fj_row;")
+        return loop, "fj_in"
+    loop.emit(None, f"const {it} r = {at};")
     # (H200, softmax 16384 x 1024: 0.073 ms with the runtime check, 0.051 without; each check
     # is a branch before a load, which NVIDIA's compiler does not hoist past)
     checks = ([] if all_active else ["!active"]) + (
         [] if cache * ly == R or full else [f"r >= {R}"])
     if checks:
         loop.emit(None, f"if ({' || '.join(checks)}) break;")
-    return loop
+    return loop, None
+
+
+def _masked(loop: Block, mask: str | None) -> Block:
+    """Where a cache loop's slot stores: the loop, or the slots its mask keeps."""
+    return loop if mask is None else loop.nested(f"if ({mask}) {{")
 
 
 def _tail_loop(top: Block, t: Target, it: str, V: int, vectors: str, length: str,
@@ -405,19 +440,20 @@ def _combine_text(t: Target, r: Node, acc: np.dtype, a: str, b: str) -> str:
 
 
 def _accumulate(loop: Block, t: Target, r: Node, acc: Instr, arg: Instr | None, v: Ref,
-                acc_dt: np.dtype) -> None:
+                acc_dt: np.dtype, mask: str | None = None) -> None:
     if arg is None:
         loop.emit(None, "{0} = " + _combine_text(t, r, acc_dt, "{0}", "{1}") + ";", acc, v)
         return
-    # first occurrence wins: each lane visits its indices in increasing order
+    # first occurrence wins: each lane visits its indices in increasing order; a masked slot
+    # (past a runtime row's end) never wins, so no index comes from it
     if acc_dt.kind == "c":
-        better = _complex_arg_order(t, r, acc_dt, "{1}", "{0}")[0]
-        loop.emit(None, "if ({2} < 0 || " + better + ") {{ {0} = {1}; {2} = r; }}", acc, v, arg)
-        return
-    better = ">" if r.op is Op.ARGMAX else "<"
-    nan = " || (isnan({1}) && !isnan({0}))" if acc_dt.kind == "f" else ""
-    loop.emit(None, "if ({2} < 0 || {1} " + better + " {0}" + nan
-              + ") {{ {0} = {1}; {2} = r; }}", acc, v, arg)
+        better = "{2} < 0 || " + _complex_arg_order(t, r, acc_dt, "{1}", "{0}")[0]
+    else:
+        nan = " || (isnan({1}) && !isnan({0}))" if acc_dt.kind == "f" else ""
+        better = "{2} < 0 || {1} " + (">" if r.op is Op.ARGMAX else "<") + " {0}" + nan
+    if mask is not None:
+        better = f"{mask} && ({better})"
+    loop.emit(None, "if (" + better + ") {{ {0} = {1}; {2} = r; }}", acc, v, arg)
 
 
 def _complex_arg_order(t: Target, r: Node, acc: np.dtype, v: str, best: str) -> tuple[str, str]:

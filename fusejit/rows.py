@@ -8,7 +8,10 @@ reuses a program when the source comes out the same; see fusejit/recompiles.py):
 * the bucket is the next power of two (at least ``MIN_BUCKET``): the kernels that keep a row
   in registers (the row caches and per-work-item arrays of reduce_source.py) need a
   compile-time bound, so the work-group strategy is chosen for the bucket's longest row
-  and the kernel loops, with a guard, up to the true length passed at launch (``n_r``);
+  and the kernel loops, with a guard, up to the true length passed at launch (``n_r``); on
+  GPUs the unrolled loops over a row kept in registers have no guard that leaves them: the
+  slots past ``n_r`` load the row's last element and are masked (the reduction's identity,
+  no argmax index, no store), so a lane's loads issue together;
 * CPU kernels read rows as OpenCL vectors of ``vec`` elements: the ``n // vec`` whole vectors
   at any alignment (``vload``), then a scalar tail of ``n % vec`` elements, so every length of
   a bucket shares one program (no vector class in the key);
@@ -62,6 +65,12 @@ class RowExtent:
         """The bucket's own length: on GPUs, a program of its own with no row checks (the
         power-of-two lengths are the common ones, and the checks cost there)."""
         return self.length == self.bound
+
+    @property
+    def shortest(self) -> int:
+        """The shortest row length whose program this is: more than half the bucket's (its
+        lengths), or 2 in the smallest bucket (rows of 0 and 1 have programs of their own)."""
+        return 2 if self.bound <= MIN_BUCKET else self.bound // 2 + 1
 
     @property
     def var(self) -> Var:
