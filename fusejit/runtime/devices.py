@@ -76,11 +76,25 @@ class DeviceInfo:
         """Native packed float16 arithmetic (runtime/half2_probe.py). Probed on first use, when
         a module is lowered, not when the DeviceInfo is made: the probe builds a kernel, and a
         process's first call (often a cached program) should not pay for it."""
-        device = _devices.get(self.key)
-        return self.limits.is_gpu and device is not None and half2_unavailable(device) is None
+        if not self.limits.is_gpu:
+            return False
+        queue = _queues.get(self.key)
+        if queue is None:  # no call yet: the default queue, where it is this device
+            default = default_queue()
+            queue = default if device_info(default.device).key == self.key else None
+        return queue is not None and half2_unavailable(queue) is None
 
 
-_devices: dict[str, cl.Device] = {}  # DeviceInfo.key -> the device its lazy probes run on
+# DeviceInfo.key -> the first queue a call used there: where the lazy probes run (on the
+# caller's own context: an H200 crashed, rarely, when the probe made and released a context of
+# its own while other threads worked on theirs)
+_queues: dict[str, cl.CommandQueue] = {}
+
+
+def keep_probe_queue(key: str, queue: cl.CommandQueue) -> None:
+    """Keep the first queue a call used on the device ``key`` for the device's lazy probes."""
+    if key not in _queues:
+        _queues.setdefault(key, queue)
 
 
 @cache
@@ -100,7 +114,6 @@ def device_info(device: cl.Device) -> DeviceInfo:
     )
     key = (f"{device.platform.name.strip()} / {device.name.strip()} / "
            f"{device.driver_version.strip()} / {device.version.strip()}")
-    _devices.setdefault(key, device)
     return DeviceInfo(key, limits, fp64,
                       bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
                       bool(device.type & cl.device_type.CPU), int(device.max_mem_alloc_size),

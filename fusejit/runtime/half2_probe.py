@@ -74,15 +74,15 @@ def expected(a: np.ndarray, b: np.ndarray, f: np.ndarray) -> np.ndarray:
     return out
 
 
-def _probe(device: cl.Device) -> str | None:
+def _probe(queue: cl.CommandQueue) -> str | None:
+    device = queue.device
     cc = nvidia_capability(device)
     if isinstance(cc, str):
         return cc
     if cc[0] < 8:
         return f"compute capability {cc[0]}.{cc[1]} < 8.0 (cvt.rn.f16x2.f32 needs sm_80)"
-    try:
-        ctx = cl.Context([device])
-        bad = mismatches(cl.CommandQueue(ctx), native=True)
+    try:  # (on the caller's queue: no context of its own made and torn down beside it)
+        bad = mismatches(queue, native=True)
     except cl.Error as exc:
         return f"the float16x2 probe kernel failed to build or run ({str(exc).splitlines()[0]})"
     if bad:
@@ -125,14 +125,13 @@ _results: dict[int, str | None] = {}
 _lock = threading.Lock()
 
 
-def unavailable(device: cl.Device) -> str | None:
-    """None when packed float16 lanes with native arithmetic work on ``device``, else why not.
-    One thread probes a device; others wait for its answer (threads lowering at once must not
-    each build the probe in a context of their own)."""
-    key = device.int_ptr
+def unavailable(queue: cl.CommandQueue) -> str | None:
+    """None when packed float16 lanes with native arithmetic work on ``queue``'s device, else
+    why not. One thread probes a device; others wait for its answer."""
+    key = queue.device.int_ptr
     with _lock:
         if key not in _results:
-            _results[key] = _probe(device)
+            _results[key] = _probe(queue)
         return _results[key]
 
 

@@ -19,7 +19,7 @@ from ...targets import opencl_half2 as half2
 from ...targets.opencl import OpenCLTarget
 from ..backend import Backend
 from ..build import build_cached, build_options
-from ..devices import DeviceInfo, default_queue, device_info
+from ..devices import DeviceInfo, default_queue, device_info, keep_probe_queue
 from ..executable import Executable
 
 
@@ -30,7 +30,9 @@ class OpenCLBackend(Backend):
         return default_queue()
 
     def device_info(self, queue: cl.CommandQueue) -> DeviceInfo:
-        return device_info(queue.device)
+        info = device_info(queue.device)  # (this module's name: tests fake a GPU's limits there)
+        keep_probe_queue(info.key, queue)
+        return info
 
     def target(self, info: DeviceInfo) -> Target:
         spelling = half2.spelling(info.half2)  # float16 lanes packed (targets/opencl_half2.py)
