@@ -91,8 +91,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
-from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -103,6 +101,7 @@ from .gemm_source import _Gen
 from .gemm_tune import GemmConfig
 from .lowering import Block
 from .passes.plan import DeviceLimits
+from .scoped import Scoped
 
 PRECISIONS = ("highest", "3xtf32", "tf32")
 KINDS = ("tf32", "3xtf32", "f16")
@@ -340,19 +339,13 @@ def emulated_macros(threads: int) -> tuple[str, ...]:
     )
 
 
-_emulate = threading.local()
+_emulate = Scoped(False)
 
 
-@contextlib.contextmanager
-def emulated() -> Iterator[None]:
+def emulated() -> contextlib.AbstractContextManager[None]:
     """MMA kernels generated inside the block spell the PTX as portable OpenCL C (tests on
     PoCL; see the module docstring)."""
-    old = getattr(_emulate, "on", False)
-    _emulate.on = True
-    try:
-        yield
-    finally:
-        _emulate.on = old
+    return _emulate.set(True)
 
 
 # -- the kernel --------------------------------------------------------------------------------------
@@ -367,7 +360,7 @@ class MmaGen(_Gen):
             raise MatmulPrecisionError(f"not a valid tensor-core configuration: {cfg}")
         self.kind = cfg.mma
         self.tiles = None
-        emulate = getattr(_emulate, "on", False)
+        emulate = _emulate.value
         if "a" in cfg.mma_opts:  # cp.async where both operands are plain copies
             from . import gemm_mma_async as ring
 

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 import fusejit
+from fusejit.bench import workloads
+from fusejit.bench.backends import _bind
 
 RNG = np.random.default_rng(13)
 ROWS = 7
@@ -93,14 +95,8 @@ def _unrolled_bodies(source: str) -> list[str]:
 def test_no_branch_out_of_unrolled_row_loops(gpu_style: None, n: int):
     """softmax and layernorm at a length that is not its bucket's: the unrolled loops have no
     break, and every load of the row there is unconditional (only stores are guarded)."""
-    def softmax(x):
-        e = np.exp(x - x.max(axis=-1, keepdims=True))
-        return e / e.sum(axis=-1, keepdims=True)
-
-    def layernorm(x, w, b):
-        mu = np.mean(x, axis=-1, keepdims=True)
-        d = x - mu
-        return d / np.sqrt(np.mean(d * d, axis=-1, keepdims=True) + 1e-5) * w + b
+    softmax = _bind(workloads.softmax, np, "softmax")
+    layernorm = _bind(workloads.layernorm, np, "layernorm")
     x = np.zeros((64, n), np.float32)
     w = np.zeros(n, np.float32)
     for src in (fusejit.fuse(softmax, dynamic=True).lower(x).source,

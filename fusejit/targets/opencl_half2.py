@@ -23,13 +23,13 @@ float16 vector stay in their storage format instead (``ushort8``: the bits, as l
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from .. import dtypes as dt
 from ..ops import OPS, Op
+from ..scoped import Scoped
 from .opencl import OpenCLTarget
 
 _NATIVE = """
@@ -72,35 +72,25 @@ _NATIVE_OPS = {Op.ADD: "fj_hadd", Op.SUB: "fj_hsub", Op.MUL: "fj_hmul"}
 _BITS = {Op.NEG: "({a} ^ (ushort{n})(0x8000))", Op.ABS: "({a} & (ushort{n})(0x7fff))",
          Op.POS: "{a}"}
 
-_mode = threading.local()
-
-
-@contextlib.contextmanager
-def _spelling(mode: str) -> Iterator[None]:
-    old = getattr(_mode, "value", None)
-    _mode.value = mode
-    try:
-        yield
-    finally:
-        _mode.value = old
+_mode = Scoped(None)  # "emulated" or "unpacked" inside the blocks below
 
 
 def emulated() -> contextlib.AbstractContextManager[None]:
     """Functions compiled inside the block hold float16 lanes packed on any OpenCL device, the
     PTX helpers spelled as OpenCL C (tests on PoCL)."""
-    return _spelling("emulated")
+    return _mode.set("emulated")
 
 
 def unpacked() -> contextlib.AbstractContextManager[None]:
     """Functions compiled inside the block compute float16 in float, rounded after every op, on
     every device (OpenCLTarget's spelling: what packed results are compared with)."""
-    return _spelling("unpacked")
+    return _mode.set("unpacked")
 
 
 def spelling(native: bool) -> str | None:
     """"native", "emulated" or None (OpenCLTarget's) for a device with or without native packed
     float16 arithmetic, as the blocks above ask."""
-    mode = getattr(_mode, "value", None)
+    mode = _mode.value
     if mode is None:
         return "native" if native else None
     return None if mode == "unpacked" else mode
