@@ -93,8 +93,7 @@ _queues: dict[str, cl.CommandQueue] = {}
 
 def keep_probe_queue(key: str, queue: cl.CommandQueue) -> None:
     """Keep the first queue a call used on the device ``key`` for the device's lazy probes."""
-    if key not in _queues:
-        _queues.setdefault(key, queue)
+    _queues.setdefault(key, queue)
 
 
 @cache
