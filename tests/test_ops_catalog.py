@@ -21,6 +21,7 @@ target lacks must raise UnsupportedDTypeError there; every other case must match
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -56,6 +57,13 @@ VULKAN_DTYPES = frozenset(np.dtype(c) for c in ("?", "i4", "u4", "f4"))
 
 
 @functools.cache
+def vulkan_features() -> frozenset[str]:
+    """The optional features (shader-f64, ...) of the Vulkan default device's adapter."""
+    from fusejit.vulkan import default_device
+
+    return default_device().features
+
+
 def vulkan_dtypes() -> frozenset[np.dtype]:
     """The dtypes this Vulkan adapter must run: the base four, plus float16 with shader-f16."""
     from fusejit.runtime.vulkan.array import supported_dtypes
@@ -124,7 +132,7 @@ def check(device: str, got: Any, want: np.ndarray, args: Sequence[np.ndarray], w
     """``got`` matches NumPy's ``want`` within the op's bound on this device; on Vulkan a case
     may instead have raised UnsupportedDTypeError, but only when a dtype it involves (an
     input, the result, NumPy's promotion or the ufunc's loop) is one the Vulkan target lacks.
-    On Vulkan the documented domain of the transcendental ops applies (glsl.TRIG_DOMAIN,
+    On Vulkan the documented domain of the transcendental ops applies (glsl.tolerance,
     subnormal inputs and results)."""
     involved = {*(a.dtype for a in args), want.dtype, np.result_type(*args)}
     if ufunc is not None:
@@ -141,16 +149,18 @@ def check(device: str, got: Any, want: np.ndarray, args: Sequence[np.ndarray], w
     op = OP_OF_UFUNC[ufunc] if ufunc is not None else None
     ulp = op_ulp(op, want.dtype) if op is not None else 0.0
     floats = any(v.dtype.kind == "f" for v in (*args, want))
-    if device == "vulkan" and floats and (op in glsl.TOLERANCES or flushes_subnormals()):
-        ulp = max(ulp, glsl.TOLERANCES.get(op, 0))
+    if device == "vulkan" and floats:
+        extra, domain = glsl.tolerance(op, vulkan_features(), want.dtype) if op is not None else (0, math.inf)
+    if device == "vulkan" and floats and (extra or domain < math.inf or flushes_subnormals()):
+        ulp = max(ulp, extra)
         keep = np.ones(want.shape, bool) if mask is None else np.broadcast_to(mask, want.shape)
         tiny = np.finfo(np.float32).tiny
         for v in (*args, want):
             if v.dtype.kind == "f":
                 with np.errstate(invalid="ignore"):
                     keep = keep & ~((v != 0) & (np.abs(v) < tiny))
-        if op in glsl.TRIG_OPS:
-            keep = keep & (np.abs(args[0]) <= glsl.TRIG_DOMAIN)
+        if domain < math.inf:
+            keep = keep & (np.abs(args[0].astype(np.float64)) < domain)
         mask = keep
     assert_matches(got, want, ulp=ulp, mask=mask, what=what)
 

@@ -37,7 +37,7 @@ from .. import dtypes as dt
 from ..errors import UnsupportedDTypeError
 from ..ops import OPS, Op
 from .base import Target
-from . import glsl_double, glsl_narrow
+from . import glsl_double, glsl_narrow, glsl_f64
 from .glsl_helpers import DERIVED as _DERIVED
 from .glsl_helpers import HALF as _HALF
 from .glsl_helpers import HELPERS as _HELPERS
@@ -73,7 +73,7 @@ _MISSING = {
 # OpenCL's (exact or op_ulp). Vulkan's precision table gives exp/log/pow "3 + 2|x| ULP" and
 # sin/cos an absolute 2^-11 error; the helpers built on them inherit it.
 TOLERANCES: dict[Op, int] = {
-    **{op: 4096 for op in (Op.SIN, Op.COS, Op.TAN, Op.ARCSIN, Op.ARCCOS, Op.ARCTAN,
+    **{op: 4096 for op in (Op.ARCSIN, Op.ARCCOS, Op.ARCTAN,
                            Op.ARCTAN2, Op.SINH, Op.COSH, Op.TANH, Op.ARCSINH, Op.ARCCOSH,
                            Op.ARCTANH, Op.POW, Op.EXPM1, Op.LOG1P, Op.LOGADDEXP, Op.LOGADDEXP2,
                            Op.CBRT, Op.HYPOT)},
@@ -82,11 +82,26 @@ TOLERANCES: dict[Op, int] = {
     Op.TRUEDIV: 3, Op.SQRT: 3, Op.RECIPROCAL: 3,
 }
 
-# Where those bounds hold: Vulkan's sin/cos/tan bound is for |x| <= pi and the builtins reduce
-# larger arguments only approximately, so the tolerance holds for |x| <= TRIG_DOMAIN; and
-# the transcendental builtins may flush subnormal inputs and results (no shaderDenormPreserve
-# requirement), so those are outside the promise too.
-TRIG_DOMAIN = 128.0
+# Where those bounds hold: the transcendental builtins may flush subnormal inputs and results
+# (no shaderDenormPreserve requirement), so those are outside the promise. float32 sin, cos and
+# tan are fusejit's own where the adapter has shader-f64 (targets/glsl_f64: the OpenCL bound,
+# for |x| < 2^20); elsewhere they are the builtins, whose Vulkan bound (2^-11 absolute, here
+# BUILTIN_TRIG_ULP) holds for |x| <= pi only.
+BUILTIN_TRIG_ULP = 4096
+
+
+def tolerance(op: Op, features: frozenset[str], dtype: np.dtype = dt.FLOAT32
+              ) -> tuple[int, float]:
+    """(ULP allowed beyond the OpenCL bound, |x| domain of the promise) of ``op`` with ``dtype``
+    results on an adapter with ``features``: the float32 and float16 ops computed through
+    double (glsl_f64.T) keep OpenCL's bound."""
+    if "shader-f64" in features and op in glsl_f64.T and dtype != dt.FLOAT64:
+        return (0, glsl_f64.TRIG_DOMAIN if op in TRIG_OPS else math.inf)
+    if op in TRIG_OPS:
+        return (BUILTIN_TRIG_ULP, math.pi)
+    return (TOLERANCES.get(op, 0), math.inf)
+
+
 TRIG_OPS = frozenset({Op.SIN, Op.COS, Op.TAN})
 
 _T: dict[tuple[Op, str], str] = {
@@ -369,6 +384,8 @@ class GLSLTarget(Target):
         if template is None:
             raise UnsupportedDTypeError(f"no Vulkan (GLSL) template for {OPS[op].name} on "
                                         f"{src.name}")
+        if src.kind == "f" and src != dt.FLOAT64 and "shader-f64" in self.features:
+            template = glsl_f64.T.get(op, template)  # (float32 through double: see glsl_f64)
         fields = {"Z": self._zero(src)}
         if "{A}" in template:
             fields["A"] = _truth(ins[0], operands[0])
@@ -393,6 +410,8 @@ class GLSLTarget(Target):
         if "fj_" not in template:
             return
         self.helpers.setdefault("0_isnan", _ISNAN)
+        if "_rn(" in template or "fj_trig(" in template:
+            self.helpers.setdefault("1_f64", glsl_f64.helpers())
         if "fj_rh(" in template or "fj_nextafter_h(" in template or "fj_rh_d(" in template:
             self.helpers.setdefault("1_half", _HALF)
         if "_d(" in template:  # (fj_rh_d rounds through fj_rh)

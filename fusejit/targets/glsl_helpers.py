@@ -25,15 +25,29 @@ float fj_div(float a, float b) { return b == 0.0 ? fj_divzero(a, b) : fj_quot(a,
 HELPERS: dict[str, str] = {
     "fj_fmod": """
 float fj_fmod(float a, float b) {
-    /* exact C fmod: subtract b * 2^k (Sterbenz: exact) from the largest k down */
-    uint ua = floatBitsToUint(a) & 0x7fffffffu, ub = floatBitsToUint(b) & 0x7fffffffu;
-    if (ua >= 0x7f800000u || ub > 0x7f800000u || ub == 0u) return uintBitsToFloat(0x7fc00000u);
-    float x = uintBitsToFloat(ua), y = uintBitsToFloat(ub);
-    if (ub == 0x7f800000u || x < y) return a;
-    float t = y;
-    while (t * 2.0 <= x) t *= 2.0;
-    while (t >= y) { if (x >= t) x -= t; t *= 0.5; }
-    return uintBitsToFloat(floatBitsToUint(x) | (floatBitsToUint(a) & 0x80000000u));
+    /* exact C fmod on the bits (after musl's fmodf): no float op, so a driver that flushes
+       subnormals cannot stall it (a float loop halving toward a subnormal |b| never ended on
+       NVIDIA's Vulkan, where t >= |b| held for t == 0) and it ends after 277 steps at most */
+    uint sx = floatBitsToUint(a) & 0x80000000u;
+    uint ux = floatBitsToUint(a) & 0x7fffffffu, uy = floatBitsToUint(b) & 0x7fffffffu;
+    if (ux >= 0x7f800000u || uy > 0x7f800000u || uy == 0u) return uintBitsToFloat(0x7fc00000u);
+    if (uy == 0x7f800000u || ux < uy) return a;
+    if (ux == uy) return uintBitsToFloat(sx);
+    int ex = int(ux >> 23), ey = int(uy >> 23);
+    /* significands with the implicit bit, subnormals normalised */
+    if (ex == 0) { ex = 1; while ((ux & 0x00800000u) == 0u) { ux <<= 1; ex--; } }
+    else ux = (ux & 0x007fffffu) | 0x00800000u;
+    if (ey == 0) { ey = 1; while ((uy & 0x00800000u) == 0u) { uy <<= 1; ey--; } }
+    else uy = (uy & 0x007fffffu) | 0x00800000u;
+    for (; ex > ey; ex--) {
+        if (ux >= uy) { ux -= uy; if (ux == 0u) return uintBitsToFloat(sx); }
+        ux <<= 1;
+    }
+    if (ux >= uy) { ux -= uy; if (ux == 0u) return uintBitsToFloat(sx); }
+    while ((ux & 0x00800000u) == 0u) { ux <<= 1; ex--; }
+    /* back to a float: normal, or shifted into a subnormal (exact: the remainder is below |b|) */
+    ux = ex > 0 ? ((ux - 0x00800000u) | (uint(ex) << 23)) : (ux >> uint(1 - ex));
+    return uintBitsToFloat(ux | sx);
 }
 """,
     "fj_floordiv_f": """
