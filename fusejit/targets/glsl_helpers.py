@@ -247,9 +247,12 @@ SPECIAL: dict[str, list[tuple[str, str]]] = {
     "acos": [("abs(x) > 1.0", _NAN)],
     "atan": [("x == " + _INF, "1.5707963267949"), ("x == " + _NINF, "-1.5707963267949"),
              ("x == 0.0", "x"), ("abs(x) < 0.01", "fj_series(x, 0.0, -0.333333333, 0.0, 0.2)")],
+    # beyond 9, e^-|x| is below half an ulp of e^|x|: e^|x| / 2 as (e^(|x|/2) / 2) * e^(|x|/2),
+    # which stays finite up to sinh's own overflow (the builtins' e^x overflows from 88.7 on)
     "sinh": [("abs(x) > 89.5", "x * " + _INF), ("x == 0.0", "x"),
+             ("abs(x) > 9.0", "(x < 0.0 ? -fj_half_exp(abs(x)) : fj_half_exp(x))"),
              ("abs(x) < 0.01", "fj_series(x, 0.0, 0.166666667, 0.0, 0.00833333333)")],
-    "cosh": [("abs(x) > 89.5", _INF)],
+    "cosh": [("abs(x) > 89.5", _INF), ("abs(x) > 9.0", "fj_half_exp(abs(x))")],
     "tanh": [("x > 9.0", "1.0"), ("x < -9.0", "-1.0"), ("x == 0.0", "x"),
              ("abs(x) < 0.01", "fj_series(x, 0.0, -0.333333333, 0.0, 0.133333333)")],
     # the builtins square x (log(x + sqrt(x*x +- 1))): beyond 2^60 that overflows, while
@@ -282,6 +285,10 @@ float fj_log1p(float x) {
     float u = 1.0 + x;
     if (u == 1.0) return x;
     return log(u) * (x / (u - 1.0));
+}
+float fj_half_exp(float ax) {
+    float e = exp(ax * 0.5);
+    return (e * 0.5) * e;
 }
 float fj_log10(float x) { return log2(x) * 0.301029995663981; }
 float fj_cbrt(float x) {
