@@ -232,6 +232,26 @@ def test_row_kernels_hold_several_rows_of_one_subgroup_each(fv, rng, shape) -> N
     assert (32, 4) in sizes and all(math.prod(s) <= 128 for s in sizes)
 
 
+@pytest.mark.parametrize("run", ["1", "4"])
+@pytest.mark.parametrize("cols", [128, 1024])
+def test_row_slots_in_runs_of_adjacent_elements(fv, rng, monkeypatch, run, cols) -> None:
+    """Rows kept in registers give each lane runs of 4 adjacent elements
+    (FUSEJIT_VULKAN_ROW_RUN=1: one every 32): every element is read, combined and written in
+    its own place, whichever slot of which lane holds it."""
+    monkeypatch.setenv("FUSEJIT_VULKAN_ROW_RUN", run)
+    rows = 9
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    x[np.arange(rows), (np.arange(rows) * 37 + 5) % cols] = 10.0  # maxima at other slots
+    x[np.arange(rows), (np.arange(rows) * 53 + 2) % cols] = -10.0
+    d = fv.to_device(x)
+    f = fuse(lambda a: (a - a.max(axis=1, keepdims=True), a.min(axis=1), _softmax(a)))
+    got = f(d)
+    np.testing.assert_array_equal(got[0].get(), x - x.max(axis=1, keepdims=True))
+    np.testing.assert_array_equal(got[1].get(), x.min(axis=1))
+    np.testing.assert_allclose(got[2].get(), _softmax(x), rtol=1e-4, atol=1e-7)
+    assert ("4 * ((k / 4) * 32 + ly_)" in f.lower(d).source) == (run == "4")
+
+
 def test_float64_literals_and_scalars_are_exact(fv) -> None:
     """naga's GLSL has no 64-bit literals: constants are sums of float32 parts scaled by
     powers of two, and dynamic scalars arrive as std140 doubles in the uniform block."""
