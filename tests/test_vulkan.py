@@ -368,3 +368,20 @@ def test_narrow_integers_wrap_and_write_whole_words(fv, rng, dtype) -> None:
                                   x[1::3].sum(dtype=np.int32))  # reads of a strided view
     with pytest.raises(UnsupportedDTypeError, match="whole 32-bit words"):
         fuse(lambda a: a + 1)(d[:10])
+
+
+@pytest.mark.parametrize("how", ["spin", "block"])
+def test_finish_waits_until_the_queue_is_empty(fv, monkeypatch, how) -> None:
+    """finish() returns once everything submitted has run, whether it polls or blocks
+    (wgpuDevicePoll's answer is the low byte of what cffi reads: see runtime/vulkan/record.py)."""
+    monkeypatch.setenv("FUSEJIT_VULKAN_WAIT", how)
+    dev = fv.default_device()
+    if not dev.recorder.raw:
+        pytest.skip("wgpu-py's internals changed: finish() takes the public path")
+    f = fuse(lambda a: a * np.float32(2) + np.float32(1))
+    x = fv.to_device(np.ones(1 << 18, np.float32))
+    for _ in range(3):
+        y = f(x)
+        dev.finish()
+        assert dev.recorder._poll(dev.recorder._dev, False, dev.recorder._ffi.NULL) & 0xFF == 1
+    np.testing.assert_array_equal(y.get(), np.full(1 << 18, 3, np.float32))

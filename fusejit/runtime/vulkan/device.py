@@ -147,9 +147,9 @@ class VulkanDevice:
         enc = self.device.create_command_encoder()
         enc.copy_buffer_to_buffer(buf, lo, staging, 0, n)
         self.device.queue.submit([enc.finish()])
-        poll = getattr(self.device, "_poll_wait", None)
-        if poll is not None:
-            poll()  # the copy is done: the map below resolves without the poller's wait
+        if self.recorder.raw or hasattr(self.device, "_poll_wait"):
+            # the copy is done: the map below resolves without the poller's wait
+            self.recorder.wait(spin=not self.is_cpu)
         staging.map_sync(wgpu.MapMode.READ, 0, n)
         try:
             data = np.frombuffer(staging.read_mapped(0, n, copy=True), np.uint8)
@@ -160,12 +160,12 @@ class VulkanDevice:
         return data[offset - lo: offset - lo + nbytes]
 
     def finish(self) -> None:
-        """Wait until the device has run everything submitted: wgpuDevicePoll(wait) (wgpu-py's
-        on_submitted_work_done_sync fails against its bundled wgpu-native in 0.32; a mapped
-        read-back through its poller thread took 0.2 ms on an H200), else map a copy."""
-        poll = getattr(self.device, "_poll_wait", None)
-        if poll is not None:
-            poll()
+        """Wait until the device has run everything submitted: wgpuDevicePoll, spinning a
+        while first on GPUs (Recorder.wait; wgpu-py's on_submitted_work_done_sync fails against
+        its bundled wgpu-native in 0.32; a mapped read-back through its poller thread took
+        0.2 ms on an H200), else map a copy."""
+        if self.recorder.raw or hasattr(self.device, "_poll_wait"):
+            self.recorder.wait(spin=not self.is_cpu)
             return
         if self._sync is None:
             self._sync = self.device.create_buffer(size=16, usage=self.usage)
