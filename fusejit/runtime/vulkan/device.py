@@ -123,12 +123,20 @@ class VulkanDevice:
         with self._pool_lock:
             self._free.setdefault(buf.size, []).append(buf)
 
+    def flush(self) -> None:
+        """Submit the calls recorded but not yet submitted (see record.Recorder); before any
+        other use of the queue that reads or writes fusejit's buffers."""
+        self.recorder.flush()
+
     def upload(self, buf: Any, data: np.ndarray, offset: int = 0) -> None:
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         pad = (-raw.size) % 4
         if pad:
             raw = np.concatenate([raw, np.zeros(pad, np.uint8)])
         if raw.size:
+            # (a write lands before the queue's next command buffer: the calls recorded so far,
+            # which may use this buffer before it returned to the pool, go first)
+            self.recorder.flush()
             self.device.queue.write_buffer(buf, offset, raw)
 
     def download(self, buf: Any, offset: int, nbytes: int) -> np.ndarray:
@@ -144,6 +152,7 @@ class VulkanDevice:
         if staging is None:
             staging = self.device.create_buffer(
                 size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        self.recorder.flush()
         enc = self.device.create_command_encoder()
         enc.copy_buffer_to_buffer(buf, lo, staging, 0, n)
         self.device.queue.submit([enc.finish()])

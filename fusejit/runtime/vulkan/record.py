@@ -22,14 +22,24 @@ from typing import Any
 
 Step = tuple[Any, Any, int, int]  # (GPUComputePipeline, GPUBindGroup, groups x, groups y)
 SPIN_S = 0.002  # how long ``wait`` polls without blocking before it blocks
+BATCH = 64  # dispatches one command buffer holds before it is submitted whatever the queue does
 
 
 class Recorder:
-    """Records ``steps`` into one compute pass and submits it on ``device``'s queue."""
+    """Records calls' ``steps`` into a compute pass and submits it on ``device``'s queue: at
+    once when the queue is idle, else together with the calls that follow while the device is
+    busy (one command buffer, no gap between their dispatches, one submit's host time), until
+    the queue is idle again, BATCH dispatches, or anything else uses the queue (``flush``:
+    uploads, read-backs, ``wait``). FUSEJIT_VULKAN_BATCH=0 submits every call by itself.
+    Code that submits its own wgpu commands reading fusejit's buffers calls
+    ``VulkanDevice.flush()`` (or ``finish()``) first."""
 
     def __init__(self, device: Any) -> None:
         self.device = device
         self._lock = threading.Lock()
+        self._open: tuple[Any, Any] | None = None  # (encoder, pass) of unsubmitted calls
+        self._held: list[Step] = []
+        self.batch = os.environ.get("FUSEJIT_VULKAN_BATCH", "1") != "0"
         try:
             from wgpu.backends.wgpu_native._api import ffi, lib, new_struct_p, to_c_string_view
 
@@ -60,19 +70,41 @@ class Recorder:
             return
         lib, null = self._lib, self._ffi.NULL
         with self._lock:
-            enc = lib.wgpuDeviceCreateCommandEncoder(self._dev, self._enc)
-            cpass = lib.wgpuCommandEncoderBeginComputePass(enc, self._pass)
+            if self._open is None:
+                enc = lib.wgpuDeviceCreateCommandEncoder(self._dev, self._enc)
+                self._open = (enc, lib.wgpuCommandEncoderBeginComputePass(enc, self._pass))
+            cpass = self._open[1]
             for pipeline, group, x, y in steps:
                 lib.wgpuComputePassEncoderSetPipeline(cpass, pipeline._internal)
                 lib.wgpuComputePassEncoderSetBindGroup(cpass, 0, group._internal, 0, null)
                 lib.wgpuComputePassEncoderDispatchWorkgroups(cpass, x, y, 1)
-            lib.wgpuComputePassEncoderEnd(cpass)
-            lib.wgpuComputePassEncoderRelease(cpass)
-            cb = lib.wgpuCommandEncoderFinish(enc, self._cb)
-            lib.wgpuCommandEncoderRelease(enc)
-            self._cbs[0] = cb
-            lib.wgpuQueueSubmit(self._queue, 1, self._cbs)
-            lib.wgpuCommandBufferRelease(cb)
+            self._held.extend(steps)  # (their pipelines and bind groups live until submitted)
+            # submitted now when the queue has run everything before (the device would idle)
+            if not self.batch or len(self._held) >= BATCH or \
+                    self._poll(self._dev, False, null) & 0xFF:
+                self._submit_open()
+
+    def flush(self) -> None:
+        """Submit the calls recorded but not yet submitted (before anything else uses the
+        queue: uploads, copies, other command buffers)."""
+        if self._open is not None:
+            with self._lock:
+                self._submit_open()
+
+    def _submit_open(self) -> None:
+        if self._open is None:
+            return
+        lib = self._lib
+        enc, cpass = self._open
+        self._open = None
+        lib.wgpuComputePassEncoderEnd(cpass)
+        lib.wgpuComputePassEncoderRelease(cpass)
+        cb = lib.wgpuCommandEncoderFinish(enc, self._cb)
+        lib.wgpuCommandEncoderRelease(enc)
+        self._cbs[0] = cb
+        lib.wgpuQueueSubmit(self._queue, 1, self._cbs)
+        lib.wgpuCommandBufferRelease(cb)
+        self._held.clear()
 
     def wait(self, spin: bool) -> None:
         """Until the queue has run everything submitted. ``spin``: poll without blocking for up
@@ -85,6 +117,7 @@ class Recorder:
         if how:
             spin = how == "spin"
         if self.raw:
+            self.flush()
             poll, dev, null = self._poll, self._dev, self._ffi.NULL
             if spin:
                 end = time.perf_counter() + SPIN_S
