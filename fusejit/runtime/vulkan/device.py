@@ -87,7 +87,11 @@ class VulkanDevice:
                 # 32 on). Barriers therefore synchronise teams of 32 consecutive work-items
                 # (one subgroup on NVIDIA and AMD): row kernels put several rows of 32 lanes in
                 # a work-group, other kernels with barriers keep to 32 work-items.
-                max_barrier_group=BARRIER_GROUP, barrier_teams=True),
+                max_barrier_group=BARRIER_GROUP, barrier_teams=True,
+                # a row is one 32-lane subgroup, so layernorm's 4096 columns are 128 a lane,
+                # beyond the 32 kept in registers: read again in each of its 3 passes.
+                # FUSEJIT_VULKAN_ROW_CACHE=128 keeps them (not yet measured on a GPU)
+                row_cache=int(os.environ.get("FUSEJIT_VULKAN_ROW_CACHE", "0"))),
             has_fp64=False, correctly_rounded_div_sqrt=False, is_cpu=self.is_cpu)
         _features[self.info.key] = self.features
         self._free: dict[int, list[Any]] = {}
