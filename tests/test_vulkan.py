@@ -390,8 +390,8 @@ def test_finish_waits_until_the_queue_is_empty(fv, monkeypatch, how) -> None:
 def test_calls_recorded_together_keep_their_order_and_inputs(fv, rng, monkeypatch) -> None:
     """Calls made while the device is busy share one command buffer (record.Recorder): a call
     reading the one before, outputs whose pooled buffers the next call writes, uploads into
-    buffers a recorded call still reads, scalars in uniforms and read-backs keep NumPy's
-    results. The queue is made to look busy, so every call is recorded together."""
+    buffers a recorded call still reads, scalars and view offsets in uniform blocks (more calls
+    than a kernel has blocks) and read-backs keep NumPy's results. The queue is made to look busy, so every call is recorded together."""
     rec = fv.default_device().recorder
     if not rec.raw:
         pytest.skip("wgpu-py's internals changed: calls are submitted one by one")
@@ -415,5 +415,13 @@ def test_calls_recorded_together_keep_their_order_and_inputs(fv, rng, monkeypatc
                                       (x + np.float32(i)).max(axis=-1, keepdims=True))
     for i, o in enumerate(outs[4:]):
         np.testing.assert_array_equal(o.get(), x * np.float32(i))
+    d = fv.to_device(x)
+    outs = [scaled(d, np.float32(i)) for i in range(20)]  # more calls than uniform blocks
+    assert rec._held
+    for i, o in enumerate(outs):
+        np.testing.assert_array_equal(o.get(), x * np.float32(i))
+    views = [rows(d[i:]) for i in range(5)]  # a view's offset is a uniform scalar too
+    for i, v in enumerate(views):
+        np.testing.assert_array_equal(v.get(), x[i:] - x[i:].max(axis=-1, keepdims=True))
     np.testing.assert_array_equal(rows(x + np.float32(1)),  # NumPy in and out
                                   (x + 1) - (x + 1).max(axis=-1, keepdims=True))

@@ -143,6 +143,11 @@ class VulkanDevice:
             self.recorder.flush()
             self.device.queue.write_buffer(buf, offset, raw)
 
+    def write_uniform(self, buf: Any, words: np.ndarray) -> None:
+        """Write a uniform block that no recorded, unsubmitted call reads (the caller made
+        sure: executable._Pipeline.take_uniform), without submitting those calls first."""
+        self.device.queue.write_buffer(buf, 0, words)
+
     def download(self, buf: Any, offset: int, nbytes: int) -> np.ndarray:
         """Bytes ``offset .. offset+nbytes`` of ``buf``, through a mappable staging buffer."""
         wgpu = self.wgpu

@@ -36,7 +36,10 @@ class Recorder:
 
     def __init__(self, device: Any) -> None:
         self.device = device
-        self._lock = threading.Lock()
+        # (re-entrant: a call holds it from its uniform writes to its submit, see
+        # executable._Pipeline.take_uniform, and may flush in between)
+        self.lock = threading.RLock()
+        self.serial = 0  # counts submitted command buffers: the open one is number `serial`
         self._open: tuple[Any, Any] | None = None  # (encoder, pass) of unsubmitted calls
         self._held: list[Step] = []
         self.batch = os.environ.get("FUSEJIT_VULKAN_BATCH", "1") != "0"
@@ -69,7 +72,7 @@ class Recorder:
             self.device.queue.submit([encoder.finish()])
             return
         lib, null = self._lib, self._ffi.NULL
-        with self._lock:
+        with self.lock:
             if self._open is None:
                 enc = lib.wgpuDeviceCreateCommandEncoder(self._dev, self._enc)
                 self._open = (enc, lib.wgpuCommandEncoderBeginComputePass(enc, self._pass))
@@ -88,7 +91,7 @@ class Recorder:
         """Submit the calls recorded but not yet submitted (before anything else uses the
         queue: uploads, copies, other command buffers)."""
         if self._open is not None:
-            with self._lock:
+            with self.lock:
                 self._submit_open()
 
     def _submit_open(self) -> None:
@@ -97,6 +100,7 @@ class Recorder:
         lib = self._lib
         enc, cpass = self._open
         self._open = None
+        self.serial += 1
         lib.wgpuComputePassEncoderEnd(cpass)
         lib.wgpuComputePassEncoderRelease(cpass)
         cb = lib.wgpuCommandEncoderFinish(enc, self._cb)
