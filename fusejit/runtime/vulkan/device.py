@@ -84,7 +84,11 @@ class VulkanDevice:
                 # OpControlBarrier of Subgroup execution scope (naga's Barrier::all() holds
                 # SUB_GROUP; wgpu then requires the subgroup-barrier feature), and on an H200
                 # that synchronised only each 32-lane subgroup (row reductions wrong from lane
-                # 32 on). Barriers therefore synchronise teams of 32 consecutive work-items
+                # 32 on). (Checked in naga's source: front/glsl/builtins.rs maps "barrier" to
+                # ControlBarrier(Barrier::all()) and knows no memoryBarrierShared() or other
+                # barrier builtin; back/spv's barrier writer takes Subgroup execution scope
+                # whenever SUB_GROUP is set, Workgroup otherwise, which WGSL's
+                # workgroupBarrier() (Barrier::WORK_GROUP alone) would give.) Barriers therefore synchronise teams of 32 consecutive work-items
                 # (one subgroup on NVIDIA and AMD): row kernels put several rows of 32 lanes in
                 # a work-group, other kernels with barriers keep to 32 work-items.
                 max_barrier_group=BARRIER_GROUP, barrier_teams=True,
