@@ -35,11 +35,9 @@ def dispatch_shape(groups: int) -> tuple[int, int]:
     return math.ceil(groups / y), y
 
 
-_launches: list[int] = []  # tests count dispatches here (see tests/conftest.py)
-
-
 def _record(n: int) -> None:
-    _launches.append(n)
+    """Called once per dispatch: a hook the tests count launches with (tests/conftest.py);
+    nothing in production (it had appended to a list that grew with every call)."""
 
 
 class _Pipeline:
