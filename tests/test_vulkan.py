@@ -232,26 +232,6 @@ def test_row_kernels_hold_several_rows_of_one_subgroup_each(fv, rng, shape) -> N
     assert (32, 4) in sizes and all(math.prod(s) <= 128 for s in sizes)
 
 
-@pytest.mark.parametrize("run", ["1", "4"])
-@pytest.mark.parametrize("cols", [128, 1024])
-def test_row_slots_in_runs_of_adjacent_elements(fv, rng, monkeypatch, run, cols) -> None:
-    """Rows kept in registers give each lane runs of 4 adjacent elements
-    (FUSEJIT_VULKAN_ROW_RUN=1: one every 32): every element is read, combined and written in
-    its own place, whichever slot of which lane holds it."""
-    monkeypatch.setenv("FUSEJIT_VULKAN_ROW_RUN", run)
-    rows = 9
-    x = rng.standard_normal((rows, cols)).astype(np.float32)
-    x[np.arange(rows), (np.arange(rows) * 37 + 5) % cols] = 10.0  # maxima at other slots
-    x[np.arange(rows), (np.arange(rows) * 53 + 2) % cols] = -10.0
-    d = fv.to_device(x)
-    f = fuse(lambda a: (a - a.max(axis=1, keepdims=True), a.min(axis=1), _softmax(a)))
-    got = f(d)
-    np.testing.assert_array_equal(got[0].get(), x - x.max(axis=1, keepdims=True))
-    np.testing.assert_array_equal(got[1].get(), x.min(axis=1))
-    np.testing.assert_allclose(got[2].get(), _softmax(x), rtol=1e-4, atol=1e-7)
-    assert ("4 * ((k / 4) * 32 + ly_)" in f.lower(d).source) == (run == "4")
-
-
 def test_float64_literals_and_scalars_are_exact(fv) -> None:
     """naga's GLSL has no 64-bit literals: constants are sums of float32 parts scaled by
     powers of two, and dynamic scalars arrive as std140 doubles in the uniform block."""
@@ -368,60 +348,3 @@ def test_narrow_integers_wrap_and_write_whole_words(fv, rng, dtype) -> None:
                                   x[1::3].sum(dtype=np.int32))  # reads of a strided view
     with pytest.raises(UnsupportedDTypeError, match="whole 32-bit words"):
         fuse(lambda a: a + 1)(d[:10])
-
-
-@pytest.mark.parametrize("how", ["spin", "block"])
-def test_finish_waits_until_the_queue_is_empty(fv, monkeypatch, how) -> None:
-    """finish() returns once everything submitted has run, whether it polls or blocks
-    (wgpuDevicePoll's answer is the low byte of what cffi reads: see runtime/vulkan/record.py)."""
-    monkeypatch.setenv("FUSEJIT_VULKAN_WAIT", how)
-    dev = fv.default_device()
-    if not dev.recorder.raw:
-        pytest.skip("wgpu-py's internals changed: finish() takes the public path")
-    f = fuse(lambda a: a * np.float32(2) + np.float32(1))
-    x = fv.to_device(np.ones(1 << 18, np.float32))
-    for _ in range(3):
-        y = f(x)
-        dev.finish()
-        assert dev.recorder._poll(dev.recorder._dev, False, dev.recorder._ffi.NULL) & 0xFF == 1
-    np.testing.assert_array_equal(y.get(), np.full(1 << 18, 3, np.float32))
-
-
-def test_calls_recorded_together_keep_their_order_and_inputs(fv, rng, monkeypatch) -> None:
-    """Calls made while the device is busy share one command buffer (record.Recorder): a call
-    reading the one before, outputs whose pooled buffers the next call writes, uploads into
-    buffers a recorded call still reads, scalars and view offsets in uniform blocks (more calls
-    than a kernel has blocks) and read-backs keep NumPy's results. The queue is made to look busy, so every call is recorded together."""
-    rec = fv.default_device().recorder
-    if not rec.raw:
-        pytest.skip("wgpu-py's internals changed: calls are submitted one by one")
-    real = rec._poll
-    monkeypatch.setattr(rec, "_poll", lambda d, wait, n: real(d, wait, n) if wait else 0)
-    step = fuse(lambda a: np.abs(a * np.float32(1.5) - np.float32(0.25)))
-    rows = fuse(lambda a: a - a.max(axis=-1, keepdims=True))
-    scaled = fuse(lambda a, s: a * s)
-    x = rng.standard_normal((8, 256)).astype(np.float32)
-    z, want = fv.to_device(x), x
-    for _ in range(6):  # each output's buffer returns to the pool as the next call runs
-        z = rows(step(z))
-        want = np.abs(want * np.float32(1.5) - np.float32(0.25))
-        want = want - want.max(axis=-1, keepdims=True)
-    assert rec._held  # (recorded, not yet submitted)
-    np.testing.assert_array_equal(z.get(), want)
-    outs = [rows(fv.to_device(x + np.float32(i))) for i in range(4)]  # uploads in between
-    outs += [scaled(fv.to_device(x), np.float32(i)) for i in range(4)]  # uniforms in between
-    for i, o in enumerate(outs[:4]):
-        np.testing.assert_array_equal(o.get(), (x + np.float32(i)) -
-                                      (x + np.float32(i)).max(axis=-1, keepdims=True))
-    for i, o in enumerate(outs[4:]):
-        np.testing.assert_array_equal(o.get(), x * np.float32(i))
-    d = fv.to_device(x)
-    outs = [scaled(d, np.float32(i)) for i in range(20)]  # more calls than uniform blocks
-    assert rec._held
-    for i, o in enumerate(outs):
-        np.testing.assert_array_equal(o.get(), x * np.float32(i))
-    views = [rows(d[i:]) for i in range(5)]  # a view's offset is a uniform scalar too
-    for i, v in enumerate(views):
-        np.testing.assert_array_equal(v.get(), x[i:] - x[i:].max(axis=-1, keepdims=True))
-    np.testing.assert_array_equal(rows(x + np.float32(1)),  # NumPy in and out
-                                  (x + 1) - (x + 1).max(axis=-1, keepdims=True))
