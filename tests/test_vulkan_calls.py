@@ -100,3 +100,32 @@ def test_calls_recorded_together_keep_their_order_and_inputs(fv, rng, monkeypatc
         np.testing.assert_array_equal(v.get(), x[i:] - x[i:].max(axis=-1, keepdims=True))
     np.testing.assert_array_equal(rows(x + np.float32(1)),  # NumPy in and out
                                   (x + 1) - (x + 1).max(axis=-1, keepdims=True))
+
+
+def test_threads_recording_calls_together_keep_their_own_scalars(fv, rng, monkeypatch) -> None:
+    """Calls from several threads into one command buffer each read their own uniform block
+    (a call holds the recorder's lock from its uniform writes to its submit)."""
+    import threading
+
+    rec = fv.default_device().recorder
+    if not rec.raw:
+        pytest.skip("wgpu-py's internals changed: calls are submitted one by one")
+    real = rec._poll
+    monkeypatch.setattr(rec, "_poll", lambda d, wait, n: real(d, wait, n) if wait else 0)
+    scaled = fuse(lambda a, s: a * s + s)
+    x = rng.standard_normal(4096).astype(np.float32)
+    d = fv.to_device(x)
+    scaled(d, np.float32(0))  # (built before the threads start)
+    bad: list[int] = []
+
+    def work(t: int) -> None:
+        outs = [(s, scaled(d, np.float32(s))) for s in range(t * 100, t * 100 + 30)]
+        bad.extend(s for s, o in outs if not np.array_equal(o.get(), x * np.float32(s) +
+                                                             np.float32(s)))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert bad == []
