@@ -1,6 +1,6 @@
 """Where a Vulkan call's time goes: kernel time by timestamp queries next to the wall clock.
 
-    python benchmarks/vulkan_kernels.py [--size 26] [--rows 16384]
+    python benchmarks/vulkan_kernels.py [--size 26] [--rows 16384] [--cases softmax,layernorm]
 
 For chain8 (2^size float32), softmax (rows x 1024 float32) and layernorm (rows/2 x 4096) on
 the Vulkan device, prints:
@@ -102,6 +102,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=26, help="chain8 has 2**size elements")
     ap.add_argument("--rows", type=int, default=16384, help="softmax rows (of 1024)")
+    ap.add_argument("--cases", default="chain8,softmax,layernorm",
+                    help="which of chain8, softmax, layernorm to run")
     args = ap.parse_args()
     dev = fv.default_device()
     print(f"device: {dev.name}, features {sorted(dev.features)}")
@@ -118,6 +120,8 @@ def main() -> None:
     wb = [fv.to_device(rng.uniform(lo, hi, 4096).astype(np.float32))
           for lo, hi in ((0.5, 1.5), (-0.5, 0.5))]
     for name, fn, host, passes in cases:
+        if name.split()[0] not in args.cases.split(","):
+            continue
         xs = [fv.to_device(host), *(wb if name.startswith("layernorm") else [])]
         f = fuse(fn)
         sync, per_call, b2b = wall(lambda: f(*xs), dev.finish)

@@ -358,6 +358,12 @@ def _cache_loop(top: Block, t: Target, it: str, cache: int, ly: int, R: int | st
     loop = top.nested(f"{t.unroll_hint}for (int k = 0; k < {cache}; k++) {{",
                       loop_vars=frozenset({"r"}), cache_loop=True)
     at = f"ly_ + {t.cast(it, 'k')} * {ly}"
+    run = t.row_slot_run
+    if run > 1 and not isinstance(R, str) and cache * ly == R and cache % run == 0:
+        # runs of adjacent elements a lane (Target.row_slot_run); each lane still visits its
+        # elements in increasing order (argmax's first occurrence), and runtime rows keep the
+        # strided layout their slot masks assume
+        at = f"{run} * ((k / {run}) * {ly} + ly_) + (k % {run})"
     if gpu and isinstance(R, str) and not full:
         # A GPU's runtime row: no branch in the loop. A break ahead of each slot's load kept
         # NVIDIA's compiler from issuing the slots' loads together (H200, 16384 rows of 1000,

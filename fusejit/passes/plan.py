@@ -54,6 +54,9 @@ class DeviceLimits:
     # consecutive work-items when each team's barriers and local memory stay its own (row
     # kernels, a row a team): Vulkan's barrier keeps each 32-lane subgroup in step
     barrier_teams: bool = False
+    # most elements a lane of a row kernel keeps in registers between its passes over the row
+    # (0: 32 on GPUs, 64 on CPUs); longer shares are read again in each pass
+    row_cache: int = 0
 
 
 @dataclass(frozen=True)

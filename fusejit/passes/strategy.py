@@ -88,7 +88,8 @@ def choose_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int
     if n_stages == 1 and red > 4 * ly * 64 and groups < target_groups:
         gy = min(math.ceil(target_groups / groups), math.ceil(red / (ly * 64)))
     per_lane = math.ceil(red / (ly * gy))
-    cache = per_lane if n_stages > 1 and per_lane <= (32 if limits.is_gpu else 64) else 0
+    most = limits.row_cache or (32 if limits.is_gpu else 64)
+    cache = per_lane if n_stages > 1 and per_lane <= most else 0
     # neighbouring work-items read neighbouring addresses: coalesced on GPUs, and the dimension
     # PoCL vectorises on CPUs (the same layout everywhere, so CPU CI tests what GPUs run)
     return ReduceStrategy(lx, ly, gy, cache, inner_contiguous and ly > 1)

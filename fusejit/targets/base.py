@@ -145,6 +145,10 @@ class Target(abc.ABC):
     lanes_by_bytes: bool = True  # lanes fill 16/32 bytes (else max_lanes whatever the dtype)
     fixed_local_size: bool = False  # the work-group shape is compiled in (never autotuned)
     bool_accumulator: np.dtype | None = None  # what reductions of bools accumulate in (None: bool)
+    # > 1: a row kept in registers gives each lane runs of this many adjacent elements (slot k
+    # of lane l holds element (k // n * lanes + l) * n + k % n) instead of one element every
+    # ``lanes``, so a compiler can merge a lane's n scalar accesses into one (see GLSLTarget)
+    row_slot_run: int = 1
 
     def packed_lanes(self, dtype: np.dtype) -> bool:
         """Are vectors of ``dtype`` held packed in their storage format (opencl_half2), so that

@@ -294,6 +294,11 @@ class GLSLTarget(Target):
         self.features = features
         # FUSEJIT_VULKAN_VECTOR=0: one element per work-item and access (see vector_load)
         self.vector_code = os.environ.get("FUSEJIT_VULKAN_VECTOR", "1") != "0"
+        # rows kept in registers: 4 adjacent elements a lane (16 bytes, which a GPU compiler
+        # can merge into one access, as in the elementwise vector code) where a row is one
+        # 32-lane subgroup (see runtime/vulkan/device.py); FUSEJIT_VULKAN_ROW_RUN=1: one
+        # element every 32
+        self.row_slot_run = int(os.environ.get("FUSEJIT_VULKAN_ROW_RUN", "4"))
 
     def _check(self, dtype: np.dtype) -> str:
         name = dt.type_name(dtype)

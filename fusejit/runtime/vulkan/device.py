@@ -84,10 +84,18 @@ class VulkanDevice:
                 # OpControlBarrier of Subgroup execution scope (naga's Barrier::all() holds
                 # SUB_GROUP; wgpu then requires the subgroup-barrier feature), and on an H200
                 # that synchronised only each 32-lane subgroup (row reductions wrong from lane
-                # 32 on). Barriers therefore synchronise teams of 32 consecutive work-items
+                # 32 on). (Checked in naga's source: front/glsl/builtins.rs maps "barrier" to
+                # ControlBarrier(Barrier::all()) and knows no memoryBarrierShared() or other
+                # barrier builtin; back/spv's barrier writer takes Subgroup execution scope
+                # whenever SUB_GROUP is set, Workgroup otherwise, which WGSL's
+                # workgroupBarrier() (Barrier::WORK_GROUP alone) would give.) Barriers therefore synchronise teams of 32 consecutive work-items
                 # (one subgroup on NVIDIA and AMD): row kernels put several rows of 32 lanes in
                 # a work-group, other kernels with barriers keep to 32 work-items.
-                max_barrier_group=BARRIER_GROUP, barrier_teams=True),
+                max_barrier_group=BARRIER_GROUP, barrier_teams=True,
+                # a row is one 32-lane subgroup, so layernorm's 4096 columns are 128 a lane,
+                # beyond the 32 kept in registers: read again in each of its 3 passes.
+                # FUSEJIT_VULKAN_ROW_CACHE=128 keeps them (not yet measured on a GPU)
+                row_cache=int(os.environ.get("FUSEJIT_VULKAN_ROW_CACHE", "0"))),
             has_fp64=False, correctly_rounded_div_sqrt=False, is_cpu=self.is_cpu)
         _features[self.info.key] = self.features
         self._free: dict[int, list[Any]] = {}
@@ -123,13 +131,26 @@ class VulkanDevice:
         with self._pool_lock:
             self._free.setdefault(buf.size, []).append(buf)
 
+    def flush(self) -> None:
+        """Submit the calls recorded but not yet submitted (see record.Recorder); before any
+        other use of the queue that reads or writes fusejit's buffers."""
+        self.recorder.flush()
+
     def upload(self, buf: Any, data: np.ndarray, offset: int = 0) -> None:
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         pad = (-raw.size) % 4
         if pad:
             raw = np.concatenate([raw, np.zeros(pad, np.uint8)])
         if raw.size:
+            # (a write lands before the queue's next command buffer: the calls recorded so far,
+            # which may use this buffer before it returned to the pool, go first)
+            self.recorder.flush()
             self.device.queue.write_buffer(buf, offset, raw)
+
+    def write_uniform(self, buf: Any, words: np.ndarray) -> None:
+        """Write a uniform block that no recorded, unsubmitted call reads (the caller made
+        sure: executable._Pipeline.take_uniform), without submitting those calls first."""
+        self.device.queue.write_buffer(buf, 0, words)
 
     def download(self, buf: Any, offset: int, nbytes: int) -> np.ndarray:
         """Bytes ``offset .. offset+nbytes`` of ``buf``, through a mappable staging buffer."""
@@ -144,12 +165,13 @@ class VulkanDevice:
         if staging is None:
             staging = self.device.create_buffer(
                 size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        self.recorder.flush()
         enc = self.device.create_command_encoder()
         enc.copy_buffer_to_buffer(buf, lo, staging, 0, n)
         self.device.queue.submit([enc.finish()])
-        poll = getattr(self.device, "_poll_wait", None)
-        if poll is not None:
-            poll()  # the copy is done: the map below resolves without the poller's wait
+        if self.recorder.raw or hasattr(self.device, "_poll_wait"):
+            # the copy is done: the map below resolves without the poller's wait
+            self.recorder.wait(spin=not self.is_cpu)
         staging.map_sync(wgpu.MapMode.READ, 0, n)
         try:
             data = np.frombuffer(staging.read_mapped(0, n, copy=True), np.uint8)
@@ -160,12 +182,12 @@ class VulkanDevice:
         return data[offset - lo: offset - lo + nbytes]
 
     def finish(self) -> None:
-        """Wait until the device has run everything submitted: wgpuDevicePoll(wait) (wgpu-py's
-        on_submitted_work_done_sync fails against its bundled wgpu-native in 0.32; a mapped
-        read-back through its poller thread took 0.2 ms on an H200), else map a copy."""
-        poll = getattr(self.device, "_poll_wait", None)
-        if poll is not None:
-            poll()
+        """Wait until the device has run everything submitted: wgpuDevicePoll, spinning a
+        while first on GPUs (Recorder.wait; wgpu-py's on_submitted_work_done_sync fails against
+        its bundled wgpu-native in 0.32; a mapped read-back through its poller thread took
+        0.2 ms on an H200), else map a copy."""
+        if self.recorder.raw or hasattr(self.device, "_poll_wait"):
+            self.recorder.wait(spin=not self.is_cpu)
             return
         if self._sync is None:
             self._sync = self.device.create_buffer(size=16, usage=self.usage)

@@ -24,6 +24,7 @@ from .trusted import create_module
 
 ELEMENTWISE_GROUPS = 65536  # work-groups an elementwise (grid-stride) kernel launches at most
 _BIND_CACHE = 64  # bind groups kept per kernel (keyed by the buffers they bind)
+_UNIFORMS = 8  # uniform blocks per kernel with scalars, for calls recorded together
 
 
 def dispatch_shape(groups: int) -> tuple[int, int]:
@@ -34,11 +35,9 @@ def dispatch_shape(groups: int) -> tuple[int, int]:
     return math.ceil(groups / y), y
 
 
-_launches: list[int] = []  # tests count dispatches here (see tests/conftest.py)
-
-
 def _record(n: int) -> None:
-    _launches.append(n)
+    """Called once per dispatch: a hook the tests count launches with (tests/conftest.py);
+    nothing in production (it had appended to a list that grew with every call)."""
 
 
 class _Pipeline:
@@ -48,6 +47,7 @@ class _Pipeline:
         wgpu = device.wgpu
         dev = device.device
         self.kernel = kernel
+        self.wgpu = wgpu
         self.source = prelude + "\n" + kernel.source + "\n"
         try:
             # naga's GLSL frontend compiles a compute shader when the label names "comp"
@@ -93,26 +93,49 @@ class _Pipeline:
         size = 16 + sum(8 if np.dtype(a.dtype) == np.float64 else 4 for a in self.scalars)
         self.uniform_size = max(16, (size + 15) // 16 * 16)
         self.head = head
-        self.uniform = dev.create_buffer(size=self.uniform_size,
-                                         usage=wgpu.BufferUsage.UNIFORM
-                                         | wgpu.BufferUsage.COPY_DST)
+        self.uniforms = [self._new_uniform(dev)]
+        self.marks = [-1]  # the command buffer (Recorder.serial) each uniform was last used in
         if not self.scalars:
-            device.upload(self.uniform, head)
+            device.upload(self.uniforms[0], head)
         self.bind_groups: dict[tuple, Any] = {}
         self.keys = [(a.role, a.index) for a in self.buffers]  # (into a call's buffer table)
         self.device = device
 
-    def bind_group(self, bufs: tuple) -> Any:
-        group = self.bind_groups.get(bufs)
+    def _new_uniform(self, dev: Any) -> Any:
+        usage = self.wgpu.BufferUsage
+        return dev.create_buffer(size=self.uniform_size, usage=usage.UNIFORM | usage.COPY_DST)
+
+    def take_uniform(self, device: VulkanDevice) -> int:
+        """A uniform block for this call's scalars that no recorded, unsubmitted call reads
+        (a write lands before the whole command buffer runs, so calls recorded together need
+        blocks of their own): one last used in an earlier command buffer, a new one, or, with
+        _UNIFORMS in the open one, the first once that is submitted. Call it holding the
+        recorder's lock until the call is submitted."""
+        serial = device.recorder.serial
+        for i, mark in enumerate(self.marks):
+            if mark != serial:
+                self.marks[i] = serial
+                return i
+        if len(self.uniforms) < _UNIFORMS:
+            self.uniforms.append(self._new_uniform(device.device))
+            self.marks.append(serial)
+            return len(self.uniforms) - 1
+        device.flush()
+        self.marks[0] = device.recorder.serial
+        return 0
+
+    def bind_group(self, bufs: tuple, slot: int = 0) -> Any:
+        key = (bufs, slot)
+        group = self.bind_groups.get(key)
         if group is None:
             if len(self.bind_groups) >= _BIND_CACHE:
                 self.bind_groups.clear()
             entries = [{"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
                        for i, b in enumerate(bufs)]
             entries.append({"binding": len(bufs), "resource": {
-                "buffer": self.uniform, "offset": 0, "size": self.uniform_size}})
+                "buffer": self.uniforms[slot], "offset": 0, "size": self.uniform_size}})
             group = self.device.device.create_bind_group(layout=self.layout, entries=entries)
-            self.bind_groups[bufs] = group
+            self.bind_groups[key] = group
         return group
 
 
@@ -215,24 +238,27 @@ class VulkanExecutable:
                 scratch.append(buf)
                 bufs[(role, i)] = buf
         steps = []
-        for pipe in self.pipelines:
-            if pipe.scalars:
-                words = [pipe.head]
-                for a in pipe.scalars:
-                    if a.role == "offset":
-                        words.append(np.array([offs[a.index]], np.int32).view(np.uint32))
-                    elif a.role == "extent":  # a runtime extent: this signature's value
-                        words.append(_scalar_word(a.dtype.type(a.value)))
-                    else:
-                        derive = self._derive.get(a.index)  # (a hoisted scalar)
-                        value = flat[self.params[a.index].source] if derive is None \
-                            else derive(flat)
-                        words.append(_scalar_word(_kernel_arg_scalar(value, a.dtype)))
-                dev.upload(pipe.uniform, np.concatenate(words))
-            group = pipe.bind_group(tuple(bufs[k] for k in pipe.keys))
-            steps.append((pipe.pipeline, group, *pipe.dispatch))
-            _record(1)
-        dev.recorder.submit(steps)
+        with dev.recorder.lock:  # (from the uniform writes to the submit: see take_uniform)
+            for pipe in self.pipelines:
+                slot = 0
+                if pipe.scalars:
+                    words = [pipe.head]
+                    for a in pipe.scalars:
+                        if a.role == "offset":
+                            words.append(np.array([offs[a.index]], np.int32).view(np.uint32))
+                        elif a.role == "extent":  # a runtime extent: this signature's value
+                            words.append(_scalar_word(a.dtype.type(a.value)))
+                        else:
+                            derive = self._derive.get(a.index)  # (a hoisted scalar)
+                            value = flat[self.params[a.index].source] if derive is None \
+                                else derive(flat)
+                            words.append(_scalar_word(_kernel_arg_scalar(value, a.dtype)))
+                    slot = pipe.take_uniform(dev)
+                    dev.write_uniform(pipe.uniforms[slot], np.concatenate(words))
+                group = pipe.bind_group(tuple(bufs[k] for k in pipe.keys), slot)
+                steps.append((pipe.pipeline, group, *pipe.dispatch))
+                _record(1)
+            dev.recorder.submit(steps)
         for p in self._host_writes:  # NumPy arguments written in place get the result
             if p in uploaded:
                 buf, target = uploaded[p]

@@ -1,0 +1,131 @@
+"""How Vulkan calls reach the device: rows kept in registers as runs of adjacent elements,
+calls recorded together while the device is busy, and the wait for the queue
+(fusejit/runtime/vulkan/record.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fusejit import fuse
+from fusejit.bench.workloads import softmax
+
+# every test here runs on the Vulkan device (skipped with the reason where there is none)
+pytestmark = pytest.mark.parametrize("device", ["vulkan"], indirect=True)
+
+
+@pytest.fixture
+def fv(device):
+    import fusejit.vulkan
+
+    return fusejit.vulkan
+
+
+def _softmax(a):
+    return softmax(np, a)
+
+
+@pytest.mark.parametrize("run", ["1", "4"])
+@pytest.mark.parametrize("cols", [128, 1024])
+def test_row_slots_in_runs_of_adjacent_elements(fv, rng, monkeypatch, run, cols) -> None:
+    """Rows kept in registers give each lane runs of 4 adjacent elements
+    (FUSEJIT_VULKAN_ROW_RUN=1: one every 32): every element is read, combined and written in
+    its own place, whichever slot of which lane holds it."""
+    monkeypatch.setenv("FUSEJIT_VULKAN_ROW_RUN", run)
+    rows = 9
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    x[np.arange(rows), (np.arange(rows) * 37 + 5) % cols] = 10.0  # maxima at other slots
+    x[np.arange(rows), (np.arange(rows) * 53 + 2) % cols] = -10.0
+    d = fv.to_device(x)
+    f = fuse(lambda a: (a - a.max(axis=1, keepdims=True), a.min(axis=1), _softmax(a)))
+    got = f(d)
+    np.testing.assert_array_equal(got[0].get(), x - x.max(axis=1, keepdims=True))
+    np.testing.assert_array_equal(got[1].get(), x.min(axis=1))
+    np.testing.assert_allclose(got[2].get(), _softmax(x), rtol=1e-4, atol=1e-7)
+    assert ("4 * ((k / 4) * 32 + ly_)" in f.lower(d).source) == (run == "4")
+
+
+@pytest.mark.parametrize("how", ["spin", "block"])
+def test_finish_waits_until_the_queue_is_empty(fv, monkeypatch, how) -> None:
+    """finish() returns once everything submitted has run, whether it polls or blocks
+    (wgpuDevicePoll's answer is the low byte of what cffi reads: see runtime/vulkan/record.py)."""
+    monkeypatch.setenv("FUSEJIT_VULKAN_WAIT", how)
+    dev = fv.default_device()
+    if not dev.recorder.raw:
+        pytest.skip("wgpu-py's internals changed: finish() takes the public path")
+    f = fuse(lambda a: a * np.float32(2) + np.float32(1))
+    x = fv.to_device(np.ones(1 << 18, np.float32))
+    for _ in range(3):
+        y = f(x)
+        dev.finish()
+        assert dev.recorder._poll(dev.recorder._dev, False, dev.recorder._ffi.NULL) & 0xFF == 1
+    np.testing.assert_array_equal(y.get(), np.full(1 << 18, 3, np.float32))
+
+
+def test_calls_recorded_together_keep_their_order_and_inputs(fv, rng, monkeypatch) -> None:
+    """Calls made while the device is busy share one command buffer (record.Recorder): a call
+    reading the one before, outputs whose pooled buffers the next call writes, uploads into
+    buffers a recorded call still reads, scalars and view offsets in uniform blocks (more calls
+    than a kernel has blocks) and read-backs keep NumPy's results. The queue is made to look busy, so every call is recorded together."""
+    rec = fv.default_device().recorder
+    if not rec.raw:
+        pytest.skip("wgpu-py's internals changed: calls are submitted one by one")
+    real = rec._poll
+    monkeypatch.setattr(rec, "_poll", lambda d, wait, n: real(d, wait, n) if wait else 0)
+    step = fuse(lambda a: np.abs(a * np.float32(1.5) - np.float32(0.25)))
+    rows = fuse(lambda a: a - a.max(axis=-1, keepdims=True))
+    scaled = fuse(lambda a, s: a * s)
+    x = rng.standard_normal((8, 256)).astype(np.float32)
+    z, want = fv.to_device(x), x
+    for _ in range(6):  # each output's buffer returns to the pool as the next call runs
+        z = rows(step(z))
+        want = np.abs(want * np.float32(1.5) - np.float32(0.25))
+        want = want - want.max(axis=-1, keepdims=True)
+    assert rec._held  # (recorded, not yet submitted)
+    np.testing.assert_array_equal(z.get(), want)
+    outs = [rows(fv.to_device(x + np.float32(i))) for i in range(4)]  # uploads in between
+    outs += [scaled(fv.to_device(x), np.float32(i)) for i in range(4)]  # uniforms in between
+    for i, o in enumerate(outs[:4]):
+        np.testing.assert_array_equal(o.get(), (x + np.float32(i)) -
+                                      (x + np.float32(i)).max(axis=-1, keepdims=True))
+    for i, o in enumerate(outs[4:]):
+        np.testing.assert_array_equal(o.get(), x * np.float32(i))
+    d = fv.to_device(x)
+    outs = [scaled(d, np.float32(i)) for i in range(20)]  # more calls than uniform blocks
+    assert rec._held
+    for i, o in enumerate(outs):
+        np.testing.assert_array_equal(o.get(), x * np.float32(i))
+    views = [rows(d[i:]) for i in range(5)]  # a view's offset is a uniform scalar too
+    for i, v in enumerate(views):
+        np.testing.assert_array_equal(v.get(), x[i:] - x[i:].max(axis=-1, keepdims=True))
+    np.testing.assert_array_equal(rows(x + np.float32(1)),  # NumPy in and out
+                                  (x + 1) - (x + 1).max(axis=-1, keepdims=True))
+
+
+def test_threads_recording_calls_together_keep_their_own_scalars(fv, rng, monkeypatch) -> None:
+    """Calls from several threads into one command buffer each read their own uniform block
+    (a call holds the recorder's lock from its uniform writes to its submit)."""
+    import threading
+
+    rec = fv.default_device().recorder
+    if not rec.raw:
+        pytest.skip("wgpu-py's internals changed: calls are submitted one by one")
+    real = rec._poll
+    monkeypatch.setattr(rec, "_poll", lambda d, wait, n: real(d, wait, n) if wait else 0)
+    scaled = fuse(lambda a, s: a * s + s)
+    x = rng.standard_normal(4096).astype(np.float32)
+    d = fv.to_device(x)
+    scaled(d, np.float32(0))  # (built before the threads start)
+    bad: list[int] = []
+
+    def work(t: int) -> None:
+        outs = [(s, scaled(d, np.float32(s))) for s in range(t * 100, t * 100 + 30)]
+        bad.extend(s for s, o in outs if not np.array_equal(o.get(), x * np.float32(s) +
+                                                             np.float32(s)))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert bad == []
