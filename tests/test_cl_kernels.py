@@ -144,3 +144,4 @@ def test_threads_never_leave_the_stand_in_behind(queue):
         t.join()
     assert errors == []
     assert pyopencl.invoker.generate_enqueue_and_set_args is original
+

@@ -18,7 +18,7 @@ import pyopencl as cl
 
 from ..errors import KernelBuildError
 from . import cache
-from .devices import DeviceInfo
+from .devices import DeviceInfo, device_info
 
 _KERNEL = re.compile(r"__kernel void (\w+)\(")
 
@@ -106,10 +106,8 @@ def program_key(device: cl.Device, source: str, options: list[str]) -> cache.Pro
 
     forced = tuple(os.environ.get("PYOPENCL_BUILD_OPTIONS", "").split())
     ident = _device_ids.get(device)
-    if ident is None:  # (six info queries: once per device, not on every first call)
-        ident = _device_ids[device] = (
-            f"{device.platform.name.strip()} {device.platform.version.strip()}",
-            device.name.strip(), f"{device.driver_version.strip()} / {device.version.strip()}")
+    if ident is None:  # (the info queries: once per device, shared with its DeviceInfo)
+        ident = _device_ids[device] = device_info(device).ident
     return cache.ProgramKey(hashlib.sha256(source.encode()).hexdigest(),
                             tuple(options) + forced, *ident, __version__)
 
