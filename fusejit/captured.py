@@ -345,12 +345,15 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
     into.functions[id(fn)] = fn
     self_name = code.co_varnames[0] if bound and code.co_argcount else None
     self_get = self_get if self_get is not None else (lambda s: s)
-    # a function of fusejit or another library (fusejit.random's samplers, fusejit.dask's
-    # pieces): its own state is not the user's; only the user functions it calls are analysed
-    module = sys.modules.get(getattr(fn, "__module__", None) or "")
-    library = module is not None and _is_library(module)
     found = [] if _library_globals_only(fn, code, bound) else \
         _chains(code, self_name, frozenset(code.co_freevars))
+    # a function of fusejit or another library (fusejit.random's samplers, fusejit.dask's
+    # pieces): its own state is not the user's; only the user functions it calls are analysed
+    # (asked only where it matters: a user script's realpath is ~0.1 ms of a first call)
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    library = (bool(found) or bool(getattr(fn, "__defaults__", None) or
+                                   getattr(fn, "__kwdefaults__", None))) and \
+        module is not None and _is_library(module)
     written = {c for c, w in found if w}
     captures: list[Capture] = []
     done: set[Chain] = set()

@@ -10,6 +10,7 @@ import types
 import numpy as np
 import pytest
 
+import fusejit.random as fr
 from fusejit import captured
 
 SCALE = 2.0
@@ -79,7 +80,7 @@ def _summary(caps: captured.Captures):
             sorted(caps.functions))
 
 
-@pytest.mark.parametrize("fn", FAST + SLOW)
+@pytest.mark.parametrize("fn", FAST + SLOW + [fr.uniform, fr.bernoulli])  # (+ library code)
 def test_same_captures_as_the_full_analysis(fn, monkeypatch):
     fast = _summary(captured.find_captures(fn))
     monkeypatch.setattr(captured, "_library_globals_only", lambda *a: False)
