@@ -14,3 +14,20 @@ def test_program_key_names_the_device_as_its_info_queries_do(queue):
     assert (key.platform, key.device, key.driver) == (
         f"{d.platform.name.strip()} {d.platform.version.strip()}", d.name.strip(),
         f"{d.driver_version.strip()} / {d.version.strip()}")
+
+
+def test_private_dir_creates_tightens_and_refuses_files(tmp_path):
+    import pytest
+
+    from fusejit.runtime.cache import _private_dir
+
+    made = tmp_path / "a" / "b"
+    _private_dir(made)
+    assert made.is_dir() and made.stat().st_mode & 0o777 == 0o700
+    made.chmod(0o755)  # as an older fusejit left it
+    _private_dir(made)
+    assert made.stat().st_mode & 0o777 == 0o700
+    plain = tmp_path / "file"
+    plain.write_bytes(b"x")
+    with pytest.raises(OSError):
+        _private_dir(plain)
