@@ -1,11 +1,12 @@
-"""Kernel objects without PyOpenCL's invoker: what a process's first call saves ~0.7-2.5 ms on.
+"""Kernel objects without PyOpenCL's invoker, which a process's first call paid for.
 
 ``cl.Kernel(program, name)`` asks ``pyopencl.invoker.generate_enqueue_and_set_args`` for the
 Python functions behind ``kernel(queue, ...)`` and ``kernel.set_args(...)``. Generating them
 means a lookup in pytools' persistent dict: the first one in a process opens its SQLite
-database under ``~/.cache/pytools`` and unpickles the generated module (0.7-0.9 ms of a 5 ms
-first call on the H200, 1-2.5 ms on PoCL). fusejit never calls either function: its launchers
-bind with ``set_arg``/``_set_arg_buf`` and enqueue with ``cl.enqueue_nd_range_kernel``
+database under ``~/.cache/pytools`` and unpickles the generated module (most of the 0.7-0.95
+ms ``executable`` stage of GELU's warm first call on the H200; on PoCL that stage went from
+0.75 to 0.25 ms at best). fusejit never calls either function: its launchers bind with
+``set_arg``/``_set_arg_buf`` and enqueue with ``cl.enqueue_nd_range_kernel``
 (runtime/executable.py). So ``new_kernel`` makes the kernel with stand-ins that generate the
 real invoker on their first use and install it on the kernel (``_set_enqueue_and_set_args``):
 a kernel someone does call or ``set_args`` behaves exactly as PyOpenCL's own, it only pays
