@@ -31,3 +31,10 @@ def test_private_dir_creates_tightens_and_refuses_files(tmp_path):
     plain.write_bytes(b"x")
     with pytest.raises(OSError):
         _private_dir(plain)
+
+
+def test_is_pocl_from_the_device_info(queue):
+    from fusejit.runtime.build import _is_pocl
+
+    assert _is_pocl(queue.device) == (
+        "Portable Computing Language" in queue.device.platform.name)

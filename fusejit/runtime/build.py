@@ -212,4 +212,5 @@ def _build_uncached(ctx: cl.Context, source: str, options: list[str], name: str)
 
 
 def _is_pocl(device: cl.Device) -> bool:
-    return "Portable Computing Language" in device.platform.name
+    # (the platform name as its DeviceInfo queried it: no platform query per build)
+    return "Portable Computing Language" in device_info(device).ident[0]
