@@ -131,6 +131,34 @@ _ROOT_OPS = {"LOAD_GLOBAL": "global", "LOAD_DEREF": "closure", "LOAD_FAST": "sel
 _STORES = {"STORE_ATTR", "STORE_SUBSCR", "DELETE_ATTR", "DELETE_SUBSCR"}
 
 
+_LOAD_GLOBAL = dis.opmap["LOAD_GLOBAL"]
+_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
+_GLOBAL_SHIFT = 1 if sys.version_info >= (3, 11) else 0  # (3.11: the low bit is NULL + ...)
+_ABSENT = object()
+
+
+def _library_globals_only(fn: Any, code: types.CodeType, bound: bool) -> bool:
+    """Whether the only reads of ``fn`` from outside its arguments are of library modules
+    (``np.tanh``, ``math.pi``), which are never guarded: then ``_chains`` would find nothing
+    to capture, and its ``dis`` walk is ~0.3-0.6 ms of a process's first call. A scan of the
+    raw bytecode for LOAD_GLOBAL instead; anything else it could read (a closure, ``self``,
+    nested code, a builtin, any other global) takes the full analysis."""
+    if bound or code.co_freevars or any(isinstance(c, types.CodeType) for c in code.co_consts):
+        return False
+    scope, names, raw, ext = fn.__globals__, code.co_names, code.co_code, 0
+    for k in range(0, len(raw), 2):
+        op, arg = raw[k], raw[k + 1] | ext
+        if op == _EXTENDED_ARG:
+            ext = arg << 8
+            continue
+        ext = 0
+        if op == _LOAD_GLOBAL:
+            value = scope.get(names[arg >> _GLOBAL_SHIFT], _ABSENT)
+            if not (isinstance(value, types.ModuleType) and _is_library(value)):
+                return False
+    return True
+
+
 def _chains(code: types.CodeType, self_name: str | None, freevars: frozenset[str]
             ) -> list[tuple[Chain, bool]]:
     """(chain, written) for every read chain in ``code`` and the code objects nested in it;
@@ -317,11 +345,15 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
     into.functions[id(fn)] = fn
     self_name = code.co_varnames[0] if bound and code.co_argcount else None
     self_get = self_get if self_get is not None else (lambda s: s)
+    found = [] if _library_globals_only(fn, code, bound) else \
+        _chains(code, self_name, frozenset(code.co_freevars))
     # a function of fusejit or another library (fusejit.random's samplers, fusejit.dask's
     # pieces): its own state is not the user's; only the user functions it calls are analysed
+    # (asked only where it matters: a user script's realpath is ~0.1 ms of a first call)
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
-    library = module is not None and _is_library(module)
-    found = _chains(code, self_name, frozenset(code.co_freevars))
+    library = (bool(found) or bool(getattr(fn, "__defaults__", None) or
+                                   getattr(fn, "__kwdefaults__", None))) and \
+        module is not None and _is_library(module)
     written = {c for c, w in found if w}
     captures: list[Capture] = []
     done: set[Chain] = set()

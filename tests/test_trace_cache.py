@@ -126,8 +126,7 @@ def test_defaults_are_in_the_key(root):
 
 def test_bad_trace_entry_is_a_miss_one_warning_and_rewritten(root):
     _first_call(gelu, X)
-    entries = sorted((root / "programs").glob("*.fjc"), key=lambda p: p.stat().st_size)
-    trace_entry = entries[0]  # (the JSON entry is smaller than the program's binary)
+    trace_entry = cache.program_cache().path(_trace_key(gelu, X))
     data = bytearray(trace_entry.read_bytes())
     data[-5] ^= 0xFF
     trace_entry.write_bytes(bytes(data))
@@ -139,6 +138,67 @@ def test_bad_trace_entry_is_a_miss_one_warning_and_rewritten(root):
     np.testing.assert_allclose(out, gelu(X.astype(np.float64)), rtol=2e-6, atol=1e-6)
     _, f = _first_call(gelu, X)  # rewritten by the trace that followed
     assert f.cache_info().traces == 0
+
+
+def _trace_key(fn, *args) -> cache.ProgramKey:
+    f = fusejit.fuse(fn)
+    _, _, key, queue = f._flatten(args, {})
+    return trace_cache.entry_key(f, key, queue)
+
+
+def test_entry_carries_its_program_binary_one_read(root, monkeypatch):
+    """A warm first call reads one cache file: the trace entry holds the program's binary."""
+    _first_call(gelu, X)
+    reads = []
+    real_get = cache.ProgramCache.get
+    monkeypatch.setattr(cache.ProgramCache, "get",
+                        lambda self, key: reads.append(key) or real_get(self, key))
+    out, f = _first_call(gelu, X)
+    info = f.cache_info()
+    assert (info.traces, info.compiles, info.disk_hits) == (0, 0, 1)
+    assert reads == [_trace_key(gelu, X)]
+    np.testing.assert_allclose(out, gelu(X.astype(np.float64)), rtol=2e-6, atol=1e-6)
+
+
+def _replace_program_blob(fn, binary: bytes) -> None:
+    """Rewrite fn's trace entry (checksum and all: only the driver can tell) with ``binary``
+    as its program's."""
+    disk_key = _trace_key(fn, X)
+    store = cache.program_cache()
+    payload = store.get(disk_key).binary
+    (n,) = trace_cache._LEN.unpack_from(payload)
+    entry = json.loads(payload[trace_cache._LEN.size:trace_cache._LEN.size + n])
+    blobs, at = [], trace_cache._LEN.size + n
+    for size in entry["blobs"]:
+        blobs.append(payload[at:at + size])
+        at += size
+    blobs[entry["program_blob"]] = binary
+    entry["blobs"] = [len(b) for b in blobs]
+    meta = json.dumps(entry).encode()
+    store.put(disk_key, cache.Entry(trace_cache._LEN.pack(len(meta)) + meta + b"".join(blobs),
+                                    ()))
+
+
+@pytest.mark.parametrize("binary", ["garbage", "other_program"])
+def test_refused_program_binary_is_a_miss_one_warning_and_rewritten(root, queue, binary):
+    import pyopencl as cl
+
+    _first_call(gelu, X)
+    if binary == "garbage":
+        data = b"poclbin\0" + os.urandom(2000)
+    else:  # a valid binary without the kernel
+        data = cl.Program(queue.context, "__kernel void other(__global float *x) { x[0] = 1; }"
+                          ).build().get_info(cl.program_info.BINARIES)[0]
+    _replace_program_blob(gelu, data)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, f = _first_call(gelu, X)
+    ours = [str(w.message) for w in caught if issubclass(w.category, cache.CacheWarning)]
+    assert len(ours) == 1 and "refused" in ours[0], ours
+    assert f.cache_info().traces == 1
+    np.testing.assert_allclose(out, gelu(X.astype(np.float64)), rtol=2e-6, atol=1e-6)
+    _, f = _first_call(gelu, X)  # rewritten by the trace that followed
+    assert (f.cache_info().traces, f.cache_info().compiles) == (0, 0)
 
 
 def test_entry_with_a_bad_manifest_is_rejected(root):

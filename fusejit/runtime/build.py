@@ -18,7 +18,7 @@ import pyopencl as cl
 
 from ..errors import KernelBuildError
 from . import cache
-from .devices import DeviceInfo
+from .devices import DeviceInfo, device_info
 
 _KERNEL = re.compile(r"__kernel void (\w+)\(")
 
@@ -106,10 +106,8 @@ def program_key(device: cl.Device, source: str, options: list[str]) -> cache.Pro
 
     forced = tuple(os.environ.get("PYOPENCL_BUILD_OPTIONS", "").split())
     ident = _device_ids.get(device)
-    if ident is None:  # (six info queries: once per device, not on every first call)
-        ident = _device_ids[device] = (
-            f"{device.platform.name.strip()} {device.platform.version.strip()}",
-            device.name.strip(), f"{device.driver_version.strip()} / {device.version.strip()}")
+    if ident is None:  # (the info queries: once per device, shared with its DeviceInfo)
+        ident = _device_ids[device] = device_info(device).ident
     return cache.ProgramKey(hashlib.sha256(source.encode()).hexdigest(),
                             tuple(options) + forced, *ident, __version__)
 
@@ -122,17 +120,20 @@ _memo: OrderedDict[tuple, cl.Program] = OrderedDict()
 _memo_lock = threading.Lock()
 
 
-def build_cached(ctx: cl.Context, source: str, options: list[str], name: str
-                 ) -> tuple[cl.Program, str]:
+def build_cached(ctx: cl.Context, source: str, options: list[str], name: str,
+                 binary: bytes | None = None) -> tuple[cl.Program, str]:
     """(program, how): a program built earlier in this process ("memory"), one loaded from
-    the disk cache ("disk"), or one compiled ("compiled")."""
+    the disk cache ("disk"), or one compiled ("compiled"). ``binary``: this program's device
+    binary as another verified cache entry holds it (a trace-cache entry carries its own),
+    loaded instead of reading the program's entry; when the driver refuses it, the source
+    is built ("compiled") and the caller treats its entry as bad."""
     memo_key = (ctx, hashlib.sha256(source.encode()).digest(), tuple(options))
     with _memo_lock:
         program = _memo.get(memo_key)
         if program is not None:
             _memo.move_to_end(memo_key)
             return program, "memory"
-    program, from_disk = _build_through_disk(ctx, source, options, name)
+    program, from_disk = _build_through_disk(ctx, source, options, name, binary)
     with _memo_lock:
         _memo[memo_key] = program
         while len(_memo) > _MEMO_SIZE:
@@ -140,13 +141,15 @@ def build_cached(ctx: cl.Context, source: str, options: list[str], name: str
     return program, "disk" if from_disk else "compiled"
 
 
-def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: str
-                        ) -> tuple[cl.Program, bool]:
+def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: str,
+                        given: bytes | None = None) -> tuple[cl.Program, bool]:
     """``build_program`` through fusejit's disk cache: (program, whether it came from disk).
 
     A hit builds from the stored device binary (no compiler run); a miss compiles the source,
     bypassing PyOpenCL's pickle cache, and stores the binary. A stored binary the driver
     rejects, or one that lacks a kernel, is a bad entry: a warning, a rebuild, a rewrite.
+    A ``given`` binary (``build_cached``) is tried instead of the entry; its caller warns
+    about the entry that held it when it fails.
     """
     store = cache.program_cache() if len(ctx.devices) == 1 else None
     if store is None:
@@ -156,15 +159,17 @@ def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: 
     expected = set(_KERNEL.findall(source))
     guard = cache.pocl_guard() if _is_pocl(device) else None
     with guard.building() if guard is not None else contextlib.nullcontext():
-        entry = store.get(key)
+        entry = store.get(key) if given is None else cache.Entry(given, ())
         if entry is not None:
+            why = "the binary lacks a kernel"
             try:
                 program = from_binary(ctx, device, entry.binary, options)
                 if not expected or expected <= _kernel_names(program):
                     return program, True
-                store.reject(key, "the binary lacks a kernel")
             except cl.Error as exc:
-                store.reject(key, f"the driver rejected the binary: {exc}".splitlines()[0])
+                why = f"the driver rejected the binary: {exc}".splitlines()[0]
+            if given is None:
+                store.reject(key, why)
         try:
             program = _checked(_build_uncached(ctx, source, options, name), source, name)
             # (inside the guard: PoCL reads its cache files again to serialise the binary)
@@ -207,4 +212,5 @@ def _build_uncached(ctx: cl.Context, source: str, options: list[str], name: str)
 
 
 def _is_pocl(device: cl.Device) -> bool:
-    return "Portable Computing Language" in device.platform.name
+    # (the platform name as its DeviceInfo queried it: no platform query per build)
+    return "Portable Computing Language" in device_info(device).ident[0]

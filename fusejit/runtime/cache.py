@@ -26,12 +26,14 @@ so the next process clears that directory before building (see ``PoclGuard``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import logging
 import os
 import shutil
+import stat
 import struct
 import threading
 import time
@@ -91,8 +93,13 @@ _known_dir: list[Any] = []  # [FUSEJIT_CACHE_DIR, the directory made for it]
 def _private_dir(path: Path) -> None:
     """Create ``path`` (and parents) for this user only; tighten a directory we own that an
     older fusejit created 0755."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = path.stat()
+    try:  # (one stat where it exists, as on every call after the first: no mkdir, no raise)
+        st = os.stat(path)
+    except FileNotFoundError:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise FileExistsError(errno.EEXIST, "exists and is not a directory", str(path))
     if st.st_uid == os.getuid() and st.st_mode & 0o077:
         os.chmod(path, 0o700)
 

@@ -70,6 +70,10 @@ class DeviceInfo:
     is_cpu: bool
     max_alloc: int = 0  # CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes (0: unknown)
     global_mem: int = 0  # CL_DEVICE_GLOBAL_MEM_SIZE, bytes
+    # the disk cache's device identity (runtime/build.program_key): platform name and version,
+    # device name, driver and OpenCL versions, queried here once (PoCL's CL_DEVICE_VERSION
+    # alone costs ~0.1 ms a query, on a process's first call)
+    ident: tuple[str, ...] = ()
 
     @property
     def half2(self) -> bool:
@@ -111,9 +115,12 @@ def device_info(device: cl.Device) -> DeviceInfo:
         is_gpu=is_gpu,
         max_arg_bytes=int(device.max_parameter_size),
     )
-    key = (f"{device.platform.name.strip()} / {device.name.strip()} / "
-           f"{device.driver_version.strip()} / {device.version.strip()}")
+    platform = device.platform
+    pname, name = platform.name.strip(), device.name.strip()
+    driver, version = device.driver_version.strip(), device.version.strip()
+    key = f"{pname} / {name} / {driver} / {version}"
+    ident = (f"{pname} {platform.version.strip()}", name, f"{driver} / {version}")
     return DeviceInfo(key, limits, fp64,
                       bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
                       bool(device.type & cl.device_type.CPU), int(device.max_mem_alloc_size),
-                      int(device.global_mem_size))
+                      int(device.global_mem_size), ident)

@@ -23,6 +23,7 @@ from ..ops import Op
 from ..signature import BIG_OFFSET
 from ..source import BufferArg, Module, ScalarArg
 from . import autotune, scalar_args
+from .cl_kernels import new_kernel
 from .derived import DerivedScalars
 from .devices import DeviceInfo
 from .memory import compact
@@ -195,8 +196,9 @@ class Executable:
         self._calls = 0
         self.constants = constants  # captured arrays, uploaded once per context
         self.program = program  # (AOT export reads its binary)
-        # cl.Kernel, not getattr: one program can serve several signatures (runtime extents)
-        self.kernels = [(cl.Kernel(program, k.name), k) for k in module.kernels
+        # a new kernel, not getattr: one program can serve several signatures (runtime
+        # extents); without PyOpenCL's invoker, which fusejit never calls (cl_kernels.py)
+        self.kernels = [(new_kernel(program, k.name), k) for k in module.kernels
                         if math.prod(k.global_size) > 0]
         self._launch_lock = threading.Lock()  # set_arg + enqueue on a shared cl.Kernel
         self._const_buffers: dict[cl.Context, list[Any]] = {}
