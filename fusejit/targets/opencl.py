@@ -260,7 +260,7 @@ inline float{m} fj_trig_fix{m}(float{m} r, float{m} x, int fn) {{
     int{m} ax = as_int{m}(x) & (int{m})(0x7fffffff);
     if (fn != 1) r = as_float{m}((as_int{m}(r) & ~(ax < (int{m})(0x39800000)))
                                  | (as_int{m}(x) & (ax < (int{m})(0x39800000))));
-    if (any(ax >= (int{m})(0x49800000))) {{
+    if (fj_any{m}(ax >= (int{m})(0x49800000))) {{
         float lanes[{m}], xs[{m}];
         vstore{m}(r, 0, lanes);
         vstore{m}(x, 0, xs);
@@ -272,14 +272,14 @@ inline float{m} fj_trig_fix{m}(float{m} r, float{m} x, int fn) {{
     }}
     return r;
 }}
-inline float{m} fj_sin{m}(float{m} x) {{
+inline float{m} fj_sind{m}(float{m} x) {{
     long{m} q;
     double{m} y = fj_rem_pio2_{m}(x, &q);
     double{m} r = fj_pick_{m}(fj_sin_poly{m}(y), fj_cos_poly{m}(y), -(q & (long{m})(1)));
     r = fj_negate_if_{m}(r, (q >> 1) & (long{m})(1));
     return fj_trig_fix{m}(convert_float{m}(r), x, 0);
 }}
-inline float{m} fj_cos{m}(float{m} x) {{
+inline float{m} fj_cosd{m}(float{m} x) {{
     long{m} q;
     double{m} y = fj_rem_pio2_{m}(x, &q);
     double{m} r = fj_pick_{m}(fj_cos_poly{m}(y), fj_sin_poly{m}(y), -(q & (long{m})(1)));
@@ -300,17 +300,113 @@ inline float{m} fj_tan{m}(float{m} x) {{
 """
 # wider vectors: their halves
 _TRIG_SPLIT = """
-inline float{n} fj_sin{n}(float{n} x) {{ return (float{n})(fj_sin{h}(x.lo), fj_sin{h}(x.hi)); }}
-inline float{n} fj_cos{n}(float{n} x) {{ return (float{n})(fj_cos{h}(x.lo), fj_cos{h}(x.hi)); }}
+inline float{n} fj_sind{n}(float{n} x) {{ return (float{n})(fj_sind{h}(x.lo), fj_sind{h}(x.hi)); }}
+inline float{n} fj_cosd{n}(float{n} x) {{ return (float{n})(fj_cosd{h}(x.lo), fj_cosd{h}(x.hi)); }}
 inline float{n} fj_tan{n}(float{n} x) {{ return (float{n})(fj_tan{h}(x.lo), fj_tan{h}(x.hi)); }}
 """
 
 
+# sin and cos of float vectors below 2^20: the double core's reduction (the Cody-Waite above),
+# then float polynomials, twice the lanes per instruction (PoCL, one thread, 2^22 floats: sin
+# 15.3 -> 10.1 ms). The reduced argument comes back as rh + rl, two floats; musl's __sindf and
+# __cosdf polynomials (2^-37.5 and 2^-34.1 on [-pi/4, pi/4]) are summed with rl's first-order
+# terms and cos's 1 - rh^2/2 split exactly (Veltkamp: PoCL's vector fma is a call), leaving
+# one rounding at the end: below 0.8 ulp of the exact value in the tests (without rl, 1.47).
+# Vectors with a lane of |x| >= 2^20 (or NaN, an infinity) take the double core.
+_TRIG_REDUCE_HALF = """
+inline float{m} fj_rem_pio2h_{m}(float{m} x, float{m} *rl, int{m} *quadrant) {{
+    long{m} q;
+    double{m} r = fj_rem_pio2_{m}(x, &q);
+    float{m} rh = convert_float{m}(r);
+    *rl = convert_float{m}(r - convert_double{m}(rh));
+    *quadrant = convert_int{m}(q & (long{m})(3));
+    return rh;
+}}
+"""
+_TRIG_REDUCE_SPLIT = """
+inline float{n} fj_rem_pio2h_{n}(float{n} x, float{n} *rl, int{n} *quadrant) {{
+    float{h} l0, l1;
+    int{h} q0, q1;
+    float{n} r = (float{n})(fj_rem_pio2h_{h}(x.lo, &l0, &q0), fj_rem_pio2h_{h}(x.hi, &l1, &q1));
+    *rl = (float{n})(l0, l1);
+    *quadrant = (int{n})(q0, q1);
+    return r;
+}}
+"""
+_TRIG_FLOAT = """
+inline float{m} fj_veltkamp_sq_{m}(float{m} y, float{m} z) {{
+    float{m} c = y * 4097.0f, hi = c - (c - y), lo = y - hi;
+    return ((hi * hi - z) + 2.0f * (hi * lo)) + lo * lo;
+}}
+inline float{m} fj_sin_polyf{m}(float{m} y, float{m} yl, float{m} z) {{
+    float{m} p = -0x1.555556p-3f + z * (0x1.111108p-7f + z * (-0x1.a00f9ep-13f
+                                                            + z * 0x1.6cd878p-19f));
+    return y + ((y * z) * p + (yl - (0.5f * z) * yl));
+}}
+inline float{m} fj_cos_polyf{m}(float{m} y, float{m} yl, float{m} z) {{
+    float{m} zl = fj_veltkamp_sq_{m}(y, z), hz = 0.5f * z, t = 1.0f - hz;
+    float{m} q = 0x1.55553ep-5f + z * (-0x1.6c087ep-10f + z * 0x1.99342ep-16f);
+    float{m} small = (((1.0f - t) - hz) + (z * 0x1.79d0c0p-29f - 0.5f * zl))
+        + ((z * z) * q - y * yl);
+    return t + small;
+}}
+inline float{m} fj_sincosf{m}(float{m} x, int cosine) {{
+    float{m} yl;
+    int{m} q;
+    float{m} y = fj_rem_pio2h_{m}(x, &yl, &q), z = y * y;
+    q += (int{m})(cosine);  // cos(x) = sin(x + pi/2): one quadrant on
+    int{m} odd = -(q & (int{m})(1));
+    float{m} r = as_float{m}((as_int{m}(fj_sin_polyf{m}(y, yl, z)) & ~odd)
+                             | (as_int{m}(fj_cos_polyf{m}(y, yl, z)) & odd));
+    r = as_float{m}(as_int{m}(r) ^ ((q & (int{m})(2)) << 30));
+    if (cosine) return r;
+    // below 2^-12, sin(x) rounds to x, and x keeps -0.0 (the reduction's sums lose it); bit
+    // operations, not select(), which PoCL calls out of line
+    int{m} tiny = (as_int{m}(x) & (int{m})(0x7fffffff)) < (int{m})(0x39800000);
+    return as_float{m}((as_int{m}(r) & ~tiny) | (as_int{m}(x) & tiny));
+}}
+inline float{m} fj_sin{m}(float{m} x) {{
+    int{m} ax = as_int{m}(x) & (int{m})(0x7fffffff);
+    return fj_any{m}(ax >= (int{m})(0x49800000)) ? fj_sind{m}(x) : fj_sincosf{m}(x, 0);
+}}
+inline float{m} fj_cos{m}(float{m} x) {{
+    int{m} ax = as_int{m}(x) & (int{m})(0x7fffffff);
+    return fj_any{m}(ax >= (int{m})(0x49800000)) ? fj_cosd{m}(x) : fj_sincosf{m}(x, 1);
+}}
+"""
+
+
+def _any_helper(n: int) -> str:
+    """fj_any{n}: whether a lane of a comparison's mask is set, by ORs of the halves (PoCL calls
+    its any() out of line, which cost the trig functions ~15 %)."""
+    halves, m = [], n
+    while m > 1:
+        halves.append(f"    int{m // 2 if m > 2 else ''} v{m // 2} = v{m}.lo | v{m}.hi;")
+        m //= 2
+    body = "\n".join(halves)
+    return f"inline int fj_any{n}(int{n} v{n}) {{\n{body}\n    return v1 < 0;\n}}\n"
+
+
 def _trig_helpers(n: int) -> dict[str, str]:
     """The helper functions behind fj_sin{n}/fj_cos{n}/fj_tan{n}, by name."""
+    anys = {f"trig_any{m:02d}": _any_helper(m) for m in (2, 4, 8, 16) if m <= n}
+    return {**anys, **_trig_double_helpers(n), **_trig_reduce_helpers(n),
+            f"trig_vector{n:02d}s": _TRIG_FLOAT.format(m=n)}
+
+
+def _trig_reduce_helpers(n: int) -> dict[str, str]:
+    if n <= 4:
+        return {f"trig_vector{n:02d}r": _TRIG_REDUCE_HALF.format(m=n)}
+    return {**_trig_reduce_helpers(n // 2),
+            f"trig_vector{n:02d}r": _TRIG_REDUCE_SPLIT.format(n=n, h=n // 2)}
+
+
+def _trig_double_helpers(n: int) -> dict[str, str]:
+    """The double core behind fj_sind{n}/fj_cosd{n}/fj_tan{n}, by name."""
     if n <= 4:
         return {f"trig_vector{n:02d}": _TRIG_CORE.format(m=n)}  # (sorted: narrow first)
-    return {**_trig_helpers(n // 2), f"trig_vector{n:02d}": _TRIG_SPLIT.format(n=n, h=n // 2)}
+    return {**_trig_double_helpers(n // 2),
+            f"trig_vector{n:02d}": _TRIG_SPLIT.format(n=n, h=n // 2)}
 
 
 _SIGNED_HELPERS = """
