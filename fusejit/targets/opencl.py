@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ops import OPS, Op
-from . import opencl_complex
+from . import opencl_complex, opencl_vmath
 from .base import Target
 
 _C = {
@@ -191,6 +191,8 @@ for _op, _fn in _UNARY_BUILTINS.items():
 for _op, _fn in ((Op.SIN, "sin"), (Op.COS, "cos"), (Op.TAN, "tan")):
     for _key in ("float32", "float16"):
         _VEC[(_op, _key)] = "fj_" + _fn + "{n}({a})"
+# float32 power of whole vectors: fusejit's own (opencl_vmath.py), 3x PoCL's pow
+_VEC[(Op.POW, "float32")] = "fj_powf{n}({a}, {b})"
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "f")] = _TEMPLATES[(_op, "f")]
 for _op, _fn in _NAN_GUARDED.items():  # (x != x: PoCL's vector isnan is a slow call)
@@ -306,99 +308,10 @@ inline float{n} fj_tan{n}(float{n} x) {{ return (float{n})(fj_tan{h}(x.lo), fj_t
 """
 
 
-# sin and cos of float vectors below 2^20: the double core's reduction (the Cody-Waite above),
-# then float polynomials, twice the lanes per instruction (PoCL, one thread, 2^22 floats: sin
-# 15.3 -> 10.1 ms). The reduced argument comes back as rh + rl, two floats; musl's __sindf and
-# __cosdf polynomials (2^-37.5 and 2^-34.1 on [-pi/4, pi/4]) are summed with rl's first-order
-# terms and cos's 1 - rh^2/2 split exactly (Veltkamp: PoCL's vector fma is a call), leaving
-# one rounding at the end: below 0.8 ulp of the exact value in the tests (without rl, 1.47).
-# Vectors with a lane of |x| >= 2^20 (or NaN, an infinity) take the double core.
-_TRIG_REDUCE_HALF = """
-inline float{m} fj_rem_pio2h_{m}(float{m} x, float{m} *rl, int{m} *quadrant) {{
-    long{m} q;
-    double{m} r = fj_rem_pio2_{m}(x, &q);
-    float{m} rh = convert_float{m}(r);
-    *rl = convert_float{m}(r - convert_double{m}(rh));
-    *quadrant = convert_int{m}(q & (long{m})(3));
-    return rh;
-}}
-"""
-_TRIG_REDUCE_SPLIT = """
-inline float{n} fj_rem_pio2h_{n}(float{n} x, float{n} *rl, int{n} *quadrant) {{
-    float{h} l0, l1;
-    int{h} q0, q1;
-    float{n} r = (float{n})(fj_rem_pio2h_{h}(x.lo, &l0, &q0), fj_rem_pio2h_{h}(x.hi, &l1, &q1));
-    *rl = (float{n})(l0, l1);
-    *quadrant = (int{n})(q0, q1);
-    return r;
-}}
-"""
-_TRIG_FLOAT = """
-inline float{m} fj_veltkamp_sq_{m}(float{m} y, float{m} z) {{
-    float{m} c = y * 4097.0f, hi = c - (c - y), lo = y - hi;
-    return ((hi * hi - z) + 2.0f * (hi * lo)) + lo * lo;
-}}
-inline float{m} fj_sin_polyf{m}(float{m} y, float{m} yl, float{m} z) {{
-    float{m} p = -0x1.555556p-3f + z * (0x1.111108p-7f + z * (-0x1.a00f9ep-13f
-                                                            + z * 0x1.6cd878p-19f));
-    return y + ((y * z) * p + (yl - (0.5f * z) * yl));
-}}
-inline float{m} fj_cos_polyf{m}(float{m} y, float{m} yl, float{m} z) {{
-    float{m} zl = fj_veltkamp_sq_{m}(y, z), hz = 0.5f * z, t = 1.0f - hz;
-    float{m} q = 0x1.55553ep-5f + z * (-0x1.6c087ep-10f + z * 0x1.99342ep-16f);
-    float{m} small = (((1.0f - t) - hz) + (z * 0x1.79d0c0p-29f - 0.5f * zl))
-        + ((z * z) * q - y * yl);
-    return t + small;
-}}
-inline float{m} fj_sincosf{m}(float{m} x, int cosine) {{
-    float{m} yl;
-    int{m} q;
-    float{m} y = fj_rem_pio2h_{m}(x, &yl, &q), z = y * y;
-    q += (int{m})(cosine);  // cos(x) = sin(x + pi/2): one quadrant on
-    int{m} odd = -(q & (int{m})(1));
-    float{m} r = as_float{m}((as_int{m}(fj_sin_polyf{m}(y, yl, z)) & ~odd)
-                             | (as_int{m}(fj_cos_polyf{m}(y, yl, z)) & odd));
-    r = as_float{m}(as_int{m}(r) ^ ((q & (int{m})(2)) << 30));
-    if (cosine) return r;
-    // below 2^-12, sin(x) rounds to x, and x keeps -0.0 (the reduction's sums lose it); bit
-    // operations, not select(), which PoCL calls out of line
-    int{m} tiny = (as_int{m}(x) & (int{m})(0x7fffffff)) < (int{m})(0x39800000);
-    return as_float{m}((as_int{m}(r) & ~tiny) | (as_int{m}(x) & tiny));
-}}
-inline float{m} fj_sin{m}(float{m} x) {{
-    int{m} ax = as_int{m}(x) & (int{m})(0x7fffffff);
-    return fj_any{m}(ax >= (int{m})(0x49800000)) ? fj_sind{m}(x) : fj_sincosf{m}(x, 0);
-}}
-inline float{m} fj_cos{m}(float{m} x) {{
-    int{m} ax = as_int{m}(x) & (int{m})(0x7fffffff);
-    return fj_any{m}(ax >= (int{m})(0x49800000)) ? fj_cosd{m}(x) : fj_sincosf{m}(x, 1);
-}}
-"""
-
-
-def _any_helper(n: int) -> str:
-    """fj_any{n}: whether a lane of a comparison's mask is set, by ORs of the halves (PoCL calls
-    its any() out of line, which cost the trig functions ~15 %)."""
-    halves, m = [], n
-    while m > 1:
-        halves.append(f"    int{m // 2 if m > 2 else ''} v{m // 2} = v{m}.lo | v{m}.hi;")
-        m //= 2
-    body = "\n".join(halves)
-    return f"inline int fj_any{n}(int{n} v{n}) {{\n{body}\n    return v1 < 0;\n}}\n"
-
-
 def _trig_helpers(n: int) -> dict[str, str]:
     """The helper functions behind fj_sin{n}/fj_cos{n}/fj_tan{n}, by name."""
-    anys = {f"trig_any{m:02d}": _any_helper(m) for m in (2, 4, 8, 16) if m <= n}
-    return {**anys, **_trig_double_helpers(n), **_trig_reduce_helpers(n),
-            f"trig_vector{n:02d}s": _TRIG_FLOAT.format(m=n)}
-
-
-def _trig_reduce_helpers(n: int) -> dict[str, str]:
-    if n <= 4:
-        return {f"trig_vector{n:02d}r": _TRIG_REDUCE_HALF.format(m=n)}
-    return {**_trig_reduce_helpers(n // 2),
-            f"trig_vector{n:02d}r": _TRIG_REDUCE_SPLIT.format(n=n, h=n // 2)}
+    return {**opencl_vmath.any_helpers(n), **_trig_double_helpers(n),
+            **opencl_vmath.sincos_helpers(n)}
 
 
 def _trig_double_helpers(n: int) -> dict[str, str]:
@@ -763,6 +676,8 @@ class OpenCLTarget(Target):
                "SIGNMASK": "0x7fffffffffffffffUL" if width == 8 else "0x7fffffffu"}
         if template.startswith(("fj_sin", "fj_cos", "fj_tan")):
             self.helpers.update(_trig_helpers(n))
+        elif template.startswith("fj_powf"):
+            self.helpers.update(opencl_vmath.pow_helpers(n))
         return template.format(**dict(zip("abc", operands)), **{**fields, **vec})
 
     def render_cast_vector(self, src: np.dtype, dst: np.dtype, x: str, n: int) -> str | None:
@@ -858,7 +773,7 @@ class OpenCLTarget(Target):
     def prelude(self, uses_fp64: bool) -> str:
         lines = ["#pragma OPENCL FP_CONTRACT OFF"]
         # (the vector sin/cos/tan reduce their float arguments in double)
-        if uses_fp64 or any(k.startswith("trig_vector") for k in self.helpers):
+        if uses_fp64 or any(k.startswith(opencl_vmath.FP64_KEYS) for k in self.helpers):
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         body = "\n".join(lines)
         helpers = "".join(self.helpers[k] for k in sorted(self.helpers))
