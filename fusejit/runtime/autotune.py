@@ -141,19 +141,19 @@ def tune(queue: cl.CommandQueue, kernel: cl.Kernel, tkey: str, items: int, max_w
         known = _memory.get(tkey)
     if known is not None and known in candidates(items, max_wg, is_gpu):
         return config_for(items, *known)  # (an entry another device or version wrote is not)
-    best: tuple[float, tuple[int, int | None]] | None = None
-    for cand in candidates(items, max_wg, is_gpu):
-        cfg = config_for(items, *cand)
-        times = []
-        for _ in range(3):
+    # three rounds over the candidates, each kept at its fastest: round by round, so that the
+    # load of a shared machine (PoCL's cores) falls on all of them alike
+    cands = candidates(items, max_wg, is_gpu)
+    fastest = [math.inf] * len(cands)
+    for _ in range(3):
+        for i, cand in enumerate(cands):
+            cfg = config_for(items, *cand)
             queue.finish()
             t0 = time.perf_counter()
             cl.enqueue_nd_range_kernel(queue, kernel, cfg.global_size, cfg.local_size)
             queue.finish()
-            times.append(time.perf_counter() - t0)
-        t = min(times)
-        if best is None or t < best[0]:
-            best = (t, cand)
+            fastest[i] = min(fastest[i], time.perf_counter() - t0)
+    best = min(zip(fastest, cands), key=lambda tc: tc[0]) if cands else None
     if best is None:  # no candidate fits (tiny work-group limit): the untuned launch
         return config_for(items, 1, None)
     with _lock:
