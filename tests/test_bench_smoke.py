@@ -74,3 +74,19 @@ def test_plot_or_note(bench_run: tuple[dict, str, str]) -> None:
         return
     with open(png, "rb") as fh:
         assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_elements_resizes_every_workload_and_libm_cases_agree(tmp_path) -> None:
+    json_path = tmp_path / "libm.json"
+    argv = ["--scale", "tiny", "--impls", "fused,numpy", "--workloads", "libm,softmax",
+            "--elements", "12", "--budget", "0", "--min-reps", "1", "--no-system",
+            "--json", str(json_path)]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(argv) == 0
+    doc = json.loads(json_path.read_text())
+    names = [r["name"] for r in doc["results"]]
+    assert names == ["sin", "cos", "tan", "exp", "log", "pow2.2", "softmax"]
+    for rec in doc["results"]:
+        assert rec["size"] == 2**12, (rec["name"], rec["shape"])  # softmax: 4 rows of 1024
+        for impl, cell in rec["impls"].items():
+            assert cell["status"] == "ok" and cell["matches"], (rec["name"], impl, cell)

@@ -36,6 +36,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    default=list(FAMILIES), help=f"comma-separated subset of {','.join(FAMILIES)}")
     p.add_argument("--sizes", type=_ints, default=None,
                    help="chain sizes as powers of two, e.g. 10,14,18,22,26")
+    p.add_argument("--elements", type=int, default=None, metavar="LOG2",
+                   help="every elementwise, row-wise and scan workload at 2^LOG2 elements")
     p.add_argument("--chains", type=_ints, default=None,
                    help="chain lengths, e.g. 1,2,4,8,16,32")
     p.add_argument("--budget", type=float, default=None,
@@ -62,7 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         scale = "full" if fusejit.default_queue().device.type & cl.device_type.GPU else "small"
     opts = Options(scale=scale, impls=args.impls, families=args.workloads,
                    chain_sizes=[2**e for e in args.sizes] if args.sizes else None,
-                   chain_lengths=args.chains, budget_s=args.budget, min_reps=args.min_reps,
+                   chain_lengths=args.chains,
+                   elements=2**args.elements if args.elements else None, budget_s=args.budget, min_reps=args.min_reps,
                    system=not args.no_system)
     doc = run(opts)
     print(report.table(doc))

@@ -16,7 +16,7 @@ import pyopencl as cl
 
 from . import timing
 from .backends import ALL, BACKENDS, Backend, Unsupported
-from .workloads import FAMILIES, SCALES, Scale, Workload, workloads
+from .workloads import FAMILIES, SCALES, Scale, Workload, with_elements, workloads
 
 SCHEMA = 1
 Log = Callable[[str], None]
@@ -29,6 +29,7 @@ class Options:
     families: Sequence[str] = FAMILIES
     chain_sizes: Sequence[int] | None = None  # overrides the scale's chain sizes
     chain_lengths: Sequence[int] | None = None  # overrides the scale's chain lengths
+    elements: int | None = None  # every non-chain, non-GEMM workload at this many elements
     budget_s: float | None = None  # seconds of samples per measurement; None: per scale
     min_reps: int = 5
     system: bool = True  # copy bandwidth, host overhead, cold compile
@@ -47,7 +48,8 @@ def resolve_scale(opts: Options) -> Scale:
         changes["chain_sizes"] = tuple(opts.chain_sizes)
     if opts.chain_lengths:
         changes["chain_lengths"] = tuple(opts.chain_lengths)
-    return Scale(**{**base.__dict__, **changes})
+    scale = Scale(**{**base.__dict__, **changes})
+    return with_elements(scale, opts.elements) if opts.elements else scale
 
 
 def matches(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[bool, float]:

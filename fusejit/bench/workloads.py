@@ -127,6 +127,28 @@ def haversine_ne(ev: NumexprEval, lat1: np.ndarray, lon1: np.ndarray, lat2: np.n
               lat1=lat1, lon1=lon1, lat2=lat2, lon2=lon2)
 
 
+# -- trigonometry-bound: sin and cos of one argument and its multiples, and tan -----------------
+
+def trig(xp: Any, x: Any) -> Any:
+    return xp.sin(x) * xp.cos(1.5 * x) + xp.sin(3.0 * x) - xp.cos(x) * xp.tan(0.1 * x)
+
+
+def trig_ne(ev: NumexprEval, x: np.ndarray) -> np.ndarray:
+    return ev("sin(x) * cos(1.5 * x) + sin(3.0 * x) - cos(x) * tan(0.1 * x)", x=x)
+
+
+# -- one libm function each (sin, cos, tan, exp, log, x ** 2.2): the per-function ratios ---------
+
+LIBM: dict[str, tuple[ArrayFn, float, float]] = {  # name: (fn, low, high of its input)
+    "sin": (lambda xp, x: xp.sin(x), -100.0, 100.0),
+    "cos": (lambda xp, x: xp.cos(x), -100.0, 100.0),
+    "tan": (lambda xp, x: xp.tan(x), -1.5, 1.5),
+    "exp": (lambda xp, x: xp.exp(x), -80.0, 80.0),
+    "log": (lambda xp, x: xp.log(x), 1e-3, 1e3),
+    "pow2.2": (lambda xp, x: x ** 2.2, 0.0, 100.0),
+}
+
+
 # -- Black-Scholes (call and put; polynomial normal CDF as in the CUDA/OpenCL SDK samples) ---------
 
 _R, _SIGMA = 0.02, 0.30
@@ -262,8 +284,8 @@ SCALES: dict[str, Scale] = {
     "full": Scale((2**10, 2**14, 2**18, 2**22, 2**26), CHAIN_LENGTHS, 2**26, 2**24, 2**25,
                   (16384, 1024), (8192, 4096), 4096, (8192, 4096)),
 }
-FAMILIES = ("chain", "gelu", "haversine", "black_scholes", "adam", "softmax", "layernorm", "gemm",
-            "mlp", "scan")
+FAMILIES = ("chain", "gelu", "haversine", "trig", "libm", "black_scholes", "adam", "softmax",
+            "layernorm", "gemm", "mlp", "scan")
 
 
 def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload]:
@@ -281,6 +303,12 @@ def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload
             ("lon2", -181.0, 181.0))]
         out.append(Workload("haversine", "haversine", haversine, tuple(points), ((n,),),
                             haversine_ne))
+    if "trig" in families:
+        out.append(Workload("trig", "trig", trig, (InputSpec("x", (n,), -10.0, 10.0),), ((n,),),
+                            trig_ne))
+    if "libm" in families:
+        out += [Workload(name, "libm", fn, (InputSpec("x", (n,), lo, hi),), ((n,),))
+                for name, (fn, lo, hi) in LIBM.items()]
     n = scale.black_scholes
     if "black_scholes" in families:
         out.append(Workload("black_scholes", "black_scholes", black_scholes,
@@ -330,6 +358,16 @@ def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload
 def cumsum(xp: Any, x: Any) -> Any:
     """A scan along the last axis (the whole array when 1-d): one read and one write."""
     return xp.cumsum(x, axis=-1)
+
+
+def with_elements(scale: Scale, n: int) -> Scale:
+    """``scale`` with every elementwise, row-wise and scan workload at ``n`` elements (rows of
+    the scale's length); chains, matrix products and the MLP block keep their sizes."""
+    def rows(shape: tuple[int, int]) -> tuple[int, int]:
+        return max(1, n // shape[1]), shape[1]
+    return Scale(**{**scale.__dict__, "gelu": n, "black_scholes": n, "adam": n,
+                    "softmax": rows(scale.softmax), "layernorm": rows(scale.layernorm),
+                    "scan": n, "scan_rows": rows(scale.scan_rows)})
 
 
 SCALE_ENV = "FUSEJIT_BENCH_SCALE"

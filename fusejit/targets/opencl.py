@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ops import OPS, Op
-from . import opencl_complex
+from . import opencl_complex, opencl_vmath
 from .base import Target
 
 _C = {
@@ -191,6 +191,8 @@ for _op, _fn in _UNARY_BUILTINS.items():
 for _op, _fn in ((Op.SIN, "sin"), (Op.COS, "cos"), (Op.TAN, "tan")):
     for _key in ("float32", "float16"):
         _VEC[(_op, _key)] = "fj_" + _fn + "{n}({a})"
+# float32 power of whole vectors: fusejit's own (opencl_vmath.py), 3x PoCL's pow
+_VEC[(Op.POW, "float32")] = "fj_powf{n}({a}, {b})"
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "f")] = _TEMPLATES[(_op, "f")]
 for _op, _fn in _NAN_GUARDED.items():  # (x != x: PoCL's vector isnan is a slow call)
@@ -260,7 +262,7 @@ inline float{m} fj_trig_fix{m}(float{m} r, float{m} x, int fn) {{
     int{m} ax = as_int{m}(x) & (int{m})(0x7fffffff);
     if (fn != 1) r = as_float{m}((as_int{m}(r) & ~(ax < (int{m})(0x39800000)))
                                  | (as_int{m}(x) & (ax < (int{m})(0x39800000))));
-    if (any(ax >= (int{m})(0x49800000))) {{
+    if (fj_any{m}(ax >= (int{m})(0x49800000))) {{
         float lanes[{m}], xs[{m}];
         vstore{m}(r, 0, lanes);
         vstore{m}(x, 0, xs);
@@ -272,14 +274,14 @@ inline float{m} fj_trig_fix{m}(float{m} r, float{m} x, int fn) {{
     }}
     return r;
 }}
-inline float{m} fj_sin{m}(float{m} x) {{
+inline float{m} fj_sind{m}(float{m} x) {{
     long{m} q;
     double{m} y = fj_rem_pio2_{m}(x, &q);
     double{m} r = fj_pick_{m}(fj_sin_poly{m}(y), fj_cos_poly{m}(y), -(q & (long{m})(1)));
     r = fj_negate_if_{m}(r, (q >> 1) & (long{m})(1));
     return fj_trig_fix{m}(convert_float{m}(r), x, 0);
 }}
-inline float{m} fj_cos{m}(float{m} x) {{
+inline float{m} fj_cosd{m}(float{m} x) {{
     long{m} q;
     double{m} y = fj_rem_pio2_{m}(x, &q);
     double{m} r = fj_pick_{m}(fj_cos_poly{m}(y), fj_sin_poly{m}(y), -(q & (long{m})(1)));
@@ -300,17 +302,24 @@ inline float{m} fj_tan{m}(float{m} x) {{
 """
 # wider vectors: their halves
 _TRIG_SPLIT = """
-inline float{n} fj_sin{n}(float{n} x) {{ return (float{n})(fj_sin{h}(x.lo), fj_sin{h}(x.hi)); }}
-inline float{n} fj_cos{n}(float{n} x) {{ return (float{n})(fj_cos{h}(x.lo), fj_cos{h}(x.hi)); }}
+inline float{n} fj_sind{n}(float{n} x) {{ return (float{n})(fj_sind{h}(x.lo), fj_sind{h}(x.hi)); }}
+inline float{n} fj_cosd{n}(float{n} x) {{ return (float{n})(fj_cosd{h}(x.lo), fj_cosd{h}(x.hi)); }}
 inline float{n} fj_tan{n}(float{n} x) {{ return (float{n})(fj_tan{h}(x.lo), fj_tan{h}(x.hi)); }}
 """
 
 
 def _trig_helpers(n: int) -> dict[str, str]:
     """The helper functions behind fj_sin{n}/fj_cos{n}/fj_tan{n}, by name."""
+    return {**opencl_vmath.any_helpers(n), **_trig_double_helpers(n),
+            **opencl_vmath.sincos_helpers(n)}
+
+
+def _trig_double_helpers(n: int) -> dict[str, str]:
+    """The double core behind fj_sind{n}/fj_cosd{n}/fj_tan{n}, by name."""
     if n <= 4:
         return {f"trig_vector{n:02d}": _TRIG_CORE.format(m=n)}  # (sorted: narrow first)
-    return {**_trig_helpers(n // 2), f"trig_vector{n:02d}": _TRIG_SPLIT.format(n=n, h=n // 2)}
+    return {**_trig_double_helpers(n // 2),
+            f"trig_vector{n:02d}": _TRIG_SPLIT.format(n=n, h=n // 2)}
 
 
 _SIGNED_HELPERS = """
@@ -667,6 +676,8 @@ class OpenCLTarget(Target):
                "SIGNMASK": "0x7fffffffffffffffUL" if width == 8 else "0x7fffffffu"}
         if template.startswith(("fj_sin", "fj_cos", "fj_tan")):
             self.helpers.update(_trig_helpers(n))
+        elif template.startswith("fj_powf"):
+            self.helpers.update(opencl_vmath.pow_helpers(n))
         return template.format(**dict(zip("abc", operands)), **{**fields, **vec})
 
     def render_cast_vector(self, src: np.dtype, dst: np.dtype, x: str, n: int) -> str | None:
@@ -762,7 +773,7 @@ class OpenCLTarget(Target):
     def prelude(self, uses_fp64: bool) -> str:
         lines = ["#pragma OPENCL FP_CONTRACT OFF"]
         # (the vector sin/cos/tan reduce their float arguments in double)
-        if uses_fp64 or any(k.startswith("trig_vector") for k in self.helpers):
+        if uses_fp64 or any(k.startswith(opencl_vmath.FP64_KEYS) for k in self.helpers):
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         body = "\n".join(lines)
         helpers = "".join(self.helpers[k] for k in sorted(self.helpers))

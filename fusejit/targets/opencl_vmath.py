@@ -1,0 +1,172 @@
+"""fusejit's own vectorised math for CPU devices (PoCL): OpenCL C helpers behind the vector
+templates of ``opencl.py`` (``_VEC``), used only where a work-item computes a vector of lanes
+(``lowering.vector_ops``, not on GPUs). PoCL computes its vector builtins lane by lane or calls
+them out of line; these are straight-line vector code within the ULP bounds documented beside
+each, with the builtin kept for the lanes they do not cover.
+
+Every helper is keyed so that the target's sorted emission puts it after what it calls.
+"""
+
+from __future__ import annotations
+
+# sin and cos of float vectors below 2^20: the double core's reduction (opencl.py's
+# _TRIG_CORE: Cody-Waite),
+# then float polynomials, twice the lanes per instruction (PoCL, one thread, 2^22 floats: sin
+# 15.3 -> 10.1 ms). The reduced argument comes back as rh + rl, two floats; musl's __sindf and
+# __cosdf polynomials (2^-37.5 and 2^-34.1 on [-pi/4, pi/4]) are summed with rl's first-order
+# terms and cos's 1 - rh^2/2 split exactly (Veltkamp: PoCL's vector fma is a call), leaving
+# one rounding at the end: below 0.8 ulp of the exact value in the tests (without rl, 1.47).
+# Vectors with a lane of |x| >= 2^20 (or NaN, an infinity) take the double core.
+_TRIG_REDUCE_HALF = """
+inline float{m} fj_rem_pio2h_{m}(float{m} x, float{m} *rl, int{m} *quadrant) {{
+    long{m} q;
+    double{m} r = fj_rem_pio2_{m}(x, &q);
+    float{m} rh = convert_float{m}(r);
+    *rl = convert_float{m}(r - convert_double{m}(rh));
+    *quadrant = convert_int{m}(q & (long{m})(3));
+    return rh;
+}}
+"""
+_TRIG_REDUCE_SPLIT = """
+inline float{n} fj_rem_pio2h_{n}(float{n} x, float{n} *rl, int{n} *quadrant) {{
+    float{h} l0, l1;
+    int{h} q0, q1;
+    float{n} r = (float{n})(fj_rem_pio2h_{h}(x.lo, &l0, &q0), fj_rem_pio2h_{h}(x.hi, &l1, &q1));
+    *rl = (float{n})(l0, l1);
+    *quadrant = (int{n})(q0, q1);
+    return r;
+}}
+"""
+_TRIG_FLOAT = """
+inline float{m} fj_veltkamp_sq_{m}(float{m} y, float{m} z) {{
+    float{m} c = y * 4097.0f, hi = c - (c - y), lo = y - hi;
+    return ((hi * hi - z) + 2.0f * (hi * lo)) + lo * lo;
+}}
+inline float{m} fj_sin_polyf{m}(float{m} y, float{m} yl, float{m} z) {{
+    float{m} p = -0x1.555556p-3f + z * (0x1.111108p-7f + z * (-0x1.a00f9ep-13f
+                                                            + z * 0x1.6cd878p-19f));
+    return y + ((y * z) * p + (yl - (0.5f * z) * yl));
+}}
+inline float{m} fj_cos_polyf{m}(float{m} y, float{m} yl, float{m} z) {{
+    float{m} zl = fj_veltkamp_sq_{m}(y, z), hz = 0.5f * z, t = 1.0f - hz;
+    float{m} q = 0x1.55553ep-5f + z * (-0x1.6c087ep-10f + z * 0x1.99342ep-16f);
+    float{m} small = (((1.0f - t) - hz) + (z * 0x1.79d0c0p-29f - 0.5f * zl))
+        + ((z * z) * q - y * yl);
+    return t + small;
+}}
+inline float{m} fj_sincosf{m}(float{m} x, int cosine) {{
+    float{m} yl;
+    int{m} q;
+    float{m} y = fj_rem_pio2h_{m}(x, &yl, &q), z = y * y;
+    q += (int{m})(cosine);  // cos(x) = sin(x + pi/2): one quadrant on
+    int{m} odd = -(q & (int{m})(1));
+    float{m} r = as_float{m}((as_int{m}(fj_sin_polyf{m}(y, yl, z)) & ~odd)
+                             | (as_int{m}(fj_cos_polyf{m}(y, yl, z)) & odd));
+    r = as_float{m}(as_int{m}(r) ^ ((q & (int{m})(2)) << 30));
+    if (cosine) return r;
+    // below 2^-12, sin(x) rounds to x, and x keeps -0.0 (the reduction's sums lose it); bit
+    // operations, not select(), which PoCL calls out of line
+    int{m} tiny = (as_int{m}(x) & (int{m})(0x7fffffff)) < (int{m})(0x39800000);
+    return as_float{m}((as_int{m}(r) & ~tiny) | (as_int{m}(x) & tiny));
+}}
+inline float{m} fj_sin{m}(float{m} x) {{
+    int{m} ax = as_int{m}(x) & (int{m})(0x7fffffff);
+    return fj_any{m}(ax >= (int{m})(0x49800000)) ? fj_sind{m}(x) : fj_sincosf{m}(x, 0);
+}}
+inline float{m} fj_cos{m}(float{m} x) {{
+    int{m} ax = as_int{m}(x) & (int{m})(0x7fffffff);
+    return fj_any{m}(ax >= (int{m})(0x49800000)) ? fj_cosd{m}(x) : fj_sincosf{m}(x, 1);
+}}
+"""
+
+
+def _any_helper(n: int) -> str:
+    """fj_any{n}: whether a lane of a comparison's mask is set, by ORs of the halves (PoCL calls
+    its any() out of line, which cost the trig functions ~15 %)."""
+    halves, m = [], n
+    while m > 1:
+        halves.append(f"    int{m // 2 if m > 2 else ''} v{m // 2} = v{m}.lo | v{m}.hi;")
+        m //= 2
+    body = "\n".join(halves)
+    return f"inline int fj_any{n}(int{n} v{n}) {{\n{body}\n    return v1 < 0;\n}}\n"
+
+
+def any_helpers(n: int) -> dict[str, str]:
+    """fj_any{m} for the widths up to ``n`` (keys sort before every trig and pow helper)."""
+    return {f"trig_any{m:02d}": _any_helper(m) for m in (2, 4, 8, 16) if m <= n}
+
+
+def _halves(n: int, core: str, split: str, key: str) -> dict[str, str]:
+    """``core`` at n <= 4 lanes (double4 is one AVX register), else ``split`` over halves."""
+    if n <= 4:
+        return {f"{key}{n:02d}": core.format(m=n)}
+    return {**_halves(n // 2, core, split, key), f"{key}{n:02d}": split.format(n=n, h=n // 2)}
+
+
+def sincos_helpers(n: int) -> dict[str, str]:
+    """fj_sin{n} and fj_cos{n} (after opencl.py's double core, trig_vector{n})."""
+    return {**_halves(n, _TRIG_REDUCE_HALF, _TRIG_REDUCE_SPLIT, "trig_vector_r"),
+            f"trig_vector_s{n:02d}": _TRIG_FLOAT.format(m=n)}
+
+
+# float32 x ** y of vectors as 2^(y log2 x) in double: log2 by the atanh series of
+# s = (m - 1)/(m + 1) for the mantissa m in [sqrt(2)/2, sqrt(2)] (|s| <= 0.1716, truncated after
+# s^13: 2^-39.5 relative), exp2 by rint and a degree-9 Taylor polynomial of e^(f ln 2) on
+# |f| <= 1/2 (2^-37 relative), the power of two put in the exponent bits. |y log2 x| decides
+# the result's accuracy; it stays below ~150 wherever the float result is finite and nonzero, so
+# the double errors add under 2^-32 relative: within 0.51 ulp of the exact power (PoCL's pow,
+# which the lanes of x <= 0, infinities and NaN still take, was 3x slower than NumPy's powf).
+# Vectors of more than 4 lanes (double4 is one AVX register) take their halves.
+_POW_CORE = """
+inline double{m} fj_dpick_{m}(double{m} a, double{m} b, long{m} take_b) {{
+    return as_double{m}((as_long{m}(a) & ~take_b) | (as_long{m}(b) & take_b));
+}}
+inline float{m} fj_powd{m}(float{m} a, float{m} b) {{
+    double{m} x = convert_double{m}(a);  // (float subnormals are normal doubles)
+    long{m} bits = as_long{m}(x);
+    double{m} m = as_double{m}((bits & (long{m})(0x000fffffffffffffL))
+                               | (long{m})(0x3ff0000000000000L));
+    long{m} big = m > 0x1.6a09e667f3bcdp+0;
+    m = fj_dpick_{m}(m, m * 0.5, big);
+    double{m} e = convert_double{m}(((bits >> 52) & (long{m})(0x7ff)) - (long{m})(1023) - big);
+    double{m} s = (m - 1.0) / (m + 1.0), s2 = s * s;
+    double{m} series = 1.0 + s2 * (0x1.5555555555555p-2 + s2 * (0x1.999999999999ap-3
+        + s2 * (0x1.2492492492492p-3 + s2 * (0x1.c71c71c71c71cp-4 + s2 * (0x1.745d1745d1746p-4
+        + s2 * 0x1.3b13b13b13b14p-4)))));
+    double{m} yd = convert_double{m}(b);
+    double{m} t = yd * e + yd * ((s * 0x1.71547652b82fep+1) * series);
+    t = fj_dpick_{m}(t, (double{m})(1000.0), t > 1000.0);
+    t = fj_dpick_{m}(t, (double{m})(-1000.0), t < -1000.0);
+    double{m} shifted = t + 0x1.8p52, k = shifted - 0x1.8p52;
+    double{m} u = (t - k) * 0x1.62e42fefa39efp-1;
+    double{m} p = 1.0 + u * (1.0 + u * (0.5 + u * (0x1.5555555555555p-3 + u * (0x1.5555555555555p-5
+        + u * (0x1.1111111111111p-7 + u * (0x1.6c16c16c16c17p-10 + u * (0x1.a01a01a01a01ap-13
+        + u * (0x1.a01a01a01a01ap-16 + u * 0x1.71de3a556c734p-19))))))));
+    long{m} scale = (as_long{m}(shifted) - as_long{m}((double{m})(0x1.8p52)) + (long{m})(1023))
+        << 52;
+    return convert_float{m}(p * as_double{m}(scale));
+}}
+"""
+_POW_SPLIT = """
+inline float{n} fj_powd{n}(float{n} a, float{n} b) {{
+    return (float{n})(fj_powd{h}(a.lo, b.lo), fj_powd{h}(a.hi, b.hi));
+}}
+"""
+_POW_ENTRY = """
+inline float{m} fj_powf{m}(float{m} a, float{m} b) {{
+    float{m} r = fj_powd{m}(a, b);
+    int{m} ia = as_int{m}(a), bad = (ia <= (int{m})(0)) | (ia >= (int{m})(0x7f800000))
+        | ((as_int{m}(b) & (int{m})(0x7fffffff)) >= (int{m})(0x7f800000));
+    if (fj_any{m}(bad))  // x <= 0, infinities, NaN: the builtin's special cases
+        r = as_float{m}((as_int{m}(r) & ~bad) | (as_int{m}(pow(a, b)) & bad));
+    return r;
+}}
+"""
+# the helper keys that need cl_khr_fp64
+FP64_KEYS = ("trig_vector", "vpow")
+
+
+def pow_helpers(n: int) -> dict[str, str]:
+    """fj_powf{n}(a, b): float32 power of ``n``-lane vectors."""
+    return {**any_helpers(n), **_halves(n, _POW_CORE, _POW_SPLIT, "vpow"),
+            f"vpow_entry{n:02d}": _POW_ENTRY.format(m=n)}
