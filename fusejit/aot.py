@@ -392,9 +392,13 @@ class Loaded:
         if refused is not None:
             raise refused
         given = ", ".join(_describe_value(a) for a in args)
-        served = f" (rows of {min(r[0] for r in rows)} to {max(r[1] for r in rows)} " \
-            "elements: export with a larger max_row_length, or add a concrete signature for " \
-            "rows outside it)" if rows else ""
+        served = ""
+        if rows:
+            lo, his = min(r[0] for r in rows), [r[1] for r in rows]
+            served = f" (rows of {lo} or more elements: add a concrete signature for the " \
+                "others)" if None in his else f" (rows of {lo} to {max(his)} elements: " \
+                "export with a larger max_row_length, or add a concrete signature for rows " \
+                "outside it)"
         raise BundleError(f"no exported signature of {self.__name__} matches ({given}){served}; "
                           "exported: " + "; ".join(dict.fromkeys(
                               "(" + ", ".join(map(_describe, e["args"])) + ")"

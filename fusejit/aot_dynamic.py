@@ -23,7 +23,8 @@ row length up to the bound; a longer row, or one of length 0 or 1, is a named er
 
 ``instantiate(template, xs)`` gives the entry at extents ``xs``; one for which a formula is not
 a whole number (the kernels step over ``vec`` elements at a time and the extent leaves a
-remainder) is refused with a BundleError naming the extent. Extents 0 and 1 are refused too
+remainder) is refused with a BundleError naming the extent (global sizes round up instead:
+the kernels' loops and guards bound the work). Extents 0 and 1 are refused too
 (a size-0 or size-1 dimension lowers differently: empty ranges, broadcasting), and so is an
 affine extent of an innermost axis that is not a multiple of the kernels' vector width (the
 in-process path would pick narrower vectors for it). An extent whose arrays need 64-bit
@@ -51,6 +52,8 @@ from .rows import MIN_BUCKET, bucket
 _UNITS = (2, 4, 3, 1)  # times the base: one variable's extents lowered at export
 _BASE = 1024  # the largest work-group size: global sizes rounded to it stay exact multiples
 _NOT_COMPARED = frozenset({"graph"})  # the graph text names shapes; kept as at the first point
+# launch sizes (work-items): where a formula is not whole, more than needed do nothing
+_ROUNDED_UP = frozenset({"global_size", "items"})
 LONGEST_ROW = 32768  # row kernels keep a row per work-group up to here (longer rows split)
 
 
@@ -174,8 +177,10 @@ def export_dynamic(f: Any, sig: tuple, blobs: list[bytes], max_row_length: int,
 
     def sources(points: list[tuple[int, ...]]) -> list[str]:  # lowered, not built
         return [f.lower(*at_point(sig, xs)).source for xs in points]
-    if not row or len(set(sources(points))) == 1:
-        return [entry(points, None)]
+    # (a row length that is no multiple of anything: elementwise kernels take any, source_rows)
+    odd = [points[0][:-1] + (points[0][-1] + 1,)] if row else []
+    if not row or len(set(sources(points + odd))) == 1:
+        return [entry(points, [2, None] if row else None)]
     made = []
     for b in buckets(max_row_length):
         inside, full = bucket_points(k, static, b)
@@ -315,8 +320,9 @@ def upgrade(entry: dict[str, Any]) -> dict[str, Any]:
 
 def in_range(tmpl: dict[str, Any], xs: tuple[int, ...]) -> bool:
     """Do extents ``xs`` fall in the row lengths this entry serves (always, where it has no
-    range)?"""
-    return all(r is None or r[0] <= x <= r[1] for x, r in zip(xs, tmpl["dynamic"]["ranges"]))
+    range; ``[2, None]``: a row of any length)?"""
+    return all(r is None or r[0] <= x <= (x if r[1] is None else r[1])
+               for x, r in zip(xs, tmpl["dynamic"]["ranges"]))
 
 
 def instantiate(tmpl: Any, xs: Any, name: str) -> Any:
@@ -362,7 +368,7 @@ def instantiate_args(args: list[dict[str, Any]], xs: Any) -> list[dict[str, Any]
     return _inst(args, xs, _what(xs), "arguments")
 
 
-def _inst(t: Any, xs: tuple[int, ...], what: str, name: str) -> Any:
+def _inst(t: Any, xs: tuple[int, ...], what: str, name: str, up: bool = False) -> Any:
     if isinstance(t, dict):
         if "$x" in t or t.keys() == {"$n"}:
             if "$n" in t:  # format 2: (p*n + r) / q
@@ -371,6 +377,8 @@ def _inst(t: Any, xs: tuple[int, ...], what: str, name: str) -> Any:
             else:
                 c, q = t["$x"], t["q"]
             v, rem = divmod(sum(a * _monomial(xs, m) for m, a in enumerate(c)), q)
+            if up and rem:  # (_ROUNDED_UP)
+                v, rem = v + 1, 0
             if rem or v < 0:
                 raise BundleError(
                     f"{name}: {what} of the dynamic dimension does not fit this bundle's "
@@ -378,9 +386,9 @@ def _inst(t: Any, xs: tuple[int, ...], what: str, name: str) -> Any:
                     "whole number of vector steps); pass an extent that does, or export a "
                     "concrete signature for it")
             return float(v) if t.get("float") else v
-        return {k: _inst(v, xs, what, name) for k, v in t.items()}
+        return {k: _inst(v, xs, what, name, up or k in _ROUNDED_UP) for k, v in t.items()}
     if isinstance(t, list):
-        return [_inst(v, xs, what, name) for v in t]
+        return [_inst(v, xs, what, name, up) for v in t]
     return t
 
 

@@ -124,11 +124,14 @@ def test_independent_extents_and_dynamic_false(tmp_path):
 
     g = fusejit.load(fusejit.export(fusejit.fuse(double), [(ShapeDtype(
         (None, None), np.float32, device=False),)], tmp_path / "b.fjb"))
-    x = np.random.default_rng(5).standard_normal((40, 64)).astype(np.float32)
-    for m, n in ((3, 64), (40, 8), (2, 16), (17, 40)):  # rows of whole vectors
+    x = np.random.default_rng(5).standard_normal((40, 3000)).astype(np.float32)
+    # rows of any length (the elementwise kernels take it at launch: source_rows.py)
+    for m, n in ((3, 64), (40, 8), (2, 16), (17, 40), (4, 12), (3, 13), (5, 2999)):
         np.testing.assert_array_equal(g(x[:m, :n].copy()), x[:m, :n] * 2 - 1)
-    with pytest.raises(BundleError, match="extent 12 .*multiple of"):
-        g(x[:4, :12].copy())  # a row that splits the kernel's vectors
+    with pytest.raises(BundleError, match="rows of 2 or more elements"):
+        g(x[:4, :1].copy())
+    with pytest.raises(BundleError, match="extent 1 "):
+        g(x[:1, :40].copy())
     assert (g.traces, g.builds) == (0, 0)
     with pytest.raises(BundleError, match="dynamic=False"):
         fusejit.export(fusejit.fuse(double, dynamic=False),
@@ -137,7 +140,8 @@ def test_independent_extents_and_dynamic_false(tmp_path):
 
 def _entry(vals: dict) -> dict:
     return {"args": [{"kind": "device", "shape": [vals["n"], 4]}], "graph": str(vals["n"]),
-            "kernels": [{"global_size": [vals["g"]], "local_size": vals.get("l"), "vec": 1}],
+            "kernels": [{"global_size": [vals["g"]], "items": vals["g"],
+                         "local_size": vals.get("l"), "vec": 1}],
             "dynamic": {"vars": [[[0, 0]]], "ranges": [None]}}
 
 
@@ -148,8 +152,11 @@ def test_template_fits_verifies_and_instantiates():
     assert t["graph"] == "1024"  # informational text: the first lowering's
     e = instantiate(t, 6, "f")
     assert e["args"][0]["shape"] == [6, 4] and e["kernels"][0]["global_size"] == [3]
+    e = instantiate(t, 7, "f")  # launch sizes round up
+    assert e["kernels"][0]["global_size"] == [4] and e["kernels"][0]["items"] == 4
+    t["args"][0]["shape"][1] = t["kernels"][0]["items"]
     with pytest.raises(BundleError, match="extent 7 .* multiple of 2"):
-        instantiate(t, 7, "f")
+        instantiate(t, 7, "f")  # (anything else: a whole number or refused)
     with pytest.raises(BundleError, match="not multilinear"):
         template([_entry({"n": n, "g": n * n}) for n in ns], ns, "sig")
     with pytest.raises(BundleError, match="extent 1 "):

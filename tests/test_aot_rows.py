@@ -24,6 +24,7 @@ from fusejit.aot import BundleError
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD_PATH = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+X = np.random.default_rng(8).standard_normal((37, 32)).astype(np.float32)
 
 
 def layernorm(x, w, b):
@@ -139,3 +140,23 @@ def test_kernels_specialised_on_a_none_axis_and_bad_bounds_are_refused(tmp_path)
             fusejit.export(fusejit.fuse(layernorm), [(sig[0][0], *[ShapeDtype(
                 (None,), np.float32)] * 2)], tmp_path / "b.fjb", max_row_length=bad)
     assert not (tmp_path / "a.fjb").exists() and not (tmp_path / "b.fjb").exists()
+
+
+def test_elementwise_kernel_beside_the_row_reduction_in_a_bundle(tmp_path):
+    """An elementwise kernel over the row (here a transpose, its own kernel) takes the row
+    length at launch too (fusejit/source_rows.py): each bucket's entry serves it."""
+    def fn(x):
+        return x.max(axis=-1), np.tanh(x).T * 2.0
+    f = fusejit.fuse(fn)
+    assert [g.kind for g in f.lower(X[:, :20]).plan.groups] == ["reduce", "elementwise"]
+    path = fusejit.export(f, [(ShapeDtype((None, None), np.float32, device=False),)],
+                          tmp_path / "t.fjb", max_row_length=32)
+    assert len(_entries(path)) == 2 * _per_bucket()
+    g = fusejit.load(path)
+    for m, n in ((5, 2), (37, 15), (2, 16), (37, 17), (9, 32), (3, 23)):
+        got = g(X[:m, :n].copy())
+        want = fn(X[:m, :n].astype(np.float64))
+        np.testing.assert_array_equal(got[0], X[:m, :n].max(-1))
+        assert got[1].shape == (n, m) and got[1].dtype == np.float32
+        np.testing.assert_allclose(got[1], want[1], rtol=4e-6, atol=1e-6)
+    assert (g.traces, g.builds) == (0, 0)
