@@ -105,3 +105,16 @@ def test_launch_sizes_not_a_multiple_of_the_team_cover_every_row(gpu_style: None
     for n in (1000, 700, 700, 700):  # (tuned at a signature's second call)
         _same(f(x[:, :n], w[:n]), fn(x[:, :n], w[:n]))
     assert tuned and "n_t" in f.lower(x[:, :700], w[:700]).source
+
+
+@pytest.mark.parametrize("device", ["vulkan"], indirect=True)
+def test_both_forms_on_vulkan(device: str):
+    """The GLSL target spells both forms: NumPy inputs on the Vulkan device."""
+    def fn(x, w, c):
+        return np.where(x > 0, x * w, c - x), x * 3.5 - 1.0  # (3.5: no row length)
+    f = fusejit.fuse(fn, dynamic=True)
+    for n in LENGTHS:
+        x = X[:, :n].copy()
+        _same(f(x, W[:n], C), fn(x, W[:n], C))
+    assert f.cache_info().compiles == len({f.lower(X[:, :n].copy(), W[:n], C).source
+                                           for n in LENGTHS}) == 1
