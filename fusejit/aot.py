@@ -43,8 +43,8 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from . import dtypes as dt
-from .aot_dynamic import BundleError, dynamic_dims, export_dynamic, extents_of, in_range, \
-    instantiate, instantiate_args, upgrade
+from .aot_dynamic import BundleError, buckets, dynamic_dims, export_dynamic, extents_of, \
+    in_range, instantiate, instantiate_args, upgrade
 from .ir import Graph, Node, Param, format_graph, toposort
 from .keys import StaticKey, static_key
 from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
@@ -186,6 +186,7 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path, *,
     ``path``; see the module docstring. A None row length (the last axis of a function that
     reduces rows) is served up to ``max_row_length``, every bucket built now. Returns
     ``path``."""
+    buckets(max_row_length)  # (a named error for a bad bound, whatever the signatures)
     entries, blobs = [], []
 
     def blob(data: bytes) -> int:

@@ -47,18 +47,25 @@ def test_flat_kernels_one_program_for_every_length(dtype: Any):
     assert "n_n" in f.lower(x[:, :50], y[:, :50]).source
 
 
-def test_rows_form_broadcasts_views_and_other_row_lengths(queue):
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_rows_form_broadcasts_views_and_other_row_lengths(queue, lowering: str, dtype: Any):
     """Rows broadcast against the batch, a column, device views of a wider buffer: the rows
     form, one program for every length (and the automatic rule: the second length makes it
     dynamic, so two programs in all)."""
+    k = 0.25 if lowering == "cpu" else 0.75  # (each case its own source: programs are
+    # shared by source in a process)
+
     def fn(x, w, c):
-        return np.where(x > 0, x * w, c - x)
+        return np.where(x > 0, x * w, c - x) + k
     f = fusejit.fuse(fn)
-    xd, wd, cd = (cla.to_device(queue, a) for a in (X, W, C))
+    x, w, c = (a.astype(dtype) for a in (X, W, C))
+    xd, wd, cd = (cla.to_device(queue, a) for a in (x, w, c))
     for n in LENGTHS:
-        _same(f(xd[:, :n], wd[:n], cd), fn(X[:, :n], W[:n], C))
+        _same(f(xd[:, :n], wd[:n], cd), fn(x[:, :n], w[:n], c))
     assert _programs(f) == 2
     assert "n_c" in f.lower(xd[:, :50], wd[:50], cd).source
+    if dtype != np.float32:
+        return
 
     def strided(x):  # rows of ceil(n / 2) read from rows of n
         return (x * x)[:, ::2] + 1.0, x.T * 2.0
