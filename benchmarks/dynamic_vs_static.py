@@ -4,7 +4,9 @@
 
 For chain8 (1-D, 2^log2 elements), softmax and layernorm (rows x 1024, and rows x ``--row``,
 a length that is not its bucket's: the dynamic kernel is sized for 1024 and takes the length
-at launch, fusejit/rows.py; float32), times ``@fuse(dynamic=False)`` and
+at launch, fusejit/rows.py; float32), and elementwise kernels over rows x ``--row``
+(``x * 1.5 + 0.5`` contiguous and on a view of a rows x 1024 buffer, ``x * w + b`` with row
+weights: they take the row length at launch, fusejit/source_rows.py), times ``@fuse(dynamic=False)`` and
 ``@fuse(dynamic=True)`` with ``fusejit.bench.timing.measure`` (synchronized calls; the best of
 ``--rounds`` alternating medians) and checks both give the same result (``same_result``:
 bitwise; ``max_rel_diff``: the largest difference over the largest magnitude). Prints one
@@ -23,6 +25,14 @@ import fusejit
 from fusejit.bench.backends import _bind
 from fusejit.bench.timing import measure
 from fusejit.bench.workloads import chain_fn, layernorm, softmax
+
+
+def _scale(xp: object, x: cla.Array) -> cla.Array:
+    return x * 1.5 + 0.5
+
+
+def _bias(xp: object, x: cla.Array, w: cla.Array, b: cla.Array) -> cla.Array:
+    return x * w + b
 
 
 def main() -> None:
@@ -46,6 +56,12 @@ def main() -> None:
         (f"softmax/{args.rows}x{args.row}", softmax, (dev(args.rows, args.row),)),
         (f"layernorm/{args.rows}x{args.row}", layernorm,
          (dev(args.rows, args.row), dev(args.row), dev(args.row))),
+        # elementwise kernels over rows of a runtime length (fusejit/source_rows.py): the flat
+        # form (contiguous, 2-D), the rows form (row weights; a view of a wider buffer)
+        (f"scale/{args.rows}x{args.row}", _scale, (dev(args.rows, args.row),)),
+        (f"bias/{args.rows}x{args.row}", _bias,
+         (dev(args.rows, args.row), dev(args.row), dev(args.row))),
+        (f"view/{args.rows}x{args.row}", _scale, (dev(args.rows, 1024)[:, :args.row],)),
     ]
     for name, fn, inputs in cases:
         runs, outs = {}, {}
@@ -53,7 +69,7 @@ def main() -> None:
             f = fusejit.fuse(_bind(fn, np, name.split("/")[0]), dynamic=dynamic)
             source = f.lower(*inputs).source
             assert ("n_" in source) == dynamic
-            assert ("n_r" in source) == (dynamic and name != f"chain8/2^{args.log2}")
+            assert ("n_r" in source) == (dynamic and name.startswith(("softmax", "layernorm")))
 
             def run(f=f) -> np.ndarray:
                 out = f(*inputs)

@@ -12,13 +12,18 @@ that needs neither the Python function nor a trace: on a device whose key (devic
 options, source) matches a stored binary nothing is compiled; elsewhere the stored source is
 built (through the disk cache).
 
-A signature with None dimensions (all one extent, a batch size) exports as one entry for
-every extent: it is lowered at
-a few representative extents with runtime-extent kernels (the source must come out the same,
-else BundleError: e.g. a reduction over the dynamic axis bakes its length in), and its launch
-metadata are stored as affine formulas of the extent (fusejit/aot_dynamic.py). The loaded
-callable instantiates them for each call's extent, on one program: no trace, no build.
-Extents 0 and 1, and extents the kernels' vector steps do not divide, are named errors.
+A signature with None dimensions exports as entries that serve every extent (Nones at one
+position from the last axis are one extent: a batch size, a row length): it is lowered at
+a few points with runtime-extent kernels (the source must come out the same, else
+BundleError: e.g. a reduction over a None axis other than the row bakes its length in), and
+its launch metadata are stored as multilinear formulas of the extents
+(fusejit/aot_dynamic.py). The loaded callable instantiates them for each call's extents, on
+one program: no trace, no build. A None row length of a function that reduces rows (softmax,
+layernorm) gives one entry per power-of-two row bucket up to ``max_row_length`` (default
+4096; on GPUs two, the bucket's own length having its own program), every one built at
+export, so a loaded bundle compiles nothing for any row length up to the bound (longer rows
+are a named error). Extents 0 and 1, and extents the kernels' vector steps do not divide,
+are named errors.
 """
 
 from __future__ import annotations
@@ -38,8 +43,8 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from . import dtypes as dt
-from .aot_dynamic import BundleError, extents_for, dynamic_dims, extent_of, instantiate, \
-    instantiate_args, template
+from .aot_dynamic import BundleError, buckets, dynamic_dims, export_dynamic, extents_of, \
+    in_range, instantiate, instantiate_args, upgrade
 from .ir import Graph, Node, Param, format_graph, toposort
 from .keys import StaticKey, static_key
 from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
@@ -53,7 +58,7 @@ from .shapes import row_major_strides
 from .signature import DeviceArraySpec, HostArraySpec, ScalarSpec, StaticSpec, arg_spec
 
 MAGIC = b"FJBUNDL1"
-FORMAT = 2  # 2: entries may be templates of a dynamic extent (aot_dynamic.py)
+FORMAT = 3  # 2: entries may be templates of a dynamic extent, 3: of several (aot_dynamic.py)
 _HEADER = struct.Struct("<8sQ32s")
 REPRESENTATIVE_EXTENT = 1024  # what a None dimension is lowered at
 
@@ -174,10 +179,14 @@ def _shape(j: Any) -> tuple[int, ...]:
 # -- export ---------------------------------------------------------------------------------------
 
 
-def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path) -> Path:
+def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path, *,
+           max_row_length: int = 4096) -> Path:
     """Compile ``f`` for each signature (a tuple of ShapeDtype, arrays and scalars, as f's
-    positional arguments; ShapeDtypes may have None dimensions, all one extent) and write the
-    bundle to ``path``; see the module docstring. Returns ``path``."""
+    positional arguments; ShapeDtypes may have None dimensions) and write the bundle to
+    ``path``; see the module docstring. A None row length (the last axis of a function that
+    reduces rows) is served up to ``max_row_length``, every bucket built now. Returns
+    ``path``."""
+    buckets(max_row_length)  # (a named error for a bad bound, whatever the signatures)
     entries, blobs = [], []
 
     def blob(data: bytes) -> int:
@@ -186,15 +195,14 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path) -> Pat
 
     for sig in signatures:
         sig = tuple(sig)
-        if dynamic_dims(sig):
-            entry, exe, queue = _export_dynamic(f, sig, blob, blobs)
-        else:
-            entry, exe, queue = _export_one(f, sig, blob)
-        binary = exe.program.get_info(cl.program_info.BINARIES)[0]
-        entry["binaries"] = [{"key": program_key(queue.device, exe.module.source,
-                                                 _options(exe)).as_json(),
-                              "blob": blob(binary)}] if binary else []
-        entries.append(entry)
+        made = export_dynamic(f, sig, blobs, max_row_length, _export_one) \
+            if dynamic_dims(sig) else [_export_one(f, sig, blob)]
+        for entry, exe, queue in made:
+            binary = exe.program.get_info(cl.program_info.BINARIES)[0]
+            entry["binaries"] = [{"key": program_key(queue.device, exe.module.source,
+                                                     _options(exe)).as_json(),
+                                  "blob": blob(binary)}] if binary else []
+            entries.append(entry)
     from . import __version__
 
     manifest = json.dumps({"format": FORMAT, "fusejit": __version__,
@@ -213,38 +221,6 @@ def _export_one(f: Any, sig: tuple, blob: Any) -> tuple[dict[str, Any], Executab
     exe = compiled.executable
     return entry_of(exe, key.specs, blob, None if compiled.lowered is None else
                     format_graph(compiled.lowered.graph)), exe, queue
-
-
-def _export_dynamic(f: Any, sig: tuple, blob: Any, blobs: list[bytes]
-                    ) -> tuple[dict[str, Any], Executable, Any]:
-    """A signature with None dimensions, all one extent (a batch size): lowered at each of
-    ``aot_dynamic.extents_for`` with runtime extents (the programs come out the same, so one
-    is built), then one entry whose launch metadata are formulas of the extent
-    (fusejit/aot_dynamic.py)."""
-    if f._stats.dynamic is False:
-        raise BundleError("a ShapeDtype with a None (dynamic) dimension needs "
-                          "@fuse(dynamic=None or True); this function has dynamic=False")
-    f._stats.dynamic_on = True  # kernels that take their extents at launch
-    dims, start = dynamic_dims(sig), len(blobs)
-    entries, first = [], None
-    ns = extents_for(max(math.prod(s for s in sig[i].shape if s is not None) for i, _ in dims))
-    for n in ns:
-        concrete = tuple(ShapeDtype(tuple(n if s is None else s for s in a.shape), a.dtype,
-                                    a.device) if isinstance(a, ShapeDtype) else a for a in sig)
-        if first is None:
-            first = _export_one(f, concrete, blob)
-            entries.append(first[0])
-            continue
-        extra: list[bytes] = []
-        entry = _export_one(f, concrete, lambda b: (extra.append(bytes(b)),
-                                                     start + len(extra) - 1)[1])[0]
-        if extra != blobs[start:start + len(extra)]:
-            raise BundleError(f"a captured constant of {getattr(f, '__qualname__', 'f')} "
-                              "changes with the dynamic extent: export concrete signatures")
-        entries.append(entry)
-    entry = template(entries, ns, "signature")
-    entry["dynamic"] = {"dims": [list(d) for d in dims], "extents": list(ns)}
-    return entry, first[1], first[2]
 
 
 def entry_of(exe: Executable, specs: Sequence[Any], blob: Any, graph_text: str | None
@@ -340,7 +316,7 @@ def load(path: str | Path) -> Loaded:
         manifest = json.loads(payload[4:4 + mlen])
     except ValueError as exc:
         raise BundleError(f"{path}: unreadable manifest ({exc})") from None
-    if manifest.get("format") not in (1, FORMAT):
+    if manifest.get("format") not in (1, 2, FORMAT):
         raise BundleError(f"{path} has bundle format {manifest.get('format')}, this fusejit "
                           f"reads {FORMAT}")
     blobs, at = [], 4 + mlen
@@ -361,11 +337,11 @@ class Loaded:
 
     def __init__(self, manifest: dict[str, Any], blobs: list[bytes]) -> None:
         self.__name__ = manifest.get("name", "loaded")
-        self._entries = manifest["entries"]
+        self._entries = [upgrade(e) for e in manifest["entries"]]
         self._blobs = blobs
         self._exes: dict[tuple, Executable] = {}
         self._programs: dict[tuple[int, cl.Context], cl.Program] = {}
-        self._instances: dict[tuple[int, int], dict[str, Any] | BundleError] = {}
+        self._instances: dict[tuple[int, tuple], dict[str, Any] | BundleError] = {}
         self._lock = threading.Lock()
         self.builds = 0
         self.binary_loads = 0
@@ -382,60 +358,71 @@ class Loaded:
         exe = self._executable(i, n, queue)
         return tree_unflatten(exe.treedef, exe.launch(list(args), queue))
 
-    def _match(self, args: tuple) -> tuple[int, int | None]:
-        """The first entry the arguments match and the dynamic extent they give it (None for
-        a concrete entry). When only a dynamic entry's extent does not fit (and no later
-        entry matches), its BundleError, which names the extent, is raised."""
-        refused = None
+    def _match(self, args: tuple) -> tuple[int, tuple[int, ...] | None]:
+        """The first entry the arguments match and the dynamic extents they give it (None
+        for a concrete entry). When only a dynamic entry's extents do not fit (and no later
+        entry matches), the BundleError that names them is raised."""
+        refused, rows = None, []
         for i, entry in enumerate(self._entries):
             if len(entry["args"]) != len(args):
                 continue
-            n = None
+            xs = None
             stored = entry["args"]
             if "dynamic" in entry:
-                n = extent_of(entry, args)
-                if n is None:
+                xs = extents_of(entry, args)
+                if xs is None:
+                    continue
+                rows += [r for r in entry["dynamic"]["ranges"] if r is not None]
+                if not in_range(entry, xs):
                     continue
                 try:
-                    if n < 2:  # (a size-0 array's spec differs anyway: refuse it by name)
-                        self._instance(i, n)
-                    stored = instantiate_args(stored, n)
+                    if min(xs) < 2:  # (a size-0 array's spec differs anyway: refuse it by name)
+                        self._instance(i, xs)
+                    stored = instantiate_args(stored, xs)
                 except BundleError as exc:
                     refused = refused or exc
                     continue
             if all(_matches(e, a) for e, a in zip(stored, args)):
-                if n is not None:
+                if xs is not None:
                     try:
-                        self._instance(i, n)
+                        self._instance(i, xs)
                     except BundleError as exc:
                         refused = refused or exc
                         continue
-                return i, n
+                return i, xs
         if refused is not None:
             raise refused
         given = ", ".join(_describe_value(a) for a in args)
-        raise BundleError(f"no exported signature of {self.__name__} matches ({given}); "
-                          "exported: " + "; ".join(
+        served = ""
+        if rows:
+            lo, his = min(r[0] for r in rows), [r[1] for r in rows]
+            served = f" (rows of {lo} or more elements: add a concrete signature for the " \
+                "others)" if None in his else f" (rows of {lo} to {max(his)} elements: " \
+                "export with a larger max_row_length, or add a concrete signature for rows " \
+                "outside it)"
+        raise BundleError(f"no exported signature of {self.__name__} matches ({given}){served}; "
+                          "exported: " + "; ".join(dict.fromkeys(
                               "(" + ", ".join(map(_describe, e["args"])) + ")"
-                              for e in self._entries))
+                              for e in self._entries)))
 
-    def _instance(self, i: int, n: int) -> dict[str, Any]:
-        """Dynamic entry i at extent n (fusejit/aot_dynamic.py), made once; BundleError when
-        its kernels cannot run n."""
-        got = self._instances.get((i, n))
+    def _instance(self, i: int, xs: tuple[int, ...]) -> dict[str, Any]:
+        """Dynamic entry i at extents xs (fusejit/aot_dynamic.py), made once; BundleError
+        when its kernels cannot run them."""
+        got = self._instances.get((i, xs))
         if got is None:
             try:
-                got = instantiate(self._entries[i], n, self.__name__)
+                got = instantiate(self._entries[i], xs, self.__name__)
             except BundleError as exc:
                 got = exc
             if len(self._instances) >= self.MAX_EXTENTS:
                 self._instances.pop(next(iter(self._instances)))
-            self._instances[(i, n)] = got
+            self._instances[(i, xs)] = got
         if isinstance(got, BundleError):
             raise got
         return got
 
-    def _executable(self, i: int, n: int | None, queue: cl.CommandQueue) -> Executable:
+    def _executable(self, i: int, n: tuple[int, ...] | None, queue: cl.CommandQueue
+                    ) -> Executable:
         key = (i, n, queue.context)
         exe = self._exes.get(key)
         if exe is None:

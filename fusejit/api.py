@@ -515,7 +515,7 @@ class Fused:
             queue, info, self.autotune), precision, mma_unavailable(queue, precision, plan))
         aliased = frozenset(p for c in classes for p in c)
         module = SourceModule(graph, plan, backend.target(info), info.limits, aliased,
-                              dynamic=self._stats.dynamic_on).build()
+                              dynamic=self._stats.dynamic_on, rows=self._stats.rows_on).build()
         module.verify(graph, plan, classes)  # kernel order and no races (passes/verify.py)
         lowered = Lowered(traced, graph, records, plan, module, info, traced_nodes)
         return lowered, outputs, treedef, constants

@@ -64,11 +64,16 @@ class ReductionKernels:
         # other n_rn % V elements one by one), sized for st.row_bound
         row = None
         bound_r, sized_r = R, R  # the row's work items as the kernel text says it; at most
+        row_pre: list[str] = []
         if self.dynamic and st.row_bound and partial_out is None:
-            bound_r = low.args.extent("r", R)
             sized_r = st.row_bound // V if vec_rows else st.row_bound
-            row = RowExtent(R_all, low.args.extent("rn", R_all) if vec_rows else bound_r,
-                            st.row_bound)
+            if vec_rows:  # the whole vectors are computed here, so that every launch
+                # argument is the row length itself (AOT bundles fit them: aot_dynamic.py)
+                rn = low.args.extent("rn", R_all)
+                bound_r, row_pre = "n_r", [f"const {it} n_r = {rn} / {V};"]
+            else:
+                bound_r = rn = low.args.extent("r", R)
+            row = RowExtent(R_all, rn, st.row_bound)
         low.row = row
         tail = row is not None and vec_rows
         lane = Expr.var(LANE, V) if V > 1 else Expr(0)
@@ -89,7 +94,7 @@ class ReductionKernels:
         # Lanes past the last output (padding of the last work-group) recompute the last
         # output without storing it: values hoisted out of the loops are then loaded in bounds.
         n_o = low.args.extent("o", M) if self.dynamic else None  # outputs, at launch
-        pre = [f"const {it} lx_ = {t.cast(it, t.local_id_of(dx))};",
+        pre = [*row_pre, f"const {it} lx_ = {t.cast(it, t.local_id_of(dx))};",
                f"const {it} ly_ = {t.cast(it, t.local_id_of(dy))};",
                f"const {it} o_ = {t.cast(it, t.group_id_of(dx))} * {lx} + lx_;",
                f"const bool active = o_ < {n_o or M};",

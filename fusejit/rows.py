@@ -22,8 +22,9 @@ reuses a program when the source comes out the same; see fusejit/recompiles.py):
 
 Everything else stays baked in: a kernel generated at ``n`` is exact for ``n``, and only runs
 at another length when that length generated the same text. What still specialises: rows of
-length 0 and 1, reductions over several axes or not the last one, split reductions (rows of
-64 Ki elements and more), and elementwise kernels whose iteration space holds the row.
+length 0 and 1, reductions over several axes or not the last one, and split reductions (rows
+of 64 Ki elements and more). Elementwise kernels whose iteration space holds the row take its
+length at launch as well (fusejit/source_rows.py).
 """
 
 from __future__ import annotations
@@ -49,6 +50,22 @@ def bucket(n: int) -> int:
 def row_axis(space: tuple[int, ...], axes: tuple[int, ...]) -> bool:
     """Does a reduction over ``axes`` of ``space`` take its row length at launch?"""
     return len(axes) == 1 and axes[0] == len(space) - 1 and space[-1] >= 2
+
+
+def row_address(idx: tuple[Expr, ...], shape: tuple[int, ...], strides: tuple[int, ...] | None,
+                length: int, var: Var) -> Expr:
+    """The element index of ``idx`` in an array of ``shape`` and ``strides`` (None:
+    row-major), with the strides that are multiples of a contiguous row of ``length``
+    elements in the launch-time extent ``var``."""
+    st = strides or row_major_strides(shape)
+    rows = bool(shape) and shape[-1] == length and st[-1] == 1
+    addr = Expr(0)
+    for i, (e, s) in enumerate(zip(idx, st)):
+        if rows and i < len(shape) - 1 and s == math.prod(shape[i + 1:]):
+            addr = addr + scaled(e * (s // length), var)
+        else:
+            addr = addr + e * s
+    return addr
 
 
 @dataclass(frozen=True)
@@ -80,15 +97,7 @@ class RowExtent:
                 strides: tuple[int, ...] | None) -> Expr:
         """The element index of ``idx`` in an array of ``shape`` and ``strides`` (None:
         row-major), with the strides that are multiples of a contiguous row in ``n``."""
-        st = strides or row_major_strides(shape)
-        rows = bool(shape) and shape[-1] == self.length and st[-1] == 1
-        addr = Expr(0)
-        for i, (e, s) in enumerate(zip(idx, st)):
-            if rows and i < len(shape) - 1 and s == math.prod(shape[i + 1:]):
-                addr = addr + scaled(e * (s // self.length), self.var)
-            else:
-                addr = addr + e * s
-        return addr
+        return row_address(idx, shape, strides, self.length, self.var)
 
     def constant(self, node: Node, args: Any) -> str | None:
         """A float constant equal to the row length (a mean's divisor) as a launch argument:

@@ -28,6 +28,7 @@ from .passes.schedule import loaded
 from .reduce_source import ReductionKernels
 from .render import Renderer
 from .scan_source import scan_kernels
+from .source_rows import elementwise_rows
 from .symbolic import Expr, Var
 from .targets.base import Target
 
@@ -36,11 +37,14 @@ class SourceModule(ReductionKernels):
     """Generates the module for a plan: deterministic, byte-identical for the same input."""
 
     def __init__(self, graph: Graph, plan: Plan, target: Target, limits: object = None,
-                 aliased: frozenset[int] = frozenset(), dynamic: bool = False) -> None:
+                 aliased: frozenset[int] = frozenset(), dynamic: bool = False,
+                 rows: bool = False) -> None:
         self.graph = graph
         # loop bounds that follow the extents are kernel arguments (ScalarArg role "extent"),
         # so one program serves every extent whose source comes out the same
         self.dynamic = dynamic
+        # ... and elementwise kernels the row length too (source_rows.py), as row reductions
+        self.rows = dynamic and rows
         self.plan = plan
         self.target = target
         self.aliased = set(aliased)
@@ -125,8 +129,10 @@ class SourceModule(ReductionKernels):
         space = group.space
         n = math.prod(space)
         guarded = any(st.node.shape != space for st in group.stores)
+        nodes = toposort([st.node for st in group.stores])
+        # (8 lanes share one Philox block of the flat index; a complex value is a vector)
+        shared = any(n.op in SHARED_BY_LANES or n.dtype.kind == "c" for n in nodes)
         if vec is None:
-            nodes = toposort([st.node for st in group.stores])
             # float16 computes as float, but on GPUs it is the 2-byte loads that count: 8 lanes
             # make them 16 bytes (H200 float16 gelu at 2^26: 0.143 -> 0.131 ms with 8 lanes)
             half = 2 if self.is_gpu else 4
@@ -140,7 +146,8 @@ class SourceModule(ReductionKernels):
                 widest = (16 if self.is_gpu else 32) // 8
             if not self.target.lanes_by_bytes:
                 widest = 16 // self.target.max_lanes
-            vec = min(default_vector_width(space, guarded, widest, self.is_gpu),
+            vec = min(default_vector_width(space, guarded, widest, self.is_gpu,
+                                           rows=self.rows),
                       self.target.max_lanes) if self.target.vector_code else 1
             if any(n.dtype.kind == "c" for n in nodes):
                 vec = 1  # a complex value is a vector (float2) already: no vectors of them
@@ -153,6 +160,8 @@ class SourceModule(ReductionKernels):
                 guard = _guard(idx, space, st.node.shape, low)
                 inner = block.nested(f"if ({guard}) {{") if guard else block
                 _store(inner, st, node_idx, low, inner.value(st.node, node_idx))
+        if self.rows and n and not shared:  # the row length at launch too (source_rows.py)
+            return elementwise_rows(self, name, group, low, vec, body)
 
         dyn = self.dynamic
         if nv:
@@ -188,14 +197,19 @@ class SourceModule(ReductionKernels):
 
 
 def default_vector_width(space: tuple[int, ...], guarded: bool, widest: int = 4,
-                         is_gpu: bool = True) -> int:
+                         is_gpu: bool = True, rows: bool = False) -> int:
     """Lanes per vector: 16-byte accesses on GPUs (an H200 reaches copy bandwidth with float4,
     float8 is slower), 32-byte on CPUs (the AVX2 width: PoCL runs an 8-op float32 chain at copy
     speed with float8, 1.5-2x slower with float4). ``widest`` is the largest element size the
     kernel computes with. 1 for small or oddly shaped spaces, where lanes would not share
-    loads; fewer lanes when the innermost dimension does not split evenly."""
+    loads; fewer lanes when the innermost dimension does not split evenly. (``rows``: the
+    row length comes at launch, source_rows.py: lanes by the element size alone.)"""
     lanes = max(1, min(8, (16 if is_gpu else 32) // widest))
-    if guarded or math.prod(space) < 4096:
+    if guarded:
+        return 1
+    if rows:
+        return lanes
+    if math.prod(space) < 4096:
         return 1
     while lanes > 1 and len(space) > 1 and space[-1] % lanes:
         lanes //= 2

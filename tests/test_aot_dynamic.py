@@ -16,7 +16,7 @@ import pytest
 import fusejit
 from fusejit import ShapeDtype
 from fusejit.aot import BundleError
-from fusejit.aot_dynamic import instantiate, template
+from fusejit.aot_dynamic import instantiate, instantiate_args, template, upgrade
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD_PATH = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
@@ -115,13 +115,24 @@ def test_reduction_over_the_dynamic_axis_is_refused_at_export(tmp_path):
     assert not (tmp_path / "b.fjb").exists()
 
 
-def test_export_refuses_none_none_and_dynamic_false(tmp_path):
+def test_independent_extents_and_dynamic_false(tmp_path):
+    """(None, None): the batch and the row length are two extents (Nones at one position
+    from the last axis are one); the elementwise kernel's metadata are multilinear in
+    them (m * n elements)."""
     def double(x):
-        return x * 2.0
+        return x * 2.0 - 1.0
 
-    with pytest.raises(BundleError, match="same extent"):  # n*n elements: not affine
-        fusejit.export(fusejit.fuse(double), [(ShapeDtype((None, None), np.float32),)],
-                       tmp_path / "b.fjb")
+    g = fusejit.load(fusejit.export(fusejit.fuse(double), [(ShapeDtype(
+        (None, None), np.float32, device=False),)], tmp_path / "b.fjb"))
+    x = np.random.default_rng(5).standard_normal((40, 3000)).astype(np.float32)
+    # rows of any length (the elementwise kernels take it at launch: source_rows.py)
+    for m, n in ((3, 64), (40, 8), (2, 16), (17, 40), (4, 12), (3, 13), (5, 2999)):
+        np.testing.assert_array_equal(g(x[:m, :n].copy()), x[:m, :n] * 2 - 1)
+    with pytest.raises(BundleError, match="rows of 2 or more elements"):
+        g(x[:4, :1].copy())
+    with pytest.raises(BundleError, match="extent 1 "):
+        g(x[:1, :40].copy())
+    assert (g.traces, g.builds) == (0, 0)
     with pytest.raises(BundleError, match="dynamic=False"):
         fusejit.export(fusejit.fuse(double, dynamic=False),
                        [(ShapeDtype((None, 8), np.float32),)], tmp_path / "b.fjb")
@@ -129,29 +140,44 @@ def test_export_refuses_none_none_and_dynamic_false(tmp_path):
 
 def _entry(vals: dict) -> dict:
     return {"args": [{"kind": "device", "shape": [vals["n"], 4]}], "graph": str(vals["n"]),
-            "kernels": [{"global_size": [vals["g"]], "local_size": vals.get("l"), "vec": 1}],
-            "dynamic": {"dims": [[0, 0]]}}
+            "kernels": [{"global_size": [vals["g"]], "items": vals["g"],
+                         "local_size": vals.get("l"), "vec": 1}],
+            "dynamic": {"vars": [[[0, 0]]], "ranges": [None]}}
 
 
 def test_template_fits_verifies_and_instantiates():
     ns = (1024, 2048, 1536, 512)
     t = template([_entry({"n": n, "g": n * 4 // 8}) for n in ns], ns, "sig")
-    assert t["args"][0]["shape"] == [{"$n": [1, 0, 1]}, 4]
+    assert t["args"][0]["shape"] == [{"$x": [0, 1], "q": 1}, 4]
     assert t["graph"] == "1024"  # informational text: the first lowering's
     e = instantiate(t, 6, "f")
     assert e["args"][0]["shape"] == [6, 4] and e["kernels"][0]["global_size"] == [3]
+    e = instantiate(t, 7, "f")  # launch sizes round up
+    assert e["kernels"][0]["global_size"] == [4] and e["kernels"][0]["items"] == 4
+    t["args"][0]["shape"][1] = t["kernels"][0]["items"]
     with pytest.raises(BundleError, match="extent 7 .* multiple of 2"):
-        instantiate(t, 7, "f")
-    with pytest.raises(BundleError, match="not affine"):
+        instantiate(t, 7, "f")  # (anything else: a whole number or refused)
+    with pytest.raises(BundleError, match="not multilinear"):
         template([_entry({"n": n, "g": n * n}) for n in ns], ns, "sig")
     with pytest.raises(BundleError, match="extent 1 "):
         instantiate(t, 1, "f")
     inner = template([_entry({"n": n, "g": n}) for n in ns], ns, "sig")
     # vectors along the None axis
-    inner["kernels"][0]["vec"], inner["dynamic"]["dims"] = 8, [[0, 1]]
+    inner["kernels"][0]["vec"], inner["dynamic"]["vars"] = 8, [[[0, 1]]]
     inner["args"][0]["shape"].reverse()
     assert instantiate(inner, 16, "f")["args"][0]["shape"] == [4, 16]
     with pytest.raises(BundleError, match="extent 12 .*multiple of 8"):
         instantiate(inner, 12, "f")
     rounded = template([_entry({"n": n, "g": n, "l": [256]}) for n in ns], ns, "sig")
     assert instantiate(rounded, 300, "f")["kernels"][0]["global_size"] == [512]
+    # two extents: m * n, fitted on a grid and verified beyond it; a format-2 formula
+    ps = [(2, 8), (4, 8), (2, 16), (4, 16), (3, 12), (1, 12)]
+    two = template([{"work": m * n + 2 * m, "div": float(n)} for m, n in ps], ps, "sig")
+    assert two == {"work": {"$x": [0, 2, 0, 1], "q": 1}, "div": {"$x": [0, 0, 1, 0], "q": 1,
+                                                                 "float": True}}
+    with pytest.raises(BundleError, match="not multilinear"):
+        template([{"w": m * m * n} for m, n in ps], ps, "sig")
+    old = upgrade({"args": [{"shape": [{"$n": [3, 1, 2]}]}],
+                   "dynamic": {"dims": [[0, 0]], "extents": [2, 4]}})
+    assert old["dynamic"]["vars"] == [[[0, 0]]] and instantiate_args(old["args"], 5) == \
+        [{"shape": [8]}]

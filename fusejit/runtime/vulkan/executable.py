@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ContextMismatchError, KernelBuildError, UnsupportedOperationError
+from ...errors import ContextMismatchError, UnsupportedOperationError
 from ...kernels import BufferArg, Kernel, Module, ScalarArg
 from ..executable import Executable, OutSpec, _deriver, _kernel_arg_scalar
 from .array import Array, _row_major, new_owned, storage_dtype
 from .device import MAX_GROUPS, VulkanDevice
-from .trusted import create_module
+from .pipelines import pipeline
 
 ELEMENTWISE_GROUPS = 65536  # work-groups an elementwise (grid-stride) kernel launches at most
 _BIND_CACHE = 64  # bind groups kept per kernel (keyed by the buffers they bind)
@@ -49,11 +49,6 @@ class _Pipeline:
         self.kernel = kernel
         self.wgpu = wgpu
         self.source = prelude + "\n" + kernel.source + "\n"
-        try:
-            # naga's GLSL frontend compiles a compute shader when the label names "comp"
-            module = create_module(dev, self.source, f"{kernel.name}.comp")
-        except Exception as exc:  # noqa: BLE001 - wgpu raises GPUValidationError & co.
-            raise KernelBuildError(name, self.source, str(exc)) from None
         self.buffers = [a for a in kernel.signature.args if isinstance(a, BufferArg)]
         most = device.limits["max-storage-buffers-per-shader-stage"]
         if len(self.buffers) > most:
@@ -72,13 +67,9 @@ class _Pipeline:
                             "buffer": {"type": kind}})
         entries.append({"binding": len(self.buffers), "visibility": wgpu.ShaderStage.COMPUTE,
                         "buffer": {"type": wgpu.BufferBindingType.uniform}})
-        self.layout = dev.create_bind_group_layout(entries=entries)
-        try:
-            self.pipeline = dev.create_compute_pipeline(
-                layout=dev.create_pipeline_layout(bind_group_layouts=[self.layout]),
-                compute={"module": module, "entry_point": "main"})
-        except Exception as exc:  # noqa: BLE001
-            raise KernelBuildError(name, self.source, str(exc)) from None
+        # shared by source: a signature traced again for new extents builds nothing
+        self.layout, self.pipeline, self.built = pipeline(device, self.source, kernel.name,
+                                                          entries, name)
         local = kernel.local_size or (1,)
         per_dim = [g // max(lo, 1) for g, lo in zip(kernel.global_size, local)]
         self.groups = math.prod(per_dim)
@@ -167,6 +158,8 @@ class VulkanExecutable:
         prelude = module.prelude
         self.pipelines = [_Pipeline(device, prelude, k, name) for k in module.kernels
                           if math.prod(k.global_size) > 0]
+        # cache_info()'s counters: "compiled" only where a pipeline was built for this one
+        self.built_how = "compiled" if any(p.built for p in self.pipelines) else "memory"
         self.params = graph.params
         # a hoisted scalar's host evaluation, built once (all of them share one evaluation)
         shared: list = []

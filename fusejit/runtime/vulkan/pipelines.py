@@ -1,0 +1,51 @@
+"""Compute pipelines shared by source: one shader module, bind-group layout and pipeline per
+(device, shader source, binding types), whatever call signature asks for it.
+
+A dynamic function traced again for a new extent generates the same source (its extents are
+uniform-block scalars) and so reuses the pipeline; only a new source builds one (naga's GLSL
+front end, then the driver's pipeline compile), and only those count as compiles in
+``f.cache_info()``. What differs per executable (the uniform buffer, the bind groups, the
+dispatch geometry) stays with the executable (executable.py's ``_Pipeline``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from ...errors import KernelBuildError
+from .trusted import create_module
+
+MAX_PIPELINES = 512  # per device, least recently used dropped
+_lock = threading.Lock()
+
+
+def pipeline(device: Any, source: str, kernel_name: str, entries: list[dict[str, Any]],
+             name: str) -> tuple[Any, Any, bool]:
+    """(bind-group layout, pipeline, built now) for ``source`` with bindings ``entries``."""
+    key = (source, tuple((e["binding"], str(e["buffer"]["type"])) for e in entries))
+    with _lock:
+        made: OrderedDict = device.__dict__.setdefault("_fusejit_pipelines", OrderedDict())
+        hit = made.get(key)
+        if hit is not None:
+            made.move_to_end(key)
+            return hit[0], hit[1], False
+    dev = device.device
+    try:
+        # naga's GLSL frontend compiles a compute shader when the label names "comp"
+        module = create_module(dev, source, f"{kernel_name}.comp")
+    except Exception as exc:  # noqa: BLE001 - wgpu raises GPUValidationError & co.
+        raise KernelBuildError(name, source, str(exc)) from None
+    layout = dev.create_bind_group_layout(entries=entries)
+    try:
+        pipe = dev.create_compute_pipeline(
+            layout=dev.create_pipeline_layout(bind_group_layouts=[layout]),
+            compute={"module": module, "entry_point": "main"})
+    except Exception as exc:  # noqa: BLE001
+        raise KernelBuildError(name, source, str(exc)) from None
+    with _lock:
+        hit = made.setdefault(key, (layout, pipe))  # (another thread may have built it too)
+        while len(made) > MAX_PIPELINES:
+            made.popitem(last=False)
+    return hit[0], hit[1], hit[1] is pipe
