@@ -75,6 +75,16 @@ def test_rows_form_broadcasts_views_and_other_row_lengths(queue, lowering: str, 
     assert _programs(g) == 1
 
 
+def test_rows_form_of_packed_float16_lanes(queue, lowering: str):
+    """Where float16 vectors stay packed bits (targets/opencl_half2: NVIDIA), the rows form
+    loads and stores the bits at any alignment (it built vload_half8 into a ushort8 on the
+    H200); emulated here."""
+    from fusejit.targets.opencl_half2 import emulated
+
+    with emulated():
+        test_rows_form_broadcasts_views_and_other_row_lengths(queue, lowering, np.float16)
+
+
 def test_elementwise_kernel_beside_a_row_reduction():
     """The partitioner puts the strided part in its own kernel: the row reduction takes one
     program per bucket, the elementwise kernel one for every length."""

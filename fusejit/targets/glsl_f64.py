@@ -108,7 +108,7 @@ float fj_sqrt_rn(float x) {
         return ux > 0x80000000u ? uintBitsToFloat(0x7fc00000u) : x;
     double xd = double(x);
     float r = float(sqrt(xd));
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 4; i++) {
         double up = fj_mid(r, fj_next_up(r)), down = fj_mid(r, fj_next_down(r));
         if (up * up < xd) r = fj_next_up(r);
         else if (down * down > xd) r = fj_next_down(r);
@@ -116,14 +116,15 @@ float fj_sqrt_rn(float x) {
     return r;
 }
 float fj_quot_rn(float a, float b) {
-    /* a / b for b != 0, rounded to nearest: the driver's quotient, moved to the float whose
-       rounding interval holds |a| / |b| (see targets/glsl_f64.py) */
+    /* a / b for b != 0, rounded to nearest: the driver's quotient (2.5 ULP at most, and
+       NVIDIA's is that far off), moved to the float whose rounding interval holds |a| / |b|
+       (see targets/glsl_f64.py), up to 4 steps */
     float q = fj_quot(a, b);
     uint aq = floatBitsToUint(q) & 0x7fffffffu;
     if (aq < 0x00800000u || aq >= 0x7f800000u) return q;
     float m = uintBitsToFloat(aq);
     double A = abs(double(a)), B = abs(double(b));
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 4; i++) {
         if (fj_mid(m, fj_next_up(m)) * B < A) m = fj_next_up(m);
         else if (fj_mid(m, fj_next_down(m)) * B > A) m = fj_next_down(m);
     }

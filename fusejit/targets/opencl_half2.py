@@ -155,6 +155,17 @@ class PackedHalfTarget(OpenCLTarget):
             return super().vector_store(ptr, index, dtype, n)
         return f"((__global ushort{n} *){ptr})[{index}] = {{0}};"
 
+    def vector_load_at(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str | None:
+        """(rows of a runtime length, source_rows: the bits at any alignment, as loaded)"""
+        if dtype != dt.FLOAT16:
+            return super().vector_load_at(ptr, index, dtype, n)
+        return f"vload{n}(0, (const __global ushort *){ptr} + {index})"
+
+    def vector_store_at(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str | None:
+        if dtype != dt.FLOAT16:
+            return super().vector_store_at(ptr, index, dtype, n)
+        return f"vstore{n}({{0}}, 0, (__global ushort *){ptr} + {index});"
+
     def lane(self, dtype: np.dtype, lane: int) -> str:
         if dtype != dt.FLOAT16:
             return super().lane(dtype, lane)
