@@ -350,6 +350,8 @@ def instantiate(tmpl: Any, xs: Any, name: str) -> Any:
                 f"multiple of {vec}, or export a concrete signature for it")
     entry = _inst(tmpl, xs, what, name)
     for k in entry["kernels"]:  # the code generator rounds global sizes to the group size
+        if k["vec"] > 1:  # (and launches a tail of up to vec - 1 elements one a work-item)
+            k["global_size"][0] = max(k["global_size"][0], k["vec"])
         if k["local_size"] is not None:
             k["global_size"] = [-(-g // loc) * loc for g, loc in
                                 zip(k["global_size"], k["local_size"])]

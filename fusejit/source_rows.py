@@ -7,8 +7,9 @@ Two forms, both taking their extents at launch:
 * **flat**: every access is the flat index (full-shape contiguous operands, temporaries and
   stores, scalars): the grid-stride loop over vectors of the flattened array of the default
   kernel (source.py), with ``n_n`` elements at launch, the whole vectors ``n_n / vec``
-  counted in the kernel, a grid-stride scalar tail, and the lanes chosen by the element type
-  only (not by how the row length splits into them);
+  counted in the kernel, a scalar tail (a condition: a grid-stride loop there made PoCL
+  1.4x slower), and the lanes chosen by the element type only (not by how the row length
+  splits into them);
 * **rows**: any other group (a row broadcast against the batch, ``w[:n]`` against
   ``x[:, :n]``, views of a wider buffer): teams of ``n_t`` work-items walk the ``n_o`` rows
   (a grid-stride loop), a team the ``n_c / vec`` whole vectors of its row and then its
@@ -126,13 +127,16 @@ def _flat(sm: Any, name: str, group: Group, low: Lowering, vec: int, body: Any
                       loop_vars=frozenset({"w"}))
     lane = Expr.var(LANE, vec) if vec > 1 else Expr(0)
     body(loop, unravel(Expr.of(Var("w", 0, max(nv - 1, 1))) * vec + lane, space))
-    if vec > 1:  # the n_n % vec last elements, one a work-item (any global size)
+    if vec > 1:  # the n_n % vec last elements, one a work-item (a condition, not a loop:
+        # PoCL ran chain8 2^22 1.4x slower with a grid-stride tail loop beside the main one)
         low.lanes = 1
-        tail = top.nested(f"for ({it} i = n_v * {vec} + gid; i < {total}; i += gsz) {{",
-                          loop_vars=frozenset({"i"}))
-        body(tail, unravel(Expr.var("i", n), space))
-    return _kernel(sm, name, group, low, top, math.ceil(n / vec), n, vec,
-                   [f"const {it} n_v = {total} / {vec};"] if vec > 1 else [])
+        tail = top.nested(f"if (i_t < {total}) {{")
+        body(tail, unravel(Expr.of(Var("i_t", 0, n - 1)), space))
+    # (at least n % vec work-items: the launch reaches every tail element; a global size of
+    # 2^19 + 7, say, made PoCL pick small work-groups: chain8 2^22 ran 1.3x slower)
+    return _kernel(sm, name, group, low, top, max(math.ceil(n / vec), n % vec), n, vec,
+                   [f"const {it} n_v = {total} / {vec};", f"const {it} i_t = n_v * {vec} + gid;"]
+                   if vec > 1 else [])
 
 
 def _rows(sm: Any, name: str, group: Group, low: Lowering, vec: int, body: Any

@@ -45,6 +45,9 @@ def test_flat_kernels_one_program_for_every_length(dtype: Any):
         _same(f(a, b), fn(a, b))
     assert _programs(f) == 1 and f.cache_info().traces == len(LENGTHS)
     assert "n_n" in f.lower(x[:, :50], y[:, :50]).source
+    for m, n in ((2, 3), (3, 13), (5, 11)):  # fewer vectors than tail elements
+        a, b = x[:m, :n].copy(), y[:m, :n].copy()
+        _same(f(a, b), fn(a, b))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
