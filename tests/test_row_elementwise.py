@@ -51,11 +51,12 @@ def test_flat_kernels_one_program_for_every_length(dtype: Any):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_rows_form_broadcasts_views_and_other_row_lengths(queue, lowering: str, dtype: Any):
+def test_rows_form_broadcasts_views_and_other_row_lengths(queue, lowering: str, dtype: Any,
+                                                          k: float = 0.0):
     """Rows broadcast against the batch, a column, device views of a wider buffer: the rows
     form, one program for every length (and the automatic rule: the second length makes it
     dynamic, so two programs in all)."""
-    k = 0.25 if lowering == "cpu" else 0.75  # (each case its own source: programs are
+    k += 0.25 if lowering == "cpu" else 0.75  # (each case its own source: programs are
     # shared by source in a process)
 
     def fn(x, w, c):
@@ -85,7 +86,7 @@ def test_rows_form_of_packed_float16_lanes(queue, lowering: str):
     from fusejit.targets.opencl_half2 import emulated
 
     with emulated():
-        test_rows_form_broadcasts_views_and_other_row_lengths(queue, lowering, np.float16)
+        test_rows_form_broadcasts_views_and_other_row_lengths(queue, lowering, np.float16, 2.0)
 
 
 def test_elementwise_kernel_beside_a_row_reduction():
