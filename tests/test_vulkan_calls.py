@@ -28,8 +28,8 @@ def _softmax(a):
 @pytest.mark.parametrize("run", ["1", "4"])
 @pytest.mark.parametrize("cols", [128, 1024])
 def test_row_slots_in_runs_of_adjacent_elements(fv, rng, monkeypatch, run, cols) -> None:
-    """Rows kept in registers give each lane runs of 4 adjacent elements
-    (FUSEJIT_VULKAN_ROW_RUN=1: one every 32): every element is read, combined and written in
+    """Rows kept in registers give each lane one element every 32, or runs of 4 adjacent
+    elements (FUSEJIT_VULKAN_ROW_RUN=4): every element is read, combined and written in
     its own place, whichever slot of which lane holds it."""
     monkeypatch.setenv("FUSEJIT_VULKAN_ROW_RUN", run)
     rows = 9
