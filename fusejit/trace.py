@@ -670,8 +670,12 @@ class TensorProxy:
                                             "and is not supported inside @fuse")
         if _selects_one_element(key, self.ndim) and _shape(to_operand(value)) != ():
             # x[-1] = array([5.]): NumPy stores into one element only a scalar (x[...] of a
-            # 0-d array, or x[0] of a 2-d one, broadcast instead)
-            raise ValueError("setting an array element with a sequence.")
+            # 0-d array, or x[0] of a 2-d one, broadcast instead), except that a bool element
+            # takes the truth value of any one-element array
+            if self.dtype != dt.BOOL or math.prod(_shape(to_operand(value))) != 1:
+                raise ValueError("setting an array element with a sequence.")
+            value = value.reshape(()) if hasattr(value, "reshape") else \
+                np.asarray(value).reshape(())
         self.write(key, value)
 
     def __getitem__(self, key: Any) -> TensorProxy:

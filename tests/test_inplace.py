@@ -213,3 +213,26 @@ def test_one_element_takes_only_a_scalar(write):
     got = x.copy()
     fuse(write)(got)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("target", [np.bool_, np.float64, np.int32])
+@pytest.mark.parametrize("value", [np.float64, np.int16, np.bool_])
+def test_one_element_takes_a_one_element_array_only_where_numpy_does(target, value) -> None:
+    """x[-1] = array([v]): NumPy stores a one-element array into one element of a bool array
+    (its truth value) and raises ValueError for every other dtype; fusejit does the same (the
+    fuzzer found the bool case raising)."""
+    def fn(x, v):
+        y = x.copy()
+        y[-1] = v * 3
+        return y
+    x = np.zeros(4, target)
+    v = np.array([5], value)
+    try:
+        want = fn(x, v)
+    except ValueError:
+        with pytest.raises(ValueError, match="with a sequence"):
+            fuse(fn)(x, v)
+        return
+    got = fuse(fn)(x, v)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
