@@ -5,6 +5,7 @@ Used by fusejit's own tests, by ``validate=True`` and by users checking their fu
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -148,3 +149,20 @@ def to_host(x: Any) -> Any:
         return np.lib.stride_tricks.as_strided(whole[x.offset // item:], x.shape,
                                                x.strides).copy()
     return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
+
+
+def flushes_subnormals() -> bool:
+    """Does the default device flush float32 subnormals in arithmetic (NVIDIA's Vulkan may;
+    PoCL and lavapipe do not)? Where it does, subnormal inputs and results are outside the
+    promise of its transcendental ops."""
+    from . import get_default_device
+
+    return _flushes_subnormals(get_default_device())
+
+
+@functools.cache
+def _flushes_subnormals(device: str) -> bool:
+    from . import fuse
+
+    tiny = np.array([np.finfo(np.float32).smallest_subnormal], np.float32)
+    return bool(np.asarray(fuse(lambda x, y: x * y)(tiny, np.ones(1, np.float32)))[0] == 0)

@@ -8,6 +8,10 @@ cases skip and say why; ``FUSEJIT_REQUIRE_VULKAN=1`` (CI) turns that skip into a
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -136,3 +140,30 @@ def gpu_style(monkeypatch):
     """Lower with an H200's limits (work-group trees in local memory, no vector lanes) while
     running on the test device, so the GPU strategies' code is checked here too."""
     _fake_gpu(monkeypatch, compute_units=132, max_work_group=1024, local_mem=48 * 1024)
+
+
+# what a fresh process that loads an AOT bundle may not do: trace or build from source
+_NO_TRACE_NO_BUILD = textwrap.dedent("""
+    import sys, numpy as np, pyopencl.array as cla
+    import fusejit, fusejit.trace, fusejit.runtime.build as build
+    from fusejit.aot import BundleError
+    def forbidden(*a, **k):  # no trace, no build from source in this process
+        raise SystemExit("a trace or a source build happened")
+    fusejit.trace.Tracer.__enter__ = build._build_uncached = forbidden
+""")
+
+
+@pytest.fixture
+def fresh_process():
+    """``run(script, *args)``: the script in a new Python process (this checkout first on its
+    path) that may neither trace nor build from source; its stdout lines."""
+    path = os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                            os.environ.get("PYTHONPATH", "")])
+
+    def run(script: str, *args: Any) -> list[str]:
+        out = subprocess.run([sys.executable, "-c", _NO_TRACE_NO_BUILD + textwrap.dedent(script),
+                              *map(str, args)], env=dict(os.environ, PYTHONPATH=path),
+                             capture_output=True, text=True, timeout=240)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout.splitlines()
+    return run

@@ -32,7 +32,7 @@ import fusejit
 from fusejit import UnsupportedDTypeError, fuse
 from fusejit.ops import ELEMENTWISE, OP_OF_UFUNC, Op
 from fusejit.targets import glsl, glsl_double, glsl_narrow
-from fusejit.testing import assert_matches, op_ulp, ulp_distance
+from fusejit.testing import assert_matches, flushes_subnormals, op_ulp, ulp_distance
 
 DTYPES = tuple(np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
                                      "f2", "f4", "f8"))
@@ -166,14 +166,6 @@ def check(device: str, got: Any, want: np.ndarray, args: Sequence[np.ndarray], w
 
 
 Case = tuple[Callable[..., Any], tuple[str, ...]]  # a function and the names of its inputs
-
-
-@functools.cache
-def flushes_subnormals() -> bool:
-    """Does the Vulkan adapter flush float32 subnormals in arithmetic (NVIDIA may; lavapipe
-    does not)? Where it does, subnormal inputs and results are outside the promise."""
-    tiny = np.array([np.finfo(np.float32).smallest_subnormal], np.float32)
-    return bool(fuse(lambda x, y: x * y)(tiny, np.ones(1, np.float32))[0] == 0)
 
 
 def run_batched(inputs: dict[str, np.ndarray], cases: dict[Hashable, Case], layout: str
