@@ -438,3 +438,18 @@ def test_float_modulo_of_subnormals_ends_and_is_exact(fv, rng, fn) -> None:
         real = ~np.isnan(want)
         np.testing.assert_array_equal(np.signbit(got[real]), np.signbit(want[real]))
 
+
+@pytest.mark.parametrize("fn", [np.sinh, np.cosh])
+def test_hyperbolic_functions_stay_finite_up_to_their_own_overflow(fv, fn) -> None:
+    """The builtins compute e^x, which overflows from 88.7 on, while sinh and cosh stay finite up
+    to 89.4: beyond 9 they are (e^(|x|/2) / 2) * e^(|x|/2), within the op's Vulkan tolerance."""
+    from fusejit.targets import glsl
+
+    x = np.concatenate([np.linspace(-95, 95, 4001), [88.8, 89.4, -89.41, 9.0001]]).astype(
+        np.float32)
+    with np.errstate(over="ignore"):
+        want = fn(x)
+    got = np.asarray(fuse(lambda v: fn(v))(x))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    extra, _ = glsl.tolerance(Op.SINH, fv.default_device().features)
+    assert_matches(got, want, ulp=extra, what=fn.__name__)
