@@ -72,7 +72,7 @@ def test_rows_form_broadcasts_views_and_other_row_lengths(queue, lowering: str, 
         return
 
     def strided(x):  # rows of ceil(n / 2) read from rows of n
-        return (x * x)[:, ::2] + 1.0, x.T * 2.0
+        return (x * x)[:, ::2] + (1.0 + k), x.T * 2.0
     g = fusejit.fuse(strided, dynamic=True)
     for n in LENGTHS[1:]:  # (not 2: rows of 1 are specialised)
         _same(g(X[:, :n].copy()), strided(X[:, :n].copy()))
