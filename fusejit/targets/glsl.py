@@ -417,7 +417,8 @@ class GLSLTarget(Target):
             return
         self.helpers.setdefault("0_isnan", _ISNAN)
         if "_rn(" in template or "fj_trig(" in template:
-            self.helpers.setdefault("1_f64", glsl_f64.helpers())
+            self.helpers.setdefault(
+                "1_f64", glsl_f64.helpers(glsl_f64.FUSED_FMA in self.features))
         if "fj_rh(" in template or "fj_nextafter_h(" in template or "fj_rh_d(" in template:
             self.helpers.setdefault("1_half", _HALF)
         if "_d(" in template:  # (fj_rh_d rounds through fj_rh)

@@ -49,11 +49,14 @@ _COS = (-0.499999997251031, 0.04166662332373906, -0.001388676377460993, 2.439044
 _TAN = (0.3333313950307914, 0.13339200271297674, 0.05338123784456704, 0.024528318116654728,
         0.002974357433599673, 0.009465647849436732)
 
+FUSED_FMA = "fj-fused-fma"  # a pseudo-feature: the device's probe found fma() rounded once
+
+
 @functools.cache
-def helpers() -> str:
-    """The GLSL of ``fj_trig`` and its polynomials (built on first use: glsl_double.literal
-    needs the glsl module, which imports this one)."""
-    return _ROUNDED + f"""
+def helpers(fused_fma: bool = False) -> str:
+    """The GLSL of the correctly rounded ops, ``fj_trig`` and its polynomials (built on first
+    use: glsl_double.literal needs the glsl module, which imports this one)."""
+    return _ROUNDED + (_FMA if fused_fma else _DOUBLE_ONLY) + f"""
 double fj_sin_poly_d(double y) {{
     double z = y * y, w = z * z, s = z * y;
     return (y + s * ({_d(_SIN[0])} + z * {_d(_SIN[1])}))
@@ -101,7 +104,7 @@ _ROUNDED = """
 float fj_next_up(float r) { return uintBitsToFloat(floatBitsToUint(r) + 1u); }
 float fj_next_down(float r) { return uintBitsToFloat(floatBitsToUint(r) - 1u); }
 double fj_mid(float r, float s) { return (double(r) + double(s)) * double(0.5); }
-float fj_sqrt_rn(float x) {
+float fj_sqrt_rn_d(float x) {
     /* sqrt(x) rounded to nearest; NaN, zeros, +inf and negatives by bit pattern */
     uint ux = floatBitsToUint(x);
     if ((ux & 0x7fffffffu) == 0u || ux >= 0x7f800000u)
@@ -115,11 +118,10 @@ float fj_sqrt_rn(float x) {
     }
     return r;
 }
-float fj_quot_rn(float a, float b) {
-    /* a / b for b != 0, rounded to nearest: the driver's quotient (2.5 ULP at most, and
+float fj_quot_rn_d(float a, float b, float q) {
+    /* a / b for b != 0, rounded to nearest: the driver's quotient q (2.5 ULP at most, and
        NVIDIA's is that far off), moved to the float whose rounding interval holds |a| / |b|
        (see targets/glsl_f64.py), up to 4 steps */
-    float q = fj_quot(a, b);
     uint aq = floatBitsToUint(q) & 0x7fffffffu;
     if (aq < 0x00800000u || aq >= 0x7f800000u) return q;
     float m = uintBitsToFloat(aq);
@@ -127,6 +129,54 @@ float fj_quot_rn(float a, float b) {
     for (int i = 0; i < 4; i++) {
         if (fj_mid(m, fj_next_up(m)) * B < A) m = fj_next_up(m);
         else if (fj_mid(m, fj_next_down(m)) * B > A) m = fj_next_down(m);
+    }
+    return uintBitsToFloat(floatBitsToUint(m) | (floatBitsToUint(q) & 0x80000000u));
+}
+"""
+
+# Without a fused fma: the double tests above decide every lane.
+_DOUBLE_ONLY = """
+float fj_sqrt_rn(float x) { return fj_sqrt_rn_d(x); }
+float fj_quot_rn(float a, float b) { float q = fj_quot(a, b); return fj_quot_rn_d(a, b, q); }
+float fj_div_rn(float a, float b) { return b == 0.0 ? fj_divzero(a, b) : fj_quot_rn(a, b); }
+"""
+
+# With a fused fma (FUSED_FMA: the device's probe found fma(a, b, c) rounded once), the same
+# decisions in float: the residual e = fma(-m, |b|, |a|) (or fma(-r, r, x)) is exact wherever it
+# is near the threshold it is compared with, and the thresholds are exact products with powers
+# of two. Division: m is right while -hd <= e <= hu, hu and hd half an ulp above and below m
+# times |b|, no ties (as above); near hu, e has at most 24 significant bits, and farther out its
+# rounding cannot cross it. Square root: with ulp u above r (d below), x - r*r is a multiple of
+# u*u (d*d), so x > (r + u/2)^2 = r*r + r*u + u*u/4 exactly when e > r*u, and
+# x < (r - d/2)^2 exactly when e <= -r*d. Lanes where a threshold or residual could leave the
+# normal range (a driver may flush subnormals) take the double test; NVIDIA's double
+# arithmetic made softmax's division cost 66 us of a 116 us kernel on an H200.
+_FMA = """
+float fj_sqrt_rn(float x) {
+    uint ux = floatBitsToUint(x);  /* 2^-100 <= x < 2^127, else (signs, specials) in double */
+    if (ux < 0x0d800000u || ux >= 0x7f000000u) return fj_sqrt_rn_d(x);
+    float r = sqrt(x);
+    for (int i = 0; i < 4; i++) {
+        float e = fma(-r, r, x);
+        if (e > r * (fj_next_up(r) - r)) r = fj_next_up(r);
+        else if (e <= -(r * (r - fj_next_down(r)))) r = fj_next_down(r);
+        else break;
+    }
+    return r;
+}
+float fj_quot_rn(float a, float b) {
+    float q = fj_quot(a, b);
+    uint aq = floatBitsToUint(q) & 0x7fffffffu;
+    if (aq < 0x00800000u || aq >= 0x7f000000u) return fj_quot_rn_d(a, b, q);
+    float m = uintBitsToFloat(aq), A = abs(a), B = abs(b);
+    for (int i = 0; i < 4; i++) {
+        float hu = ((fj_next_up(m) - m) * 0.5) * B, hd = ((m - fj_next_down(m)) * 0.5) * B;
+        if (!(hd >= uintBitsToFloat(0x02800000u) && hu < uintBitsToFloat(0x7e000000u)))
+            return fj_quot_rn_d(a, b, q);  /* (h outside [2^-122, 2^125)) */
+        float e = fma(-m, B, A);
+        if (e > hu) m = fj_next_up(m);
+        else if (e < -hd) m = fj_next_down(m);
+        else break;
     }
     return uintBitsToFloat(floatBitsToUint(m) | (floatBitsToUint(q) & 0x80000000u));
 }

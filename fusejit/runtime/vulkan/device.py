@@ -97,6 +97,14 @@ class VulkanDevice:
                 # FUSEJIT_VULKAN_ROW_CACHE=128 keeps them (not yet measured on a GPU)
                 row_cache=int(os.environ.get("FUSEJIT_VULKAN_ROW_CACHE", "0"))),
             has_fp64=False, correctly_rounded_div_sqrt=False, is_cpu=self.is_cpu)
+        if "shader-f64" in self.features and os.environ.get("FUSEJIT_VULKAN_FMA", "1") != "0":
+            # (the float32 / and sqrt of targets/glsl_f64 decide in float where fma rounds
+            # once; FUSEJIT_VULKAN_FMA=0 keeps them in double)
+            from ...targets.glsl_f64 import FUSED_FMA
+            from .probe import fused_fma
+
+            if fused_fma(wgpu, self.device):
+                self.features |= {FUSED_FMA}
         _features[self.info.key] = self.features
         self._free: dict[int, list[Any]] = {}
         self._staging: dict[int, Any] = {}
