@@ -412,13 +412,12 @@ def test_float32_division_and_sqrt_round_correctly_from_a_driver_ulps_off(fv, rn
     dev = fv.default_device()
     if "shader-f64" not in dev.features:
         pytest.skip("this Vulkan adapter has no shader-f64")
-    if push:
-        for name in ("_ROUNDED", "_DOUBLE_ONLY", "_FMA"):
+    if push:  # the driver's quotients and roots each path starts from
+        for name, driver in (("_DOUBLE_ONLY", "fj_quot(a, b)"), ("_ROUNDED", "float(sqrt(xd))"),
+                             ("_FMA", "fj_quot(a, b)"), ("_FMA", "sqrt(x)")):
             text = getattr(glsl_f64, name)
-            for driver in ("fj_quot(a, b);", "float(sqrt(xd));", "sqrt(x);"):
-                text = text.replace(f" = {driver}", f" = {push}({driver[:-1]}));")
-            monkeypatch.setattr(glsl_f64, name, text)
-        assert sum(getattr(glsl_f64, n).count(push) for n in ("_ROUNDED", "_DOUBLE_ONLY", "_FMA")) == 4
+            assert text.count(driver) == 1
+            monkeypatch.setattr(glsl_f64, name, text.replace(driver, f"({push}({driver})))"))
     features = dev.features - {glsl_f64.FUSED_FMA}
     if path == "fma":
         features |= {glsl_f64.FUSED_FMA}
@@ -443,15 +442,17 @@ def test_float32_division_and_sqrt_round_correctly_from_a_driver_ulps_off(fv, rn
         assert ("fma(" in source or "fj_fma_d(" in source) == (path == "fma")
         with np.errstate(all="ignore"):
             want = a / b
-        # (below the normal range the driver's rounding stays; the push turns inf into NaN)
-        normal = (np.abs(want) >= np.finfo(np.float32).tiny) & np.isfinite(want)
+        # (below the normal range the driver's rounding stays; the push turns inf into NaN; a
+        # device that flushes subnormals takes subnormal inputs as 0)
+        tiny = np.finfo(np.float32).tiny
+        kept_a, kept_b = ((np.abs(v) >= tiny) | (v == 0) | (not flushes_subnormals())
+                          for v in (a, b))
+        normal = (np.abs(want) >= tiny) & np.isfinite(want) & kept_a & kept_b
         np.testing.assert_array_equal(q.get()[normal], want[normal])
-        # (a device that flushes subnormals takes the subnormal root's input as 0)
-        keep = (np.abs(a) >= np.finfo(np.float32).tiny) | (not flushes_subnormals())
-        np.testing.assert_array_equal(r.get()[keep], np.sqrt(np.abs(a))[keep])
+        np.testing.assert_array_equal(r.get()[kept_a], np.sqrt(np.abs(a))[kept_a])
         with np.errstate(all="ignore"):
             want = np.float32(1) / b
-        normal = (np.abs(want) >= np.finfo(np.float32).tiny) & np.isfinite(want)
+        normal = (np.abs(want) >= tiny) & np.isfinite(want) & kept_b
         np.testing.assert_array_equal(inv.get()[normal], want[normal])
     finally:
         glsl_f64.helpers.cache_clear()
