@@ -18,9 +18,12 @@ from fusejit.runtime.devices import device_info
 
 
 @pytest.fixture(autouse=True)
-def _host_memory_device(queue):
+def _host_memory_device(queue, monkeypatch):
+    """Every non-empty product on the host (test sizes stay small); the default threshold has
+    its own test."""
     if not device_info(queue.device).limits.host_blas:
         pytest.skip("the default device's buffers are not host memory (host BLAS is off)")
+    monkeypatch.setenv(host_gemm.ENV, "1")
 
 
 def _roles(f, *args) -> list[str]:
@@ -161,18 +164,23 @@ def test_in_place_writes(queue, rng) -> None:
     np.testing.assert_array_equal(bd.get(), b)  # inputs not written by design stay
 
 
-def test_switch_keeps_products_in_opencl(monkeypatch, rng) -> None:
-    x = rng.standard_normal((140, 150)).astype(np.float32)
-    w = rng.standard_normal((150, 160)).astype(np.float32)
+def test_switch_and_default_threshold(monkeypatch, rng) -> None:
+    x = rng.standard_normal((256, 256)).astype(np.float32)
+    assert 256 ** 3 >= host_gemm.MIN_WORK
     monkeypatch.setenv(host_gemm.ENV, "0")
     off = fuse(lambda x, w: x @ w + 1)
-    assert "host" not in _roles(off, x, w)
+    assert "host" not in _roles(off, x, x)
+    np.testing.assert_allclose(off(x, x), x @ x + 1, rtol=1e-4, atol=1e-4)
+    monkeypatch.delenv(host_gemm.ENV)  # by size: large products on the host, small ones not
+    auto = fuse(lambda x, w: x @ w + 1)
+    assert "host" in _roles(auto, x, x)
+    assert "host" not in _roles(auto, x[:64], x[:, :64])
+    np.testing.assert_allclose(auto(x, x), x @ x + 1, rtol=1e-4, atol=1e-4)
     monkeypatch.setenv(host_gemm.ENV, "1")
     small = fuse(lambda x, w: x @ w + 1)
-    assert "host" in _roles(small, x[:8, :9], w[:9, :7])  # every size when forced
-    np.testing.assert_allclose(small(x[:8, :9], w[:9, :7]), x[:8, :9] @ w[:9, :7] + 1,
+    assert "host" in _roles(small, x[:8, :9], x[:9, :7])  # every size when forced
+    np.testing.assert_allclose(small(x[:8, :9], x[:9, :7]), x[:8, :9] @ x[:9, :7] + 1,
                                rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(off(x, w), x @ w + 1, rtol=1e-4, atol=1e-4)
 
 
 def test_gpu_limits_keep_the_kernel(gpu_style, rng) -> None:

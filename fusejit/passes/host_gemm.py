@@ -16,7 +16,7 @@ kernels around it:
 3. **Epilogue.** The group's stores (bias, activation, residual, several outputs, the stored
    operand of the next product) become one elementwise kernel that loads the product.
 
-Small products stay in the OpenCL kernel (the finish and the maps cost ~0.1-0.2 ms);
+Small products stay in the OpenCL kernel (the finish, maps and unmaps cost ~0.3 ms);
 ``FUSEJIT_HOST_BLAS=0`` keeps every product there, ``=1`` sends every non-empty one here.
 ``explain()`` names the path in the group's reason and in the step's (comment) source.
 """
@@ -35,9 +35,10 @@ from ..shapes import row_major_strides
 from ..symbolic import Expr
 from .plan import Dest, DeviceLimits, Group, Plan, Store
 
-# B*M*N*K from which the host's BLAS pays on PoCL (2 cores: at 128^3 the OpenCL kernel takes
-# ~0.13 ms, NumPy's product 0.04 ms plus ~0.15 ms of finish and maps)
-MIN_WORK = 1 << 21
+# B*M*N*K from which the host's BLAS pays on PoCL (2 shared cores, dense ReLU layers, fastest
+# of 9: the step's finish, maps and unmaps cost ~0.3 ms, so at 128^3 the kernel took 0.12 ms
+# against 0.44; at 256^3 0.7-1.0 ms either way; from 384^3 on the host wins, 1.5-2x at 1024^3)
+MIN_WORK = 1 << 24
 ENV = "FUSEJIT_HOST_BLAS"
 DTYPES = (dt.FLOAT32, dt.FLOAT64)  # what BLAS computes (float16 and integers stay in kernels)
 

@@ -1,8 +1,7 @@
 """Steps of a launch plan that the host runs between kernels (passes/host_gemm.py): a GEMM core
 in NumPy's BLAS on a CPU device whose buffers are host memory.
 
-A step waits for the kernels before it (its maps follow them on an in-order queue; an
-out-of-order one is finished first), maps its buffers (PoCL maps its
+A step finishes the kernels before it, maps its buffers (PoCL maps its
 CPU buffers in place: no copies), runs ``np.matmul`` into the result's mapping and unmaps
 them, so the kernels enqueued after it see the product. The executable holds its launch
 lock around the whole plan, so a step never interleaves with another thread's launches of the
@@ -47,8 +46,10 @@ class HostStep:
 
     def __call__(self, queue: cl.CommandQueue, args: Sequence[Any]) -> None:
         spec = self.spec
-        if queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE:
-            queue.finish()  # (an in-order queue maps after the kernels enqueued before)
+        # the kernels before it, finished before anything is mapped: with the maps merely
+        # queued behind them (an in-order queue would order them), PoCL's workers still spun
+        # when the maps completed and NumPy's BLAS threads fought them (256^3: 15 ms, not 0.4)
+        queue.finish()
         maps: list[Any] = []
         try:
             # three maps enqueued, one wait: blocking maps cost a round trip each (PoCL:
