@@ -46,9 +46,8 @@ class HostStep:
 
     def __call__(self, queue: cl.CommandQueue, args: Sequence[Any]) -> None:
         spec = self.spec
-        # the kernels before it, finished before anything is mapped: with the maps merely
-        # queued behind them (an in-order queue would order them), PoCL's workers still spun
-        # when the maps completed and NumPy's BLAS threads fought them (256^3: 15 ms, not 0.4)
+        # the kernels before it, finished before anything is mapped (whatever the queue's
+        # ordering); the maps alone would wait as long on an in-order queue
         queue.finish()
         maps: list[Any] = []
         try:
