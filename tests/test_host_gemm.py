@@ -189,6 +189,18 @@ def test_gpu_limits_keep_the_kernel(gpu_style, rng) -> None:
     assert "host" not in _roles(fuse(lambda x: x @ x), x)
 
 
+def test_forced_kernel_configuration_keeps_the_kernel(rng) -> None:
+    """gemm_tune.forced (the kernel tests' variants) keeps products in OpenCL."""
+    from fusejit import gemm_tune
+    from fusejit.gemm_tune import GemmConfig
+
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    with gemm_tune.forced(GemmConfig(16, 16, 4, 4, 4, 2)):
+        f = fuse(lambda x: x @ x)
+        assert "host" not in _roles(f, x)
+        np.testing.assert_allclose(f(x), x @ x, rtol=1e-4, atol=1e-4)
+
+
 def test_threads_share_one_function(rng) -> None:
     xs = [rng.standard_normal((128, 136)).astype(np.float32) for _ in range(6)]
     w = rng.standard_normal((136, 128)).astype(np.float32)

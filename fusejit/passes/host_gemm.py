@@ -104,8 +104,10 @@ def _eligible(group: Group, limits: DeviceLimits, how: str) -> bool:
 def host_blas(graph: Graph, plan: Plan, limits: DeviceLimits) -> Plan:
     """The plan with large float products on the host where the device allows it (see the
     module docstring); the plan itself everywhere else (GPUs, Vulkan, small products)."""
+    from ..gemm_tune import _forced  # a kernel configuration forced (tests of the kernels)
+
     how = mode()
-    if not limits.host_blas or limits.is_gpu or how == "off" or not any(
+    if not limits.host_blas or limits.is_gpu or how == "off" or _forced or not any(
             _eligible(g, limits, how) for g in plan.groups):
         return plan
     temps = list(plan.temps)
