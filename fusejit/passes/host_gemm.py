@@ -45,13 +45,8 @@ DTYPES = (dt.FLOAT32, dt.FLOAT64)  # what BLAS computes (float16 and integers st
 
 @dataclass(frozen=True)
 class HostBlas:
-    """The gemm_config of a group whose product runs on the host (gemm_host.py spells it)."""
-
-    why: str = ""
-
-    def describe(self) -> str:
-        return "host step: np.matmul (NumPy's BLAS) into the mapped buffer after the queue " \
-               "finishes; the device's buffers are host memory"
+    """The gemm_config of a group whose product runs on the host (gemm_host.py makes its
+    record, runtime/host_steps.py runs it); the group's reason says why."""
 
 
 def mode() -> str:
@@ -90,7 +85,7 @@ def operand_view(graph: Graph, node: Node, stop: set[Node]
     return cur, addr.const, tuple(coefs.get(n, 0) for n in names)
 
 
-def _eligible(group: Group, limits: DeviceLimits, how: str) -> bool:
+def _eligible(group: Group, how: str) -> bool:
     if group.kind != "gemm" or group.gemm_config is not None or group.matmul is None:
         return False
     m = group.matmul
@@ -108,13 +103,13 @@ def host_blas(graph: Graph, plan: Plan, limits: DeviceLimits) -> Plan:
 
     how = mode()
     if not limits.host_blas or limits.is_gpu or how == "off" or _forced or not any(
-            _eligible(g, limits, how) for g in plan.groups):
+            _eligible(g, how) for g in plan.groups):
         return plan
     temps = list(plan.temps)
     groups: list[Group] = []
     written: set[Node] = set()  # values stored by the groups so far (loaded from then on)
     for g in plan.groups:
-        new = _split(graph, g, temps, written) if _eligible(g, limits, how) else [g]
+        new = _split(graph, g, temps, written) if _eligible(g, how) else [g]
         groups += new
         for gg in new:
             written |= {temps[st.dest.index] for st in gg.stores + gg.row_stores
