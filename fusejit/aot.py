@@ -47,7 +47,16 @@ from .aot_dynamic import BundleError, buckets, dynamic_dims, export_dynamic, ext
     in_range, instantiate, instantiate_args, upgrade
 from .ir import Graph, Node, Param, format_graph, toposort
 from .keys import StaticKey, static_key
-from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
+from .kernels import (
+    BufferArg,
+    HostMatmul,
+    HostView,
+    Kernel,
+    KernelSignature,
+    Module,
+    Partial,
+    ScalarArg,
+)
 from .ops import Op
 from .passes.plan import Group
 from .runtime import cache
@@ -172,6 +181,28 @@ def _arg_from(j: dict[str, Any]) -> BufferArg | ScalarArg:
                      float(j["value"]) if dtype.kind == "f" else int(j["value"]))
 
 
+def _host_json(h: HostMatmul | None) -> dict[str, Any] | None:
+    """A host step's views (passes/host_gemm.py), or None for an OpenCL kernel."""
+    if h is None:
+        return None
+    return {"dtype": h.dtype.str, **{k: {"arg": v.arg, "offset_arg": v.offset_arg,
+                                         "offset": v.offset, "shape": list(v.shape),
+                                         "strides": list(v.strides)}
+                                     for k, v in (("a", h.a), ("b", h.b), ("c", h.c))}}
+
+
+def _host_from(j: dict[str, Any] | None) -> HostMatmul | None:
+    if j is None:
+        return None
+    try:
+        views = [HostView(int(v["arg"]), int(v["offset_arg"]), int(v["offset"]),
+                          _shape(v["shape"]), tuple(int(s) for s in v["strides"]))
+                 for v in (j["a"], j["b"], j["c"])]
+        return HostMatmul(*views, np.dtype(j["dtype"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise BundleError(f"malformed host step {j!r}") from e
+
+
 def _shape(j: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in j)
 
@@ -252,7 +283,8 @@ def entry_of(exe: Executable, specs: Sequence[Any], blob: Any, graph_text: str |
                      "global_size": list(k.global_size),
                      "local_size": None if k.local_size is None else list(k.local_size),
                      "kind": k.group.kind, "role": k.role, "work": k.work,
-                     "items": k.items, "vec": k.vec} for k in module.kernels],
+                     "items": k.items, "vec": k.vec, "host": _host_json(k.host)}
+                    for k in module.kernels],
         "constants": {str(p): {"dtype": a.dtype.str, "shape": list(a.shape),
                                "blob": blob(np.ascontiguousarray(a).tobytes())}
                       for p, a in exe.constants.items()},
@@ -482,7 +514,7 @@ def executable_from(e: dict[str, Any], blobs: Sequence[bytes], program: cl.Progr
         _arg_from(a) for a in k["args"])), _shape(k["global_size"]),
         None if k["local_size"] is None else _shape(k["local_size"]),
         Group(k["kind"], (), (), "loaded from a bundle"), k["role"], int(k["work"]),
-        int(k["items"]), int(k["vec"])) for k in e["kernels"])
+        int(k["items"]), int(k["vec"]), _host_from(k.get("host"))) for k in e["kernels"])
     module = Module(e["source"], kernels, tuple(Partial(int(p["size"]), np.dtype(p["dtype"]))
                                            for p in e["partials"]),
                     bool(e["uses_fp64"]), bool(e["wide"]))

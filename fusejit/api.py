@@ -25,6 +25,7 @@ from .passes import PassRecord, run_pipeline
 from . import gemm_tune
 from .gemm_mma import check_precision, mma_unavailable
 from .passes.gemm import partition_gemm
+from .passes.host_gemm import host_blas
 from .passes.partition import Plan
 from .recompiles import DEFAULT_CACHE_SIZE, DEFAULT_LIMIT, CallStats, SignatureLRU, env_int
 from .runtime import autotune
@@ -510,6 +511,7 @@ class Fused:
         info = backend.device_info(queue)
         classes = alias_classes(key.aliases, traced)
         plan = partition_gemm(graph, info.limits, classes, rows=self._stats.rows_on)
+        plan = host_blas(graph, plan, info.limits)  # CPU devices: BLAS products (host_gemm.py)
         precision = self.matmul_precision
         plan = gemm_tune.configure(plan, info.key, info.limits, gemm_tune.tuner(
             queue, info, self.autotune), precision, mma_unavailable(queue, precision, plan))

@@ -601,6 +601,12 @@ def _gpu_limits(sm: object):
 
 def gemm_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
     """The kernel of one gemm group, two with split-K (see the module docstring)."""
+    from .passes.host_gemm import HostBlas
+
+    if isinstance(group.gemm_config, HostBlas):  # NumPy's BLAS on the host: gemm_host.py
+        from .gemm_host import host_kernels
+
+        return host_kernels(sm, name, group)
     if getattr(group.gemm_config, "mma", ""):  # tensor cores: fusejit/gemm_mma.py
         from .gemm_mma import MmaGen
 

@@ -61,6 +61,29 @@ class KernelSignature:
 
 
 @dataclass(frozen=True)
+class HostView:
+    """An operand or result of a host step as a NumPy view of a mapped buffer: signature
+    argument ``arg`` (its offset argument ``offset_arg``, -1 for none) at element ``offset``
+    with element ``strides``."""
+
+    arg: int
+    offset_arg: int
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class HostMatmul:
+    """A host step: ``np.matmul(a, b, out=c)`` on the mapped buffers (passes/host_gemm.py)."""
+
+    a: HostView
+    b: HostView
+    c: HostView
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
 class Kernel:
     """One generated kernel and how to launch it."""
 
@@ -74,6 +97,7 @@ class Kernel:
     work: int = 0  # elements this kernel touches (for explain / autotune decisions)
     items: int = 0  # elementwise: work-items needed at one vector per work-item (0: fixed size)
     vec: int = 1  # elementwise: elements per vector (lanes)
+    host: HostMatmul | None = None  # role "host": a step the host runs, not an OpenCL kernel
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,9 @@ class DeviceLimits:
     # most elements a lane of a row kernel keeps in registers between its passes over the row
     # (0: 32 on GPUs, 64 on CPUs); longer shares are read again in each pass
     row_cache: int = 0
+    # buffers are host memory the host may compute in once the queue is finished (PoCL's CPU
+    # device): large float products run in NumPy's BLAS there (passes/host_gemm.py)
+    host_blas: bool = False
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,17 @@ def keep_probe_queue(key: str, queue: cl.CommandQueue) -> None:
     _queues.setdefault(key, queue)
 
 
+def _host_memory(device: cl.Device) -> bool:
+    """A CPU device whose buffers are host memory (CL_DEVICE_HOST_UNIFIED_MEMORY, deprecated
+    in OpenCL 2.0 but still answered by PoCL): maps are in place, the host may compute there."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return bool(device.type & cl.device_type.CPU) and bool(device.host_unified_memory)
+    except cl.Error:
+        return False
+
+
 @cache
 def device_info(device: cl.Device) -> DeviceInfo:
     with warnings.catch_warnings():
@@ -114,6 +125,7 @@ def device_info(device: cl.Device) -> DeviceInfo:
         compute_units=int(device.max_compute_units),
         is_gpu=is_gpu,
         max_arg_bytes=int(device.max_parameter_size),
+        host_blas=not is_gpu and _host_memory(device),
     )
     platform = device.platform
     pname, name = platform.name.strip(), device.name.strip()

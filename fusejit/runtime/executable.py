@@ -25,6 +25,7 @@ from ..source import BufferArg, Module, ScalarArg
 from . import autotune, scalar_args
 from .cl_kernels import new_kernel
 from .derived import DerivedScalars
+from .host_steps import HostStep
 from .devices import DeviceInfo
 from .memory import compact
 
@@ -198,8 +199,10 @@ class Executable:
         self.program = program  # (AOT export reads its binary)
         # a new kernel, not getattr: one program can serve several signatures (runtime
         # extents); without PyOpenCL's invoker, which fusejit never calls (cl_kernels.py)
-        self.kernels = [(new_kernel(program, k.name), k) for k in module.kernels
-                        if math.prod(k.global_size) > 0]
+        self.kernels = [(HostStep(k) if k.role == "host" else new_kernel(program, k.name), k)
+                        for k in module.kernels if math.prod(k.global_size) > 0]
+        # steps the host runs between kernels (runtime/host_steps.py): calls go through run
+        self._host_steps = any(k.role == "host" for k in module.kernels)
         self._launch_lock = threading.Lock()  # set_arg + enqueue on a shared cl.Kernel
         self._const_buffers: dict[cl.Context, list[Any]] = {}
         written = {p for p, _ in graph.writes}
@@ -238,7 +241,8 @@ class Executable:
                 else:
                     plan.append(({"param": _PARAM, "output": _OUT, "temp": _TEMP,
                                   "partial": _PART}[arg.role], arg.index))
-            self._plans.append([knl, record.global_size, record.local_size, tuple(plan)])
+            self._plans.append([knl, None if record.role == "host" else record.global_size,
+                                record.local_size, tuple(plan)])
         # arrays no kernel reads are not bound, nor uploaded (a captured array the trace did
         # not use, an argument only returned as itself)
         used = {index for _, _, _, plan in self._plans for kind, index in plan
@@ -284,7 +288,7 @@ class Executable:
         """Whether calls must go through ``run``: tuning is pending, or a NumPy argument is
         written in place. (Not ``self.launch is self.run``: each attribute read makes a new
         bound method, so that test was always false and device-array calls never tuned.)"""
-        return bool(self._to_tune or self._host_writes)
+        return bool(self._to_tune or self._host_writes or self._host_steps)
 
     def _bind(self, queue: cl.CommandQueue) -> tuple:
         """What a launch needs of its queue, as one tuple: (queue, its memory pool, then per
@@ -498,6 +502,9 @@ class Executable:
                 self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
             self._calls += 1
             for knl, gsize, lsize, plan in self._plans:
+                if gsize is None:  # a host step (its arguments from the same tables)
+                    knl(queue, [tables[kind][index] for kind, index in plan])
+                    continue
                 _set_args(knl, plan, tables)
                 _enqueue(queue, knl, gsize, lsize)
         if uploaded is not None:
@@ -518,6 +525,9 @@ class Executable:
                 continue
             for j in range(i):  # what the tuned kernel reads must exist
                 pknl, g, loc, pplan = self._plans[j]
+                if g is None:  # a host step
+                    pknl(queue, [tables[kind][index] for kind, index in pplan])
+                    continue
                 _set_args(pknl, pplan, tables)
                 _enqueue(queue, pknl, g, loc)
             _set_args(knl, plan, tables)
