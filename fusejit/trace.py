@@ -26,6 +26,7 @@ from . import dtypes as dt
 from . import random_guard, shapes
 from .errors import (
     BroadcastError,
+    IntRangeError,
     ReadOnlyError,
     TracerBoolConversionError,
     TracerConversionError,
@@ -146,7 +147,7 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
     if isinstance(x, TensorProxy):
         if x._weak is not None:
             if x._node is not None:  # a weak value computed from weak operands: _operator
-                return cast(x._node, dtype)
+                return checked_cast(x._node, dtype)  # (a Python int: 1000 raises for int8)
             return Node.make(Op.SCALAR, dtype, (), (), (x._weak[0],))
         return cast(x.node, dtype)
     if isinstance(x, np.ndarray):
@@ -165,6 +166,8 @@ def as_array_node(x: Any, dtype: np.dtype) -> Node:
     Python scalar first becomes an array of its default dtype (int64, float64), which is then
     cast unsafely, so ``np.where(c, int8_array, 300)`` wraps 300 to 44 as NumPy does."""
     t = _ptype(x)
+    if t is int and isinstance(x, TensorProxy) and x._node is None and x._int_range == "uint64":
+        return cast(as_node(x, dt.UINT64), dtype)  # (np.asarray(2**63) is a uint64 array)
     if not isinstance(t, np.dtype) and not (t is int and dtype.kind == "f"):
         return cast(as_node(x, dt.default_dtype(t)), dtype)
     return as_node(x, dtype)  # (an int for a float result converts directly: 2**64 fits)
@@ -197,6 +200,16 @@ def cast(node: Node, dtype: np.dtype) -> Node:
         warnings.warn("Casting complex values to real discards the imaginary part",
                       np.exceptions.ComplexWarning, stacklevel=3)
     return Node.make(Op.CAST, dtype, node.shape, (node,))
+
+
+def checked_cast(node: Node, dtype: np.dtype, side: int = dt.RAISE) -> Node:
+    """A Python int computed from dynamic scalars (an int64 node) as ``dtype``: converted as
+    NumPy converts a Python int operand, so a value out of ``dtype``'s range raises
+    OverflowError on the host before the launch (or saturates on ``side``, see dtypes.RAISE),
+    where a plain CAST would wrap it."""
+    if node.dtype == dtype or node.dtype.kind not in "iu" or dtype.kind not in "iu":
+        return cast(node, dtype)
+    return Node.make(Op.CAST, dtype, node.shape, (node,), (side,))
 
 
 # -- ufuncs ---------------------------------------------------------------------------------------
@@ -458,8 +471,11 @@ def clip(x: Any, lo: Any, hi: Any, dtype: Any = None) -> TensorProxy:
     if lo is None or hi is None:
         # np.clip with one bound is maximum / minimum with that bound
         ufunc = np.minimum if lo is None else np.maximum
+        loop = resolve(ufunc, types, None if dtype is None else np.dtype(dtype))
+        present = [present[0], _dynamic_bound(present[0], present[1], loop[1], lo is not None)]
         return elementwise(ufunc, present, dtype=None if dtype is None else np.dtype(dtype))
     loop = resolve(CLIP_UFUNC, types, None if dtype is None else np.dtype(dtype))
+    present = [x, _dynamic_bound(x, lo, loop[1], True), _dynamic_bound(x, hi, loop[2], False)]
     shape = shapes.broadcast_shapes(*(_shape(p) for p in present))
     xs, los, his = (as_node(p, t) for p, t in zip(present, loop[:3]))
     # Which of x and a bound equal to it (-0.0 vs 0.0) clip returns: NumPy's float32/float64
@@ -475,13 +491,41 @@ def clip(x: Any, lo: Any, hi: Any, dtype: Any = None) -> TensorProxy:
 
 def _clip_bound(x: Any, bound: Any, below: bool) -> Any:
     """NumPy's clip drops a Python int bound beyond an integer array's range on the side where
-    it cannot clip anything (``clip(uint8, -3, 300)``); beyond the other side it raises."""
+    it cannot clip anything (``clip(uint8, -3, 300)``); beyond the other side it raises. A
+    dynamic int beyond int64 is dropped here too (its range is part of the cache key); one
+    within int64 saturates at call time instead (_dynamic_bound)."""
     t = _ptype(x)
-    if type(bound) is int and isinstance(t, np.dtype) and t.kind in "iu":
+    if not (isinstance(t, np.dtype) and t.kind in "iu"):
+        return bound
+    if type(bound) is int:
         info = np.iinfo(t)
         if (bound < info.min) if below else (bound > info.max):
             return None
+    elif isinstance(bound, TensorProxy) and bound._weak is not None and bound._node is None \
+            and bound._int_range is not None:
+        if bound._int_range == ("below" if below else "above") or (
+                not below and bound._int_range == "uint64" and t != dt.UINT64):
+            return None
     return bound
+
+
+def _dynamic_bound(x: Any, bound: Any, loop: np.dtype, below: bool) -> Any:
+    """A dynamic Python int clip bound of an integer array as a value of the loop's dtype that
+    saturates, at call time, beyond the range on the side where NumPy drops it (an equivalent
+    bound: it clips nothing either) and raises OverflowError beyond the other, as NumPy does
+    (``clip(uint8_array, n, 9)`` with ``n = -7`` is ``minimum(uint8_array, 9)``)."""
+    t = _ptype(x)
+    if not (isinstance(bound, TensorProxy) and bound._weak is not None and bound._weak[1] is int
+            and isinstance(t, np.dtype) and t.kind in "iu" and loop.kind in "iu"):
+        return bound
+    if bound._node is not None:
+        node = bound._node
+    elif bound._int_range is None:
+        node = Node.make(Op.SCALAR, dt.INT64, (), (), (bound._weak[0],))
+    else:
+        return bound  # beyond int64 and not dropped (_clip_bound): NumPy's OverflowError
+    side = dt.SATURATE_LOW if below else dt.SATURATE_HIGH
+    return TensorProxy(checked_cast(node, loop, side))
 
 
 # -- structural builders --------------------------------------------------------------------------
@@ -853,9 +897,11 @@ _BOOL_OPERATORS = frozenset({np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.l
 def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False) -> Any:
     """A Python operator on proxies. Between Python scalars only (dynamic scalar arguments and
     literals) it is Python arithmetic: ``1 - b1`` is a Python float, weak under NEP 50 (not
-    NumPy's strong float64), and ``b1 -= 1`` rebinds the name as it does for a float. (A weak
-    int computed this way is cast to an integer array's dtype without NumPy's range check.)"""
+    NumPy's strong float64), and ``b1 -= 1`` rebinds the name as it does for a float. A weak
+    int computed this way is computed in int64 and converted to an integer array's dtype with
+    NumPy's range check (checked_cast)."""
     if all(_is_python_scalar(x) for x in operands):
+        _check_int64_arithmetic(ufunc, operands)
         if not (ufunc in _BOOL_OPERATORS and all(map(_is_python_bool, operands))):
             operands = tuple(_python_int(x) if _is_python_bool(x) else x for x in operands)
         result = apply_ufunc(ufunc, operands, {})
@@ -869,6 +915,19 @@ def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False)
         apply_ufunc(ufunc, operands, {"out": operands[0]})
         return operands[0]
     return apply_ufunc(ufunc, operands, {})
+
+
+def _check_int64_arithmetic(ufunc: np.ufunc, operands: tuple[Any, ...]) -> None:
+    """Python arithmetic on dynamic ints is computed in int64: refuse an int beyond it (its
+    range is part of the cache key), which would otherwise raise OverflowError at launch."""
+    for x in operands:
+        if isinstance(x, TensorProxy) and x._weak is not None and x._node is None \
+                and getattr(x, "_int_range", None) is not None:
+            raise IntRangeError(
+                f"Python arithmetic ({ufunc.__name__}) on a dynamic int argument beyond the "
+                "int64 range is not supported inside @fuse (fusejit computes it in int64); "
+                "mark that argument static (static_argnums=...) or compute it outside the "
+                "fused function")
 
 
 def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[..., Any]:
