@@ -229,8 +229,13 @@ def resolve(ufunc: np.ufunc, types: Sequence[Any], dtype: np.dtype | None = None
     """
     if not any(isinstance(t, np.dtype) for t in types):
         types = [dt.default_dtype(t) for t in types]
-    return ufunc.resolve_dtypes((*types, *([dtype] * ufunc.nout if dtype is not None
-                                           else [None] * ufunc.nout)), casting=casting)
+    if dtype is None:
+        return ufunc.resolve_dtypes((*types, *[None] * ufunc.nout), casting=casting)
+    # ``dtype=`` fixes the output as ``signature=`` does, which picks the loop of that dtype:
+    # np.add(int8, int8, dtype=int16) adds in int16 (an output dtype alone keeps the int8 loop
+    # and casts its wrapped result)
+    return ufunc.resolve_dtypes((*types, *[None] * ufunc.nout), casting=casting,
+                                signature=(*[None] * ufunc.nin, *[dtype] * ufunc.nout))
 
 
 def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:

@@ -126,3 +126,23 @@ def test_hoisted_check_in_validate_and_bundles(tmp_path) -> None:
     assert_matches(g(x, -1000), fn(x, -1000))
     with pytest.raises(OverflowError):
         g(x, 1000)
+
+
+DTYPE_CASES = [
+    ("add int8 dtype=int16", lambda x, n: np.add(x, n, dtype=np.int16) + np.add(x, x, dtype=np.int16), np.int8),
+    ("multiply float32 dtype=float64", lambda x, n: np.multiply(x, x / 3, dtype=np.float64),
+     np.float32),
+    ("subtract int8 dtype=float32", lambda x, n: np.subtract(x, n, dtype=np.float32), np.int8),
+    ("negative int8 dtype=int16", lambda x, n: np.negative(x, dtype=np.int16) * n, np.int8),
+]
+
+
+@pytest.mark.parametrize("name, fn, dtype", DTYPE_CASES, ids=[c[0] for c in DTYPE_CASES])
+def test_ufunc_dtype_picks_the_loop(name: str, fn: Callable[..., Any], dtype: type) -> None:
+    """``dtype=`` computes in that dtype, as ``signature=`` does (np.add(int8, int8,
+    dtype=int16) adds in int16), so a Python int is bound as it too (1000 fits int16)."""
+    x = np.array([-128, -5, 0, 100, 127], dtype) if dtype is np.int8 else \
+        np.array([1.5, 3e-8, 7.1, -2.3e5], dtype)
+    f = fuse(fn)
+    for n in (2, 1000):
+        assert_matches(f(x, n), fn(x, n), what=f"{name}, n={n}")
