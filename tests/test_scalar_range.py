@@ -49,14 +49,30 @@ CASES: dict[str, Callable[..., Any]] = {
     "x >= n - 1": lambda x, n: x >= n - 1,
     "where(x > 1, x, n)": lambda x, n: np.where(x > 1, x, n),
     "x += n": lambda x, n: x.__iadd__(n),
+    "pad(x, 1, constant_values=n)": lambda x, n: np.pad(x, 1, constant_values=n),
 }
 # int8: every case; uint8 and uint64: the clip bounds, the ops whose NumPy rule is per side
 PLAN = ([(np.int8, name) for name in CASES]
-        + [(np.uint8, name) for name in list(CASES)[:6]]
+        + [(np.uint8, name) for name in list(CASES)[:6] + ["pad(x, 1, constant_values=n)"]]
         + [(np.uint64, name) for name in list(CASES)[:3]])
 BEYOND_PLAN = [(np.int8, name) for name in ("clip(x, n, 50)", "clip(x, 2, n)", "x + n",
                                             "x < n", "where(x > 1, x, n)", "x + (n - 1)")] \
     + [(np.uint64, "clip(x, n, 50)")]
+
+
+@pytest.mark.parametrize("dtype", (np.int8, np.uint8), ids=lambda d: d.__name__)
+def test_literal_pad_value_out_of_range(dtype: type) -> None:
+    """np.pad stores its value as a NumPy int: range-checked into a signed array, wrapped into
+    an unsigned one."""
+    def fn(x):
+        return np.pad(x, 1, constant_values=1000)
+    x = np.arange(3, dtype=dtype)
+    want = _numpy(lambda x, n: fn(x), x, 0)
+    if isinstance(want, Exception):
+        with pytest.raises(type(want)):
+            fuse(fn)(x)
+    else:
+        assert_matches(fuse(fn)(x), want)
 
 
 def _numpy(fn: Callable[..., Any], x: np.ndarray, n: int) -> Any:
