@@ -113,6 +113,14 @@ MULTI_OUTPUT = {np.modf: modf, np.frexp: frexp}
 
 @implements(np.copyto)
 def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:
+    if isinstance(dst, np.ndarray):  # np.full(shape, traced, dtype) copies into np.empty
+        from .errors import UnsupportedOperationError
+
+        raise UnsupportedOperationError(
+            "copying a traced value into a NumPy array made inside the fused function "
+            "(np.copyto, or np.full(shape, value, dtype) with a traced value) is not supported: "
+            "that array is a constant of the trace; write np.full_like(x, value) of a traced "
+            "x, or np.broadcast_to(value, shape).astype(dtype)")
     if not isinstance(dst, TensorProxy):
         raise TypeError(f"copyto() argument 1 must be numpy.ndarray, not {type(dst).__name__} "
                         "(inside @fuse: an argument of the fused function or a view of one)")
