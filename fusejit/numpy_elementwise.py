@@ -167,8 +167,9 @@ def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08,
     t = _ptype(y)
     if isinstance(t, np.dtype):
         y = TensorProxy(cast(lift(y).node, dt.result_type(t, float)))
-    elif t is int:
-        y = lift(y) if isinstance(y, TensorProxy) else float(y)
+    elif t is int:  # as NumPy: an int64 (uint64) array, then float64 like any integer y
+        y = TensorProxy(cast(lift(y).node, dt.FLOAT64)) if isinstance(y, TensorProxy) \
+            else float(y)
     close = _u(np.less_equal, _u(np.absolute, _u(np.subtract, x, y)),
                _u(np.add, atol, _u(np.multiply, rtol, _u(np.absolute, y))))
     result = _u(np.logical_or, _u(np.logical_and, close, _u(np.isfinite, y)), _u(np.equal, x, y))

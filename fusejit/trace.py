@@ -165,11 +165,23 @@ def as_array_node(x: Any, dtype: np.dtype) -> Node:
     Python scalar first becomes an array of its default dtype (int64, float64), which is then
     cast unsafely, so ``np.where(c, int8_array, 300)`` wraps 300 to 44 as NumPy does."""
     t = _ptype(x)
-    if t is int and isinstance(x, TensorProxy) and x._node is None and x._int_range == "uint64":
-        return cast(as_node(x, dt.UINT64), dtype)  # (np.asarray(2**63) is a uint64 array)
     if not isinstance(t, np.dtype) and not (t is int and dtype.kind == "f"):
-        return cast(as_node(x, dt.default_dtype(t)), dtype)
+        return cast(as_node(x, array_dtype(x, t)), dtype)
     return as_node(x, dtype)  # (an int for a float result converts directly: 2**64 fits)
+
+
+def array_dtype(x: Any, t: type) -> np.dtype:
+    """The dtype ``np.asarray`` gives a Python scalar operand of weak type ``t``: its default
+    (int64, float64), but uint64 for an int of [2**63, 2**64) (a dynamic one's range is part
+    of the cache key)."""
+    if t is int:
+        if isinstance(x, TensorProxy):
+            cls = x._int_range if x._node is None else None
+        else:
+            cls = dt.int_range(x) if type(x) is int else None
+        if cls == "uint64":
+            return dt.UINT64
+    return dt.default_dtype(t)
 
 
 MASKED = ("masked arrays (numpy.ma) are not supported by fusejit: their mask would be ignored. "
@@ -280,10 +292,10 @@ def lift(x: Any) -> TensorProxy:
     x = to_operand(x)
     if isinstance(x, TensorProxy):
         if x._weak is not None:
-            return TensorProxy(as_node(x, dt.default_dtype(x._weak[1])))
+            return TensorProxy(as_node(x, array_dtype(x, x._weak[1])))
         return x
     t = _ptype(x)
-    return TensorProxy(as_node(x, dt.default_dtype(t)))
+    return TensorProxy(as_node(x, t if isinstance(t, np.dtype) else array_dtype(x, t)))
 
 
 # -- the proxy ------------------------------------------------------------------------------------
@@ -319,7 +331,7 @@ class TensorProxy:
             assert self._vmap is not None and self._vshape is not None
             return view(self._base.node, self._vmap, self._vshape)
         if self._weak is not None and self._node is None:
-            return as_node(self, dt.default_dtype(self._weak[1]))
+            return as_node(self, array_dtype(self, self._weak[1]))
         assert self._node is not None
         return self._node
 

@@ -25,6 +25,7 @@ from .trace import (
     TensorProxy,
     _ptype,
     _shape,
+    array_dtype,
     as_node,
     cast,
     checked_cast,
@@ -153,6 +154,10 @@ def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None =
     """One elementwise node with NumPy's loop dtypes and broadcasting."""
     op = op if op is not None else OP_OF_UFUNC[ufunc]
     types = [_ptype(x) for x in inputs]
+    if len(types) == 1 and not isinstance(types[0], np.dtype):
+        # one Python scalar is converted as np.asarray does (np.abs(2**63) is uint64); several
+        # take the default dtypes (np.add(2**63, 1) raises OverflowError: resolve)
+        types = [array_dtype(inputs[0], types[0])]
     folded = _fold_out_of_range_comparison(op, inputs, types)
     if folded is not None:
         return folded
