@@ -132,6 +132,8 @@ def _spec_json(spec: Any) -> dict[str, Any]:
         return {"kind": "host", "dtype": spec.dtype.str, "shape": list(spec.shape)}
     if isinstance(spec, ScalarSpec):
         p = spec.ptype
+        if isinstance(p, tuple):  # (int, range) of an int beyond int64 (signature.arg_spec)
+            return {"kind": "scalar", "type": p[0].__name__, "range": p[1]}
         return {"kind": "scalar", "type": p.__name__ if isinstance(p, type) else p.str}
     key = spec.value  # a StaticKey (fusejit.keys): floats by their bits
     if isinstance(key, StaticKey) and key.type is float:

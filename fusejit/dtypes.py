@@ -185,6 +185,27 @@ def convert_scalar(value: Any, dt: np.dtype) -> np.generic:
         return dt.type(value)
 
 
+# A checked CAST (``Node.arg == (side,)``) converts a Python int computed on the host into an
+# integer dtype as NumPy converts a Python int operand: out of range raises OverflowError
+# (``RAISE``), except on the side where np.clip drops such a bound (``SATURATE_LOW`` for a
+# lower bound, ``SATURATE_HIGH`` for an upper one), where it becomes the dtype's extreme, which
+# clips exactly as much as no bound at all. Kernels never compute one: passes/hoist.py moves it
+# to the host.
+RAISE, SATURATE_LOW, SATURATE_HIGH = 0, -1, 1
+
+
+def convert_checked(value: Any, dt: np.dtype, side: int) -> np.generic:
+    """A host-computed integer (a Python or NumPy int) converted to ``dt`` as a checked CAST
+    says (see ``RAISE``)."""
+    value = int(value)
+    info = np.iinfo(dt)
+    if side == SATURATE_LOW:
+        value = max(value, int(info.min))
+    elif side == SATURATE_HIGH:
+        value = min(value, int(info.max))
+    return convert_scalar(value, dt)
+
+
 def result_type(*types: DTypeLike) -> np.dtype:
     """NumPy's result_type with weak Python scalars (NEP 50)."""
     return np.result_type(*(t if isinstance(t, np.dtype) else t(0) for t in types))

@@ -41,6 +41,12 @@ class UnsupportedOperationError(FusejitError, NotImplementedError):
     """A NumPy function, ufunc method or argument combination fusejit cannot trace."""
 
 
+class IntRangeError(UnsupportedOperationError, OverflowError):
+    """Python arithmetic inside a fused function on a dynamic int argument beyond int64, which
+    fusejit computes in int64; also an OverflowError, what NumPy raises for most uses of such
+    a value (``int8_array + n``). Raised while tracing, before anything is launched."""
+
+
 class UnsupportedAttributeError(UnsupportedOperationError, AttributeError):
     """An ndarray method or attribute fusejit cannot trace (``x.sort()``); also an
     AttributeError, so ``hasattr`` and ``getattr(x, name, default)`` keep working."""
@@ -130,6 +136,7 @@ __all__ = [
     "ContextMismatchError",
     "DeviceMemoryError",
     "FusejitError",
+    "IntRangeError",
     "InternalError",
     "MatmulPrecisionError",
     "KernelBuildError",

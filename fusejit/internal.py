@@ -14,8 +14,8 @@ from .errors import FusejitError, InternalError
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 # modules that only ever run fusejit's own code (after tracing): whatever they raise is a bug
-_BACKEND = ("passes", "source.py", "lowering.py", "reduce_source.py", "render.py", "kernels.py",
-            "targets")
+_BACKEND = ("passes", "source.py", "lowering.py", "lowering_blocks.py", "reduce_source.py",
+            "render.py", "kernels.py", "targets")
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -34,6 +34,7 @@ from .trace import (
     as_node,
     broadcast_to,
     cast,
+    checked_cast,
     current_tracer,
     lift,
     reshape,
@@ -328,10 +329,20 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Te
 
 
 def _fill(value: Any, x: TensorProxy) -> Node:
-    """A pad value as NumPy stores it into the padded array (cast unsafely)."""
+    """A pad value as NumPy stores it into the padded array: np.pad makes it an array first (a
+    Python int becomes an int64), and item assignment of a NumPy integer checks its range for a
+    signed integer array (OverflowError, on the call that passes a dynamic one) and casts
+    unsafely for any other (``pad(uint8_array, 1, constant_values=-1000)`` stores 24)."""
+    signed = x.dtype.kind == "i"
     if isinstance(value, TensorProxy):
-        return cast(lift(value).node, x.dtype)
-    return const(np.asarray(value).item(), x.dtype)
+        node = lift(value).node
+        if signed and value._weak is not None:  # computed on the host: checked there
+            return checked_cast(node, x.dtype)
+        return cast(node, x.dtype)
+    item = np.asarray(value)
+    if signed and item.dtype.kind in "iu":
+        return const(dt.convert_checked(item.item(), x.dtype, dt.RAISE), x.dtype)
+    return const(item.item(), x.dtype)
 
 
 def along(x: TensorProxy, axis: int | None) -> tuple[Node, int]:

@@ -113,6 +113,14 @@ MULTI_OUTPUT = {np.modf: modf, np.frexp: frexp}
 
 @implements(np.copyto)
 def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:
+    if isinstance(dst, np.ndarray):  # np.full(shape, traced, dtype) copies into np.empty
+        from .errors import UnsupportedOperationError
+
+        raise UnsupportedOperationError(
+            "copying a traced value into a NumPy array made inside the fused function "
+            "(np.copyto, or np.full(shape, value, dtype) with a traced value) is not supported: "
+            "that array is a constant of the trace; write np.full_like(x, value) of a traced "
+            "x, or np.broadcast_to(value, shape).astype(dtype)")
     if not isinstance(dst, TensorProxy):
         raise TypeError(f"copyto() argument 1 must be numpy.ndarray, not {type(dst).__name__} "
                         "(inside @fuse: an argument of the fused function or a view of one)")
@@ -159,8 +167,9 @@ def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08,
     t = _ptype(y)
     if isinstance(t, np.dtype):
         y = TensorProxy(cast(lift(y).node, dt.result_type(t, float)))
-    elif t is int:
-        y = lift(y) if isinstance(y, TensorProxy) else float(y)
+    elif t is int:  # as NumPy: an int64 (uint64) array, then float64 like any integer y
+        y = TensorProxy(cast(lift(y).node, dt.FLOAT64)) if isinstance(y, TensorProxy) \
+            else float(y)
     close = _u(np.less_equal, _u(np.absolute, _u(np.subtract, x, y)),
                _u(np.add, atol, _u(np.multiply, rtol, _u(np.absolute, y))))
     result = _u(np.logical_or, _u(np.logical_and, close, _u(np.isfinite, y)), _u(np.equal, x, y))

@@ -36,6 +36,8 @@ def eval_node(node: Node, srcs: Sequence[np.ndarray], args: Sequence[Any] = ()) 
             value = _apply_map(srcs[0], node.arg, node.shape)
         elif op is Op.RESHAPE:
             value = np.reshape(srcs[0], node.shape)
+        elif op is Op.CAST and node.arg is not None:  # checked (dtypes.RAISE)
+            value = np.asarray(dt.convert_checked(srcs[0][()], node.dtype, node.arg[0]))
         elif op is Op.CAST:
             value = srcs[0].astype(node.dtype)
         elif op is Op.WHERE:
@@ -98,6 +100,8 @@ def deriver(expr: Node) -> Any:
             steps.append((0, n.arg[0], n.dtype))
         elif n.op is Op.CONST:
             steps.append((1, const_value(n), n.dtype))
+        elif n.op is Op.CAST and n.arg is not None:  # checked (dtypes.RAISE)
+            steps.append((4, (srcs[0], n.arg[0]), n.dtype))
         elif n.op is Op.CAST:
             steps.append((2, srcs[0], n.dtype))
         elif n.op in UFUNC_OPS:
@@ -109,7 +113,7 @@ def deriver(expr: Node) -> Any:
                     env[node] = eval_node(node, [env[s] for s in node.srcs], args)
                 return env[expr][()]
             return slow
-    convert, errstate = dt.convert_scalar, np.errstate
+    convert, checked, errstate = dt.convert_scalar, dt.convert_checked, np.errstate
 
     def fast(args: Any) -> np.generic:
         vals: list[Any] = []
@@ -121,6 +125,8 @@ def deriver(expr: Node) -> Any:
                     v = a
                 elif kind == 2:
                     v = vals[a].astype(dtype)
+                elif kind == 4:
+                    v = checked(vals[a[0]], dtype, a[1])
                 else:
                     ufunc, srcs = a
                     v = ufunc(*[vals[i] for i in srcs])

@@ -3,7 +3,8 @@
 NumPy calls on proxies arrive through ``__array_ufunc__`` / ``__array_function__`` (and the Python
 operators); each one appends hash-consed nodes to the graph. Dtypes follow NumPy exactly: every
 ufunc asks NumPy which loop it would run (``ufunc.resolve_dtypes``) with Python scalars passed as
-weak types (NEP 50), and explicit CAST nodes are inserted so each op sees its loop's dtypes.
+weak types (NEP 50), and explicit CAST nodes are inserted so each op sees its loop's dtypes
+(``trace_ufuncs``; the Python operators are in ``trace_operators``).
 
 A proxy is either a *root* (owns its value; parameters and op results) or a *view* of a root
 (``x[1:]``, ``x.T``): a view reads through an affine map of its root's *current* value, and a
@@ -30,11 +31,10 @@ from .errors import (
     TracerBoolConversionError,
     TracerConversionError,
     UnsupportedAttributeError,
-    UnsupportedDTypeError,
     UnsupportedOperationError,
 )
-from .ir import Graph, Node, Param, const, const_value
-from .ops import CLIP_UFUNC, COMPLEX_OPS, OP_OF_UFUNC, Op
+from .ir import Graph, Node, Param, const
+from .ops import Op
 
 _current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("fusejit_tracer",
                                                                         default=None)
@@ -146,7 +146,7 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
     if isinstance(x, TensorProxy):
         if x._weak is not None:
             if x._node is not None:  # a weak value computed from weak operands: _operator
-                return cast(x._node, dtype)
+                return checked_cast(x._node, dtype)  # (a Python int: 1000 raises for int8)
             return Node.make(Op.SCALAR, dtype, (), (), (x._weak[0],))
         return cast(x.node, dtype)
     if isinstance(x, np.ndarray):
@@ -166,8 +166,22 @@ def as_array_node(x: Any, dtype: np.dtype) -> Node:
     cast unsafely, so ``np.where(c, int8_array, 300)`` wraps 300 to 44 as NumPy does."""
     t = _ptype(x)
     if not isinstance(t, np.dtype) and not (t is int and dtype.kind == "f"):
-        return cast(as_node(x, dt.default_dtype(t)), dtype)
+        return cast(as_node(x, array_dtype(x, t)), dtype)
     return as_node(x, dtype)  # (an int for a float result converts directly: 2**64 fits)
+
+
+def array_dtype(x: Any, t: type) -> np.dtype:
+    """The dtype ``np.asarray`` gives a Python scalar operand of weak type ``t``: its default
+    (int64, float64), but uint64 for an int of [2**63, 2**64) (a dynamic one's range is part
+    of the cache key)."""
+    if t is int:
+        if isinstance(x, TensorProxy):
+            cls = x._int_range if x._node is None else None
+        else:
+            cls = dt.int_range(x) if type(x) is int else None
+        if cls == "uint64":
+            return dt.UINT64
+    return dt.default_dtype(t)
 
 
 MASKED = ("masked arrays (numpy.ma) are not supported by fusejit: their mask would be ignored. "
@@ -199,289 +213,14 @@ def cast(node: Node, dtype: np.dtype) -> Node:
     return Node.make(Op.CAST, dtype, node.shape, (node,))
 
 
-# -- ufuncs ---------------------------------------------------------------------------------------
-
-# generalized ufuncs traced elsewhere (np.matmul: fusejit/linalg.py), by ufunc
-GUFUNCS: dict[np.ufunc, Callable[..., Any]] = {}
-
-_UNSUPPORTED_KWARGS = ("where", "order", "subok", "signature", "axes", "axis", "keepdims")
-
-
-def resolve(ufunc: np.ufunc, types: Sequence[Any], dtype: np.dtype | None = None,
-            casting: str = "same_kind") -> tuple[np.dtype, ...]:
-    """NumPy's loop for these operand types: input dtypes then output dtypes.
-
-    With only Python scalars (``np.equal(n, 3)``, n a dynamic int), NumPy first makes each an
-    array of its default dtype; resolve_dtypes with two weak ints would pick the object loop.
-    """
-    if not any(isinstance(t, np.dtype) for t in types):
-        types = [dt.default_dtype(t) for t in types]
-    return ufunc.resolve_dtypes((*types, *([dtype] * ufunc.nout if dtype is not None
-                                           else [None] * ufunc.nout)), casting=casting)
-
-
-def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    """Trace ``ufunc(*inputs, **kwargs)``; returns a proxy (a tuple for divmod)."""
-    kwargs = dict(kwargs)
-    out = kwargs.pop("out", None)
-    dtype = kwargs.pop("dtype", None)
-    casting = kwargs.pop("casting", "same_kind")
-    for key in kwargs:
-        if key in _UNSUPPORTED_KWARGS and not (key == "where" and kwargs[key] is True):
-            raise UnsupportedOperationError(
-                f"np.{ufunc.__name__}(..., {key}=...) is not supported inside @fuse")
-        if key not in _UNSUPPORTED_KWARGS:
-            raise TypeError(f"{ufunc.__name__}() got an unexpected keyword argument '{key}'")
-    inputs = [to_operand(x) for x in inputs]
-    gufunc = GUFUNCS.get(ufunc)  # np.matmul & co.: fusejit/linalg.py
-    if gufunc is not None:
-        return gufunc(*inputs, out=out, dtype=dtype, casting=casting)
-    if ufunc is np.divmod:
-        results = (apply_ufunc(np.floor_divide, inputs, {"dtype": dtype}),
-                   apply_ufunc(np.remainder, inputs, {"dtype": dtype}))
-        return _write_out(results, out, casting, "divmod") if out is not None else results
-    if ufunc.nout != 1:
-        raise UnsupportedOperationError(f"np.{ufunc.__name__} (several outputs) is not supported "
-                                        "inside @fuse")
-    if out is not None and ufunc in OP_OF_UFUNC:
-        _precheck_output_cast(ufunc, inputs, out, dtype, casting)
-    if ufunc is CLIP_UFUNC:
-        result = clip(*inputs, dtype=dtype)
-    elif ufunc is np.power:
-        result = power(*inputs, dtype=None if dtype is None else np.dtype(dtype))
-    elif ufunc in OP_OF_UFUNC:
-        result = elementwise(ufunc, inputs, dtype=None if dtype is None else np.dtype(dtype))
-    else:
-        raise UnsupportedOperationError(f"np.{ufunc.__name__} is not supported inside @fuse")
-    if out is not None:
-        return _write_out((result,), out, casting, ufunc.__name__)[0]
-    return result
-
-
-def _write_out(results: tuple[Any, ...], out: Any, casting: str, ufunc_name: str
-               ) -> tuple[Any, ...]:
-    outs = out if isinstance(out, tuple) else (out,)
-    if len(outs) != len(results):
-        raise ValueError(f"The 'out' tuple must have exactly {len(results)} entries")
-    for target, value in zip(outs, results):
-        if target is None:
-            continue
-        if not (hasattr(target, "shape") and hasattr(target, "dtype")):  # not an array at all
-            raise TypeError(f"return arrays must be of ArrayType (out= got "
-                            f"{type(target).__name__})")
-        if not isinstance(target, TensorProxy):
-            raise UnsupportedOperationError(
-                "out= inside @fuse must be an argument of the fused function (or a view of one)")
-        check_output_cast(ufunc_name, value.dtype, target.dtype, casting)
-        target.write(Ellipsis, value, as_output=True)
-    return tuple(t if t is not None else r for t, r in zip(outs, results))
-
-
-def _precheck_output_cast(ufunc: np.ufunc, inputs: Sequence[Any], out: Any, dtype: Any,
-                          casting: str) -> None:
-    """NumPy refuses an output cast before it broadcasts the operands: ``x[1::2] -= y`` with
-    a float ``y`` of another shape into an int ``x`` raises the casting TypeError, not the
-    broadcast ValueError."""
-    target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
-    if not isinstance(target, TensorProxy):
-        return  # (_write_out names what is wrong with it)
-    try:
-        loop = resolve(ufunc, [_ptype(x) for x in inputs],
-                       None if dtype is None else np.dtype(dtype), casting)
-    except Exception:  # noqa: BLE001 - no loop: elementwise raises NumPy's error for it
-        return
-    check_output_cast(ufunc.__name__, loop[-1], target.dtype, casting)
-
-
-def single_out(out: Any) -> Any:
-    """``out=`` of a one-output function: the array itself, or the one entry of a tuple."""
-    if isinstance(out, tuple):
-        if len(out) != 1:
-            raise ValueError("The 'out' tuple must have exactly one entry")
-        out = out[0]
-    return out
-
-
-def check_output_cast(ufunc_name: str, value: np.dtype, target: np.dtype,
-                      casting: str = "same_kind") -> None:
-    """Refuse to store a ufunc result into an array of ``target`` dtype, as NumPy's out= does."""
-    if not np.can_cast(value, target, casting=casting):
-        raise TypeError(f"Cannot cast ufunc '{ufunc_name}' output from {value!r} to "
-                        f"{target!r} with casting rule '{casting}'")
-
-
-def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None = None,
-                op: Op | None = None) -> TensorProxy:
-    """One elementwise node with NumPy's loop dtypes and broadcasting."""
-    op = op if op is not None else OP_OF_UFUNC[ufunc]
-    types = [_ptype(x) for x in inputs]
-    folded = _fold_out_of_range_comparison(op, inputs, types)
-    if folded is not None:
-        return folded
-    if op in _COMPARISONS and any(isinstance(t, np.dtype) and t.kind in "iu" for t in types):
-        exact = _compare_dynamic_int(op, inputs, types)
-        if exact is not None:
-            return exact
-        # NumPy 2 compares integers with any Python int exactly (uint8_array > -1 is True); a
-        # dynamic one, whose value comes at call time, is compared as an int64
-        types = [dt.INT64 if t is int and isinstance(x, TensorProxy) else t
-                 for x, t in zip(inputs, types)]
-    loop = resolve(ufunc, types, dtype)
-    if op not in COMPLEX_OPS and any(d.kind == "c" for d in loop):
-        raise UnsupportedDTypeError(
-            f"np.{ufunc.__name__} on {next(d for d in loop if d.kind == 'c').name} values is not "
-            "supported by fusejit yet (see fusejit.ops.COMPLEX_OPS for the complex ops it "
-            "computes); call it outside the fused function")
-    shape = shapes.broadcast_shapes(*(_shape(x) for x in inputs))
-    srcs = tuple(as_node(x, t) for x, t in zip(inputs, loop[:ufunc.nin]))
-    if op is Op.POW and loop[-1].kind in "iu" and _known_negative(srcs[1]):
-        # NumPy checks integer exponents; one known while tracing is checked here (an exponent
-        # only known on the device cannot raise: see the integer power kernel)
-        raise ValueError("Integers to negative integer powers are not allowed.")
-    return TensorProxy(Node.make(op, loop[-1], shape, srcs))
-
-
-def _known_negative(node: Node) -> bool:
-    """Is some element of this traced value negative, judging from trace-time constants?"""
-    while node.op in (Op.VIEW, Op.RESHAPE, Op.CAST) and node.dtype.kind != "u":
-        node = node.srcs[0]
-    if node.op is Op.CONST:
-        return bool(const_value(node) < 0)
-    tracer = current_tracer()
-    if node.op is Op.INPUT and tracer is not None and node.arg in tracer.constants:
-        return bool(np.any(tracer.constants[node.arg] < 0))
-    return False
-
-
-_COMPARISONS = {Op.EQ: np.equal, Op.NE: np.not_equal, Op.LT: np.less, Op.LE: np.less_equal,
-                Op.GT: np.greater, Op.GE: np.greater_equal}
-
-
-def _fold_out_of_range_comparison(op: Op, inputs: Sequence[Any], types: Sequence[Any]
-                                  ) -> TensorProxy | None:
-    """NumPy 2 compares integer arrays with out-of-range Python ints exactly (``i8 < 300``)."""
-    if op not in _COMPARISONS or len(inputs) != 2:
-        return None
-    for i, (x, t) in enumerate(zip(inputs, types)):
-        other = types[1 - i]
-        if (type(x) is int and isinstance(other, np.dtype) and other.kind in "iu"
-                and not np.iinfo(other).min <= x <= np.iinfo(other).max):
-            info = np.iinfo(other)
-            stand_in = info.max if x > info.max else info.min  # any in-range value on that side
-            probe = [0, 0]
-            probe[i], probe[1 - i] = x, stand_in
-            answer = bool(_COMPARISONS[op](*(int(p) for p in probe)))
-            shape = shapes.broadcast_shapes(_shape(inputs[0]), _shape(inputs[1]))
-            return TensorProxy(const(answer, dt.BOOL, shape))
-    return None
-
-
-def _compare_dynamic_int(op: Op, inputs: Sequence[Any], types: Sequence[Any]
-                         ) -> TensorProxy | None:
-    """An integer array compared with a dynamic Python int, exactly as NumPy 2 does (the int's
-    range beyond int64 is part of the cache key, see signature.arg_spec):
-
-    * an int beyond the array dtype's range gives a constant (``uint8_array < 2**63``);
-    * a uint64 array with an int of [2**63, 2**64) compares in uint64;
-    * a uint64 array with an int64 ``n`` compares in uint64 where ``n >= 0``, and is constant
-      where ``n < 0`` (int64 and uint64 meet in float64 otherwise, which rounds).
-    """
-    if len(inputs) != 2:
-        return None
-    k = next((i for i, (x, t) in enumerate(zip(inputs, types))
-              if t is int and isinstance(x, TensorProxy) and x._node is None), None)
-    other = types[1 - k] if k is not None else None
-    if k is None or not (isinstance(other, np.dtype) and other.kind in "iu"):
-        return None
-    n = inputs[k]
-    shape = shapes.broadcast_shapes(_shape(inputs[0]), _shape(inputs[1]))
-
-    def answer(n_probe: int, array_probe: int) -> Node:  # the comparison of any such pair
-        probe = [0, 0]
-        probe[k], probe[1 - k] = n_probe, array_probe
-        return const(bool(_COMPARISONS[op](*probe)), dt.BOOL, shape)
-    if n._int_range == "below":  # under every integer dtype's range
-        return TensorProxy(answer(-2**65, 0))
-    if n._int_range == "above" or (n._int_range == "uint64" and other != dt.UINT64):
-        return TensorProxy(answer(2**65, 0))  # over the dtype's range
-    if other != dt.UINT64:
-        return None  # int64 holds both: compared as an int64
-    scalar = Node.make(Op.SCALAR, dt.UINT64 if n._int_range else dt.INT64, (), (), (n._weak[0],))
-    srcs = [None, None]
-    srcs[k], srcs[1 - k] = cast(scalar, dt.UINT64), as_node(inputs[1 - k], dt.UINT64)
-    compared = Node.make(op, dt.BOOL, shape, tuple(srcs))
-    if n._int_range:
-        return TensorProxy(compared)
-    negative = Node.make(Op.LT, dt.BOOL, (), (scalar, const(0, dt.INT64)))
-    return TensorProxy(Node.make(Op.WHERE, dt.BOOL, shape, (negative, answer(-1, 0), compared)))
-
-
-# NumPy's float32/float64 power loop checks a scalar (stride-0) exponent against a table before it
-# calls pow (loops_umath_fp.dispatch.c.src, POWER_FAST_PATH): -1 -> 1/x, 0.5 -> sqrt(x), 2 -> x*x
-# (0 and 1 agree with pow). The table differs from pow at the edges (-inf ** 0.5 is nan, -0.0 **
-# 0.5 is -0.0) and in rounding. The table is traced as selects: a literal exponent folds them to
-# one branch, a dynamic scalar exponent keeps them.
-_POWER_FAST_PATH = ((-1.0, Op.RECIPROCAL), (0.5, Op.SQRT), (2.0, Op.SQUARE))
-
-
-def power(x: Any, e: Any, dtype: np.dtype | None = None) -> TensorProxy:
-    """np.power, with NumPy's fast path for a scalar exponent."""
-    result = elementwise(np.power, (x, e), dtype)
-    node = result.node
-    if node.dtype not in (dt.FLOAT32, dt.FLOAT64) or math.prod(_shape(e)) != 1 \
-            or node.size == 1:  # NumPy's loop sees a stride-0 exponent only over > 1 element
-        return result
-    base, exponent = node.srcs
-    for value, op in _POWER_FAST_PATH:
-        is_value = Node.make(Op.EQ, dt.BOOL, exponent.shape,
-                             (exponent, const(value, exponent.dtype)))
-        fast = Node.make(op, node.dtype, base.shape, (base,))
-        node = Node.make(Op.WHERE, node.dtype, node.shape, (is_value, fast, node))
-    return TensorProxy(node)
-
-
-def clip(x: Any, lo: Any, hi: Any, dtype: Any = None) -> TensorProxy:
-    """np.clip: NumPy's clip loop dtypes, then min(max(x, lo), hi) with NaN propagation."""
-    if lo is None and hi is None:
-        raise ValueError("One of max or min must be given")
-    if isinstance(x, (bool, int, float)):
-        x = np.asarray(x)  # np.clip converts its array argument: a strong operand
-    elif isinstance(x, TensorProxy) and x._weak is not None:
-        x = lift(x)  # a dynamic Python scalar argument: strong too
-    lo, hi = _clip_bound(x, lo, below=True), _clip_bound(x, hi, below=False)
-    if lo is None and hi is None:  # both bounds beyond the integer range: nothing to clip
-        result = lift(x)
-        return result if dtype is None else TensorProxy(cast(result.node, np.dtype(dtype)))
-    parts = [x, lo, hi]
-    present = [p for p in parts if p is not None]
-    types = [_ptype(p) for p in present]
-    if lo is None or hi is None:
-        # np.clip with one bound is maximum / minimum with that bound
-        ufunc = np.minimum if lo is None else np.maximum
-        return elementwise(ufunc, present, dtype=None if dtype is None else np.dtype(dtype))
-    loop = resolve(CLIP_UFUNC, types, None if dtype is None else np.dtype(dtype))
-    shape = shapes.broadcast_shapes(*(_shape(p) for p in present))
-    xs, los, his = (as_node(p, t) for p, t in zip(present, loop[:3]))
-    # Which of x and a bound equal to it (-0.0 vs 0.0) clip returns: NumPy's float32/float64
-    # loop returns x when both bounds are the same along its inner loop, else the bound; its
-    # float16 loop returns x. x goes where maximum and minimum keep the operand of two equal.
-    inner_constant = all(not b.shape or b.shape[-1] == 1 for b in (los, his))
-    bound_first = dt.extremum_keeps_second(loop[-1]) and inner_constant
-    mid = shapes.broadcast_shapes(xs.shape, los.shape)
-    out = Node.make(Op.MAXIMUM, loop[-1], mid, (los, xs) if bound_first else (xs, los))
-    srcs = (his, out) if bound_first else (out, his)
-    return TensorProxy(Node.make(Op.MINIMUM, loop[-1], shape, srcs))
-
-
-def _clip_bound(x: Any, bound: Any, below: bool) -> Any:
-    """NumPy's clip drops a Python int bound beyond an integer array's range on the side where
-    it cannot clip anything (``clip(uint8, -3, 300)``); beyond the other side it raises."""
-    t = _ptype(x)
-    if type(bound) is int and isinstance(t, np.dtype) and t.kind in "iu":
-        info = np.iinfo(t)
-        if (bound < info.min) if below else (bound > info.max):
-            return None
-    return bound
+def checked_cast(node: Node, dtype: np.dtype, side: int = dt.RAISE) -> Node:
+    """A Python int computed from dynamic scalars (an int64 node) as ``dtype``: converted as
+    NumPy converts a Python int operand, so a value out of ``dtype``'s range raises
+    OverflowError on the host before the launch (or saturates on ``side``, see dtypes.RAISE),
+    where a plain CAST would wrap it."""
+    if node.dtype == dtype or node.dtype.kind not in "iu" or dtype.kind not in "iu":
+        return cast(node, dtype)
+    return Node.make(Op.CAST, dtype, node.shape, (node,), (side,))
 
 
 # -- structural builders --------------------------------------------------------------------------
@@ -553,10 +292,10 @@ def lift(x: Any) -> TensorProxy:
     x = to_operand(x)
     if isinstance(x, TensorProxy):
         if x._weak is not None:
-            return TensorProxy(as_node(x, dt.default_dtype(x._weak[1])))
+            return TensorProxy(as_node(x, array_dtype(x, x._weak[1])))
         return x
     t = _ptype(x)
-    return TensorProxy(as_node(x, dt.default_dtype(t)))
+    return TensorProxy(as_node(x, t if isinstance(t, np.dtype) else array_dtype(x, t)))
 
 
 # -- the proxy ------------------------------------------------------------------------------------
@@ -592,7 +331,7 @@ class TensorProxy:
             assert self._vmap is not None and self._vshape is not None
             return view(self._base.node, self._vmap, self._vshape)
         if self._weak is not None and self._node is None:
-            return as_node(self, dt.default_dtype(self._weak[1]))
+            return as_node(self, array_dtype(self, self._weak[1]))
         assert self._node is not None
         return self._node
 
@@ -827,95 +566,18 @@ def is_numpy_scalar(x: Any) -> bool:
             and x._param is None and not x._array0d and not x.shape)
 
 
-def _is_python_scalar(x: Any) -> bool:
-    """A Python scalar literal or a weak value (not np.float64, which subclasses float)."""
-    if isinstance(x, TensorProxy):
-        return x._weak is not None or x._pybool
-    return type(x) in (bool, int, float, complex)
-
-
-def _is_python_bool(x: Any) -> bool:
-    return x._pybool if isinstance(x, TensorProxy) else type(x) is bool
-
-
-def _python_int(x: Any) -> Any:
-    """A Python bool in Python arithmetic: an int (``True + True`` is 2, ``-True`` is -1)."""
-    if isinstance(x, TensorProxy):
-        return TensorProxy(cast(x.node, dt.INT64), weak=(None, int))
-    return int(x)
-
-
-_BOOL_OPERATORS = frozenset({np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.less,
-                             np.less_equal, np.greater, np.greater_equal, np.equal,
-                             np.not_equal})
-
-
-def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False) -> Any:
-    """A Python operator on proxies. Between Python scalars only (dynamic scalar arguments and
-    literals) it is Python arithmetic: ``1 - b1`` is a Python float, weak under NEP 50 (not
-    NumPy's strong float64), and ``b1 -= 1`` rebinds the name as it does for a float. (A weak
-    int computed this way is cast to an integer array's dtype without NumPy's range check.)"""
-    if all(_is_python_scalar(x) for x in operands):
-        if not (ufunc in _BOOL_OPERATORS and all(map(_is_python_bool, operands))):
-            operands = tuple(_python_int(x) if _is_python_bool(x) else x for x in operands)
-        result = apply_ufunc(ufunc, operands, {})
-        kind = result.dtype.kind
-        if kind == "b":
-            result._pybool = True  # a Python bool promotes as np.bool_
-            return result
-        return TensorProxy(result.node, weak=(None, {"f": float, "c": complex}.get(kind, int)))
-    if inplace and not _is_python_scalar(operands[0]) and not is_numpy_scalar(operands[0]):
-        # (b1 += x rebinds b1, like a float; so does s += x for a NumPy scalar s)
-        apply_ufunc(ufunc, operands, {"out": operands[0]})
-        return operands[0]
-    return apply_ufunc(ufunc, operands, {})
-
-
-def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[..., Any]:
-    if reflected:
-        return lambda self, other: _operator(ufunc, (other, self))
-    return lambda self, other: _operator(ufunc, (self, other))
-
-
-def _inplace(ufunc: np.ufunc) -> Callable[..., Any]:
-    return lambda self, other: _operator(ufunc, (self, other), inplace=True)
-
-
-for _name, _ufunc in {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
-    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "and": np.bitwise_and,
-    "or": np.bitwise_or, "xor": np.bitwise_xor, "lshift": np.left_shift,
-    "rshift": np.right_shift,
-}.items():
-    setattr(TensorProxy, f"__{_name}__", _binary(_ufunc))
-    setattr(TensorProxy, f"__r{_name}__", _binary(_ufunc, reflected=True))
-    setattr(TensorProxy, f"__i{_name}__", _inplace(_ufunc))
-for _name, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater,
-                      "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal}.items():
-    setattr(TensorProxy, f"__{_name}__", _binary(_ufunc))
-for _name, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute,
-                      "invert": np.invert}.items():
-    setattr(TensorProxy, f"__{_name}__", lambda self, _u=_ufunc: _operator(_u, (self,)))
-TensorProxy.__divmod__ = lambda self, o: apply_ufunc(np.divmod, (self, o), {})  # type: ignore
-TensorProxy.__rdivmod__ = lambda self, o: apply_ufunc(np.divmod, (o, self), {})  # type: ignore
-
-
-# NumPy's ``array ** exponent`` (number.c, fast_scalar_power) calls np.square for the Python int
-# 2 on any array (so ``bool_array ** 2`` is int8), and np.reciprocal / np.sqrt for the Python int
-# -1 / float 0.5 on float arrays, float16 included (whose power loop has no fast path).
-_OPERATOR_POWER = {(int, 2): np.square, (int, -1): np.reciprocal, (float, 0.5): np.sqrt}
-
-
-def _power(self: TensorProxy, exponent: Any, inplace: bool = False) -> Any:
-    # ndarray.__pow__'s fast path; a NumPy scalar (a 0-d ufunc result or reduction, a NumPy
-    # scalar argument) has none: np.True_ ** 2 is int64 where np.array(True) ** 2 is int8
-    ndarray = bool(self.shape) or self.node.op is Op.INPUT
-    if type(exponent) in (int, float) and self._weak is None and ndarray:
-        fast = _OPERATOR_POWER.get((type(exponent), exponent))
-        if fast is np.square or (fast is not None and self.dtype.kind in "fc"):
-            return _operator(fast, (self,), inplace)
-    return _operator(np.power, (self, exponent), inplace)
-
-
-TensorProxy.__pow__ = lambda self, o: _power(self, o)  # type: ignore[attr-defined]
-TensorProxy.__ipow__ = lambda self, o: _power(self, o, inplace=True)  # type: ignore
+# The ufunc layer and the Python operators build on the proxy above, so they are imported last
+# (their names stay importable from here: ``from fusejit.trace import apply_ufunc``); importing
+# trace_operators installs TensorProxy's operators.
+from .trace_ufuncs import (  # noqa: E402
+    GUFUNCS,
+    apply_ufunc,
+    check_output_cast,
+    clip,
+    elementwise,
+    power,
+    resolve,
+    single_out,
+    _write_out,
+)
+from . import trace_operators  # noqa: E402,F401

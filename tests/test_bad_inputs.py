@@ -87,6 +87,10 @@ def add(x, y):
     return x + y
 
 
+def full_of_argument(x, n):
+    return np.full(3, n, dtype=np.int8) + x
+
+
 def iadd(x, y):
     x += y
 
@@ -419,6 +423,10 @@ ROWS = [
             "the condition a static argument"),
     Row("unsupported function np.sort", sort, lambda: (a([3., 1, 2], F32),), VALUES,
         deviation=UnsupportedOperationError, why="sorting is not elementwise"),
+    Row("np.full with a traced fill value", full_of_argument, lambda: (a([3., -1, 2], F32), 7),
+        VALUES, deviation=UnsupportedOperationError,
+        why="np.full copies into a NumPy array it makes, a constant of the trace: the error "
+            "says to write np.full_like or np.broadcast_to"),
     Row("boolean mask x[x > 0]", mask_gather, lambda: (a([3., -1, 2], F32),), VALUES,
         deviation=UnsupportedOperationError, why="the result's shape depends on the data"),
     Row("a function calling another fused function", calls_fused, lambda: (a([0., 1, -1], F32),),

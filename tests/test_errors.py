@@ -35,6 +35,7 @@ BUILTIN_OF = {
     fusejit.DeviceMemoryError: (MemoryError,),
     fusejit.CapturedStateError: (TypeError,),
     fusejit.MatmulPrecisionError: (ValueError,),
+    fusejit.IntRangeError: (NotImplementedError, OverflowError),
 }
 
 

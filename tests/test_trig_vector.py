@@ -1,4 +1,4 @@
-"""fusejit's own vector sin, cos and tan (targets/opencl.py ``_TRIG_CORE``), used where a
+"""fusejit's own vector sin, cos and tan (targets/opencl_helpers.py ``_TRIG_CORE``), used where a
 work-item computes a float vector (CPU devices): every quadrant, the reduction's edges, huge
 arguments (the lane-by-lane fallback), signed zeros, non-finite values and mixed lanes, against
 NumPy at the op table's ULP bound and against the correctly rounded value within 1 ULP."""

@@ -76,7 +76,8 @@ def _generate(order: Sequence[Node], exprs: Sequence[Node], source: dict[int, in
               ) -> Callable[[Sequence[Any]], tuple] | None:
     """One straight-line function evaluating ``exprs`` over a call's flattened arguments, or
     None when a node is not a leaf, a cast or a ufunc (then the interpreter evaluates it)."""
-    env: dict[str, Any] = {"errstate": np.errstate, "convert": dt.convert_scalar}
+    env: dict[str, Any] = {"errstate": np.errstate, "convert": dt.convert_scalar,
+                           "checked": dt.convert_checked}
     name = {n: f"v{i}" for i, n in enumerate(order)}
     lines = ["def evaluate(flat):", "    with errstate(all='ignore'):"]
     for i, n in enumerate(order):
@@ -87,6 +88,8 @@ def _generate(order: Sequence[Node], exprs: Sequence[Node], source: dict[int, in
         elif n.op is Op.CONST:
             env[f"c{i}"] = const_value(n)
             lines.append(f"        {v} = c{i}")
+        elif n.op is Op.CAST and n.arg is not None:  # checked (dtypes.RAISE)
+            lines.append(f"        {v} = checked({name[n.srcs[0]]}, d{i}, {int(n.arg[0])})")
         elif n.op is Op.CAST:
             lines.append(f"        {v} = {name[n.srcs[0]]}.astype(d{i})")
         elif n.op in UFUNC_OPS:

@@ -9,7 +9,7 @@ Every helper is keyed so that the target's sorted emission puts it after what it
 
 from __future__ import annotations
 
-# sin and cos of float vectors below 2^20: the double core's reduction (opencl.py's
+# sin and cos of float vectors below 2^20: the double core's reduction (opencl_helpers.py's
 # _TRIG_CORE: Cody-Waite),
 # then float polynomials, twice the lanes per instruction (PoCL, one thread, 2^22 floats: sin
 # 15.3 -> 10.1 ms). The reduced argument comes back as rh + rl, two floats; musl's __sindf and
