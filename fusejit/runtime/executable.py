@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,8 +54,14 @@ def memory_pool(queue: cl.CommandQueue) -> cltools.MemoryPool:
             pool = _pools.get(ctx)
             if pool is None:
                 gpu = all(d.type & cl.device_type.GPU for d in ctx.devices)
-                pool = _pools[ctx] = cltools.MemoryPool(
-                    cltools.DeferredAllocator(ctx) if gpu else cltools.ImmediateAllocator(queue))
+                with warnings.catch_warnings():
+                    # (PyOpenCL warns that a pool cannot free held blocks when a deferred
+                    # allocation fails: it fails at launch instead, as any OpenCL buffer can)
+                    warnings.filterwarnings("ignore", "Memory pools expect non-deferred",
+                                            UserWarning)
+                    pool = _pools[ctx] = cltools.MemoryPool(
+                        cltools.DeferredAllocator(ctx) if gpu
+                        else cltools.ImmediateAllocator(queue))
     return pool
 
 
