@@ -20,17 +20,15 @@ from .captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values
 from .errors import ContextMismatchError
 from .internal import internal_errors
 from .overlay import substituted
-from .ir import Graph, Node, format_graph, toposort
-from .passes import PassRecord, run_pipeline
+from .ir import Node, toposort
+from .passes import run_pipeline
 from . import gemm_tune
 from .gemm_mma import check_precision, mma_unavailable
 from .passes.gemm import partition_gemm
 from .passes.host_gemm import host_blas
-from .passes.partition import Plan
 from .recompiles import DEFAULT_CACHE_SIZE, DEFAULT_LIMIT, CallStats, SignatureLRU, env_int
 from .runtime import autotune
 from .runtime.backend import backend_of, default_queue
-from .runtime.devices import DeviceInfo
 from .shapes import row_major_strides
 from .runtime.executable import NO_QUEUE, Executable, OutSpec
 from .runtime.memory import check_call, compact_strides
@@ -47,137 +45,13 @@ from .signature import (
     arg_spec,
     fast_key,
 )
-from .source import Kernel, Module, SourceModule
+from .source import SourceModule
 from .trace import TensorProxy, Tracer, current_tracer, lift
+from .lowered import KernelInfo, Lowered  # noqa: F401  (fusejit.api.Lowered, as before)
+from .pytree import tree_flatten, tree_unflatten  # noqa: F401  (dask, aot import them here)
 
 _current_tracer = current_tracer
 _MISS = object()  # a guarded launcher's answer when the arguments changed signature
-
-# -- output pytrees ---------------------------------------------------------------------------------
-
-
-def tree_flatten(tree: Any) -> tuple[list[Any], Any]:
-    if isinstance(tree, (tuple, list)):
-        leaves, defs = [], []
-        for item in tree:
-            lv, d = tree_flatten(item)
-            leaves += lv
-            defs.append(d)
-        return leaves, (type(tree), tuple(defs))
-    if isinstance(tree, dict):
-        keys = sorted(tree)
-        leaves, defs = [], []
-        for k in keys:
-            lv, d = tree_flatten(tree[k])
-            leaves += lv
-            defs.append(d)
-        return leaves, (dict, (tuple(keys), tuple(defs)))
-    if tree is None:
-        return [], None
-    return [tree], "*"
-
-
-def tree_unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
-    # A module-level helper, not a recursive closure: a closure that refers to itself forms a
-    # reference cycle that would keep the results (and their pooled buffers) alive until the
-    # cyclic garbage collector runs.
-    return _build(treedef, iter(leaves))
-
-
-def _build(d: Any, it: Any) -> Any:
-    if d == "*":
-        return next(it)
-    if d is None:
-        return None
-    kind, sub = d
-    if kind is dict:
-        keys, defs = sub
-        return {k: _build(x, it) for k, x in zip(keys, defs)}
-    return kind(_build(x, it) for x in sub)
-
-
-# -- lowering results -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    name: str
-    source: str
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...] | None
-    reason: str
-    nodes: int
-    role: str = "main"  # main | partial | combine (the two kernels of a split reduction)
-
-
-@dataclass(frozen=True)
-class Lowered:
-    """What ``f.lower(*args)`` returns: the traced graph, the plan and the generated source."""
-
-    traced: Graph
-    graph: Graph
-    passes: tuple[PassRecord, ...]
-    plan: Plan
-    module: Module
-    device: DeviceInfo
-    traced_nodes: int  # values the function computed, including ones no output uses
-    _compile: Callable[[], Any] | None = dataclasses.field(default=None, compare=False,
-                                                             repr=False)
-
-    def compile(self) -> Compiled:
-        """Build what was lowered (``f.lower(ShapeDtype(...)).compile()``): later calls with
-        this signature only launch. Returns a callable."""
-        if self._compile is None:
-            raise ValueError("this Lowered was not made by a fused function's lower()")
-        return self._compile()
-
-    @property
-    def source(self) -> str:
-        return self.module.source
-
-    @property
-    def kernels(self) -> tuple[KernelInfo, ...]:
-        return tuple(KernelInfo(k.name, k.source, k.global_size, k.local_size, k.group.reason,
-                                _group_nodes(k), k.role) for k in self.module.kernels)
-
-    def __str__(self) -> str:
-        """The optimised graph, then one entry per kernel: why it exists (its group's reason),
-        the reductions it computes (by stage) and what it stores, in the graph's %names."""
-        names = {n: f"%{i}" for i, n in enumerate(self.graph.toposort())}
-        temps = {n: i for i, n in enumerate(self.plan.temps)}
-        kernels = self.module.kernels
-        lines = [format_graph(self.graph, names), "",
-                 f"{len(kernels)} kernel{'s' if len(kernels) != 1 else ''}:"]
-        for k in kernels:
-            g = k.group
-            if k.role == "combine":
-                lines.append(f"  {k.name}: combines the partial results of {k.name}_partial")
-            else:
-                lines.append(f"  {k.name}: {g.reason}")
-                if g.kind == "reduce":
-                    stages = " | then ".join(", ".join(f"{r.op.name.lower()} {names[r]}"
-                                                       for r in stage) for stage in g.stages)
-                    lines.append(f"      reduces {stages}")
-            if k.role == "partial":
-                continue
-            stores = [f"{names[s.node]} -> {_dest(s.dest)}" for s in g.stores + g.row_stores]
-            stores += [f"{names[r]} -> temp{temps[r]}" for r in g.reductions if r in temps]
-            if stores:
-                lines.append("      stores " + ", ".join(stores))
-        lines += [f"note: {n}" for n in self.plan.notes]
-        return "\n".join(lines)
-
-
-def _dest(dest: Any) -> str:
-    return {"output": "out", "param": "%arg", "temp": "temp"}[dest.kind] + str(dest.index) + (
-        " (in place)" if dest.kind == "param" else "")
-
-
-def _group_nodes(kernel: Kernel) -> int:
-    g = kernel.group
-    roots = [s.node for s in g.stores + g.row_stores] + list(g.reductions)
-    return len(toposort(roots))
-
 
 # -- the wrapper ------------------------------------------------------------------------------------
 
