@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from . import gemm_tune
 from .errors import InternalError
 from .kernels import BufferArg, HostMatmul, HostView, Kernel, ScalarArg
 from .lowering import Lowering
@@ -54,9 +55,8 @@ def host_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel
               f"np.matmul({a}, {b}, out={c}) in {m.dtype.name} on the mapped buffers "
               f"(NumPy's BLAS); {a} {views[0].shape} strides {views[0].strides}, "
               f"{b} {views[1].shape} strides {views[1].strides} (elements) */")
-    *batch, rows, k = m.srcs[0].shape
-    work = math.prod(batch) * rows * m.shape[-1] * k
-    kernel = Kernel(name, source, sig, (1,), None, group, "host", work=work,
+    kernel = Kernel(name, source, sig, (1,), None, group, "host",
+                    work=math.prod(gemm_tune.problem(group)),
                     host=HostMatmul(*views, m.dtype))
     return [(kernel, low)]
 

@@ -31,8 +31,9 @@ from .. import dtypes as dt
 from ..indexing import src_index
 from ..ir import Graph, Node
 from ..ops import MOVEMENT, Op
-from ..shapes import row_major_strides
+from ..shapes import broadcast_shapes, row_major_strides
 from ..symbolic import Expr
+from .. import gemm_tune
 from .plan import Dest, DeviceLimits, Group, Plan, Store
 
 # B*M*N*K from which the host's BLAS pays on PoCL (2 shared cores, dense ReLU layers, fastest
@@ -91,18 +92,16 @@ def _eligible(group: Group, how: str) -> bool:
     m = group.matmul
     if m.dtype not in DTYPES or any(s.dtype != m.dtype for s in m.srcs):
         return False
-    *batch, rows, k = m.srcs[0].shape
-    work = math.prod(batch) * rows * m.shape[-1] * k
+    work = math.prod(gemm_tune.problem(group))
     return work > 0 and (how == "on" or work >= MIN_WORK)
 
 
 def host_blas(graph: Graph, plan: Plan, limits: DeviceLimits) -> Plan:
     """The plan with large float products on the host where the device allows it (see the
     module docstring); the plan itself everywhere else (GPUs, Vulkan, small products)."""
-    from ..gemm_tune import _forced  # a kernel configuration forced (tests of the kernels)
-
     how = mode()
-    if not limits.host_blas or limits.is_gpu or how == "off" or _forced or not any(
+    # (gemm_tune._forced: a kernel configuration forced, by the tests of the kernels)
+    if not limits.host_blas or limits.is_gpu or how == "off" or gemm_tune._forced or not any(
             _eligible(g, how) for g in plan.groups):
         return plan
     temps = list(plan.temps)
@@ -148,8 +147,6 @@ def _split(graph: Graph, g: Group, temps: list[Node], written: set[Node]) -> lis
     out.append(replace(g, stores=(dest,), reason=reason, gemm_config=HostBlas()))
     if rest:
         written.add(m)
-        from ..shapes import broadcast_shapes
-
         space = broadcast_shapes(*(st.node.shape for st in rest))
         out.append(Group("elementwise", space, rest,
                          f"elementwise over {space}: the epilogue of the host GEMM above, "

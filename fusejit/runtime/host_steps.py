@@ -40,8 +40,7 @@ class HostStep:
     """The host's part of one ``Kernel`` record of role "host"."""
 
     def __init__(self, record: Kernel) -> None:
-        assert record.host is not None
-        self.spec: HostMatmul = record.host
+        self.spec: HostMatmul = record.host  # type: ignore[assignment]  # (role "host": set)
         self.name = record.name
 
     def __call__(self, queue: cl.CommandQueue, args: Sequence[Any]) -> None:

@@ -56,7 +56,7 @@ FUSED_FMA = "fj-fused-fma"  # a pseudo-feature: the device's probe found fma() r
 def helpers(fused_fma: bool = False) -> str:
     """The GLSL of the correctly rounded ops, ``fj_trig`` and its polynomials (built on first
     use: glsl_double.literal needs the glsl module, which imports this one)."""
-    return _ROUNDED + (_FMA if fused_fma else _DOUBLE_ONLY) + f"""
+    return _ROUNDED + (_FMA if fused_fma else _DOUBLE_ONLY) + _DIV + f"""
 double fj_sin_poly_d(double y) {{
     double z = y * y, w = z * z, s = z * y;
     return (y + s * ({_d(_SIN[0])} + z * {_d(_SIN[1])}))
@@ -134,11 +134,14 @@ float fj_quot_rn_d(float a, float b, float q) {
 }
 """
 
+_DIV = """
+float fj_div_rn(float a, float b) { return b == 0.0 ? fj_divzero(a, b) : fj_quot_rn(a, b); }
+"""
+
 # Without a fused fma: the double tests above decide every lane.
 _DOUBLE_ONLY = """
 float fj_sqrt_rn(float x) { return fj_sqrt_rn_d(x); }
 float fj_quot_rn(float a, float b) { float q = fj_quot(a, b); return fj_quot_rn_d(a, b, q); }
-float fj_div_rn(float a, float b) { return b == 0.0 ? fj_divzero(a, b) : fj_quot_rn(a, b); }
 """
 
 # With a fused fma (FUSED_FMA: the device's probe found fma(a, b, c) rounded once), the same
@@ -180,5 +183,4 @@ float fj_quot_rn(float a, float b) {
     }
     return uintBitsToFloat(floatBitsToUint(m) | (floatBitsToUint(q) & 0x80000000u));
 }
-float fj_div_rn(float a, float b) { return b == 0.0 ? fj_divzero(a, b) : fj_quot_rn(a, b); }
 """
