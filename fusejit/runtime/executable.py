@@ -170,6 +170,17 @@ def _kernel_arg_scalar(value: Any, dtype: np.dtype) -> np.generic:
     return v
 
 
+def _launch(queue: cl.CommandQueue, knl: Any, gsize: tuple[int, ...] | None,
+            lsize: tuple[int, ...] | None, plan: Sequence[tuple[int, int]], tables: tuple) -> None:
+    """One entry of an executable's plan: a kernel, or a host step (global size None: it takes
+    its arguments from the same tables, runtime/host_steps.py)."""
+    if gsize is None:
+        knl(queue, [tables[kind][index] for kind, index in plan])
+    else:
+        _set_args(knl, plan, tables)
+        _enqueue(queue, knl, gsize, lsize)
+
+
 def _set_args(knl: cl.Kernel, plan: Sequence[tuple[int, int]], tables: tuple) -> None:
     """Bind one kernel's arguments from the call's tables (by-value ones as packed bytes,
     see scalar_args: ``set_arg`` of a NumPy scalar costs 15-20 us)."""
@@ -519,11 +530,7 @@ class Executable:
                 self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
             self._calls += 1
             for knl, gsize, lsize, plan in self._plans:
-                if gsize is None:  # a host step (its arguments from the same tables)
-                    knl(queue, [tables[kind][index] for kind, index in plan])
-                    continue
-                _set_args(knl, plan, tables)
-                _enqueue(queue, knl, gsize, lsize)
+                _launch(queue, knl, gsize, lsize, plan, tables)
         if uploaded is not None:
             for p in self._host_writes:
                 if p in uploaded:
@@ -541,12 +548,7 @@ class Executable:
             if i not in self._to_tune:
                 continue
             for j in range(i):  # what the tuned kernel reads must exist
-                pknl, g, loc, pplan = self._plans[j]
-                if g is None:  # a host step
-                    pknl(queue, [tables[kind][index] for kind, index in pplan])
-                    continue
-                _set_args(pknl, pplan, tables)
-                _enqueue(queue, pknl, g, loc)
+                _launch(queue, *self._plans[j], tables)
             _set_args(knl, plan, tables)
             record = self.kernels[i][1]
             cfg = autotune.tune(queue, knl, autotune.key(self.info.key, record.source,
