@@ -238,7 +238,8 @@ def test_float64_literals_and_scalars_are_exact(fv) -> None:
     """naga's GLSL has no 64-bit literals: constants are sums of float32 parts scaled by
     powers of two, and dynamic scalars arrive as std140 doubles in the uniform block."""
     if "shader-f64" not in fv.default_device().features:
-        pytest.skip("this Vulkan adapter has no shader-f64")
+        pytest.skip("this Vulkan adapter has no shader-f64, so no float64 at all (its arrays raise "
+                    "UnsupportedDTypeError, which test_missing_dtypes_name_what_is_missing covers)")
     d = fv.to_device(np.ones(3))
     for v in (0.1, 1 / 3, np.pi, -1e300, 1e-300, 123456789.123456789, 2.0**-1000 * 3):
         np.testing.assert_array_equal(fuse(lambda a, v=v: a * v)(d).get(), v)  # a literal
@@ -285,7 +286,8 @@ def test_float64_division_and_sqrt_round_correctly_from_a_driver_an_ulp_off(fv, 
     FMA correction rounds them as NumPy does. The driver's results are pushed about an ulp off
     here, so the correction is what makes them exact."""
     if "shader-f64" not in fv.default_device().features:
-        pytest.skip("this Vulkan adapter has no shader-f64")
+        pytest.skip("this Vulkan adapter has no shader-f64, so no float64 at all (its arrays raise "
+                    "UnsupportedDTypeError, which test_missing_dtypes_name_what_is_missing covers)")
     from fusejit.targets import glsl_double
     nudge = f"(double(1.0) + double({off}) * double({2.0 ** -52!r}))"
     text = glsl_double._HELPERS.replace("q = (a / b) * one;", f"q = (a / b) * {nudge};")
@@ -411,7 +413,8 @@ def test_float32_division_and_sqrt_round_correctly_from_a_driver_ulps_off(fv, rn
 
     dev = fv.default_device()
     if "shader-f64" not in dev.features:
-        pytest.skip("this Vulkan adapter has no shader-f64")
+        pytest.skip("this Vulkan adapter has no shader-f64: its float32 / and sqrt keep the "
+                    "driver's rounding, which the op table's 3 ULP bound covers (test_ops_catalog)")
     if push:  # the driver's quotients and roots each path starts from
         for name, driver in (("_DOUBLE_ONLY", "fj_quot(a, b)"), ("_ROUNDED", "float(sqrt(xd))"),
                              ("_FMA", "fj_quot(a, b)"), ("_FMA", "sqrt(x)")):
