@@ -150,7 +150,8 @@ def check(device: str, got: Any, want: np.ndarray, args: Sequence[np.ndarray], w
     ulp = op_ulp(op, want.dtype) if op is not None else 0.0
     floats = any(v.dtype.kind == "f" for v in (*args, want))
     if device == "vulkan" and floats:
-        extra, domain = glsl.tolerance(op, vulkan_features(), want.dtype) if op is not None else (0, math.inf)
+        extra, domain = (glsl.tolerance(op, vulkan_features(), want.dtype) if op is not None
+                         else (0, math.inf))
     if device == "vulkan" and floats and (extra or domain < math.inf or flushes_subnormals()):
         ulp = max(ulp, extra)
         keep = np.ones(want.shape, bool) if mask is None else np.broadcast_to(mask, want.shape)

@@ -153,7 +153,8 @@ def test_hoisted_check_in_validate_and_bundles(tmp_path) -> None:
 
 
 DTYPE_CASES = [
-    ("add int8 dtype=int16", lambda x, n: np.add(x, n, dtype=np.int16) + np.add(x, x, dtype=np.int16), np.int8),
+    ("add int8 dtype=int16",
+     lambda x, n: np.add(x, n, dtype=np.int16) + np.add(x, x, dtype=np.int16), np.int8),
     ("multiply float32 dtype=float64", lambda x, n: np.multiply(x, x / 3, dtype=np.float64),
      np.float32),
     ("subtract int8 dtype=float32", lambda x, n: np.subtract(x, n, dtype=np.float32), np.int8),

@@ -359,9 +359,9 @@ def test_narrow_integers_wrap_and_write_whole_words(fv, rng, dtype) -> None:
 @pytest.mark.parametrize("fn", [np.sin, np.cos, np.tan])
 def test_trig_reduces_large_arguments_itself(fv, fn) -> None:
     """float32 sin/cos/tan are fusejit's (glsl_f64) where the adapter has shader-f64: within
-    1 ULP of NumPy on lavapipe (the catalog's bound on GPUs, see below) over every int16 value, the floats nearest multiples of pi/2 (where the
-    result is all reduction error), up to 2^20, and for subnormals, zeros and specials;
-    NVIDIA's builtins were 41139 ULP off for an int16 cos below 128."""
+    1 ULP of NumPy on lavapipe (the catalog's bound on GPUs, see below) over every int16
+    value, the floats nearest multiples of pi/2 (where the result is all reduction error),
+    up to 2^20, and for subnormals, zeros and specials; NVIDIA's builtins were 41139 ULP off for an int16 cos below 128."""
     from fusejit.targets import glsl
 
     extra, domain = glsl.tolerance(Op.SIN, fv.default_device().features)

@@ -66,7 +66,8 @@ def test_calls_recorded_together_keep_their_order_and_inputs(fv, rng, monkeypatc
     """Calls made while the device is busy share one command buffer (record.Recorder): a call
     reading the one before, outputs whose pooled buffers the next call writes, uploads into
     buffers a recorded call still reads, scalars and view offsets in uniform blocks (more calls
-    than a kernel has blocks) and read-backs keep NumPy's results. The queue is made to look busy, so every call is recorded together."""
+    than a kernel has blocks) and read-backs keep NumPy's results. The queue is made to look
+    busy, so every call is recorded together."""
     rec = fv.default_device().recorder
     if not rec.raw:
         pytest.skip("wgpu-py's internals changed: calls are submitted one by one")

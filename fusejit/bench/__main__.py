@@ -65,7 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = Options(scale=scale, impls=args.impls, families=args.workloads,
                    chain_sizes=[2**e for e in args.sizes] if args.sizes else None,
                    chain_lengths=args.chains,
-                   elements=2**args.elements if args.elements else None, budget_s=args.budget, min_reps=args.min_reps,
+                   elements=2**args.elements if args.elements else None,
+                   budget_s=args.budget, min_reps=args.min_reps,
                    system=not args.no_system)
     doc = run(opts)
     print(report.table(doc))

@@ -11,8 +11,8 @@ their comparison with x or |a| is exact too. No result is ever on a midpoint (m*
 m*|b| = |a| would need a 25-bit product of 24-bit values), so the test has no ties. Quotients
 below the normal range (which a driver may flush) keep the driver's rounding.
 
-sin/cos/tan: Vulkan's builtins promise an absolute error of 2^-11 for |x| <= pi only, and NVIDIA's reduce
-larger arguments so loosely that cos of an int16 argument below 128 was 1.2e-3 off on an H200
+sin/cos/tan: Vulkan's builtins promise an absolute error of 2^-11 for |x| <= pi only, and
+NVIDIA's reduce larger arguments so loosely that cos of an int16 argument below 128 was 1.2e-3 off on an H200
 (41139 ULP). So the argument is reduced in double (Cody-Waite: x - k*pio2_1 - k*pio2_1t, where
 pio2_1 has 25 significant bits, so k*pio2_1 is exact for |k| < 2^28 and the reduction error
 stays below 2^-50 |x| for |x| < 2^20), double polynomials on [-pi/4, pi/4] follow, and the

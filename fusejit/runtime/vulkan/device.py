@@ -88,8 +88,9 @@ class VulkanDevice:
                 # ControlBarrier(Barrier::all()) and knows no memoryBarrierShared() or other
                 # barrier builtin; back/spv's barrier writer takes Subgroup execution scope
                 # whenever SUB_GROUP is set, Workgroup otherwise, which WGSL's
-                # workgroupBarrier() (Barrier::WORK_GROUP alone) would give.) Barriers therefore synchronise teams of 32 consecutive work-items
-                # (one subgroup on NVIDIA and AMD): row kernels put several rows of 32 lanes in
+                # workgroupBarrier() (Barrier::WORK_GROUP alone) would give.) Barriers
+                # therefore synchronise teams of 32 consecutive work-items (one subgroup on
+                # NVIDIA and AMD): row kernels put several rows of 32 lanes in
                 # a work-group, other kernels with barriers keep to 32 work-items.
                 max_barrier_group=BARRIER_GROUP, barrier_teams=True,
                 # a row is one 32-lane subgroup, so layernorm's 4096 columns are 128 a lane,
