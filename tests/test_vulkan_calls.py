@@ -130,3 +130,25 @@ def test_threads_recording_calls_together_keep_their_own_scalars(fv, rng, monkey
     for th in threads:
         th.join()
     assert bad == []
+
+
+def test_arrays_collected_in_garbage_cycles_pool_live_buffers(fv) -> None:
+    """Arrays that die in a garbage cycle (as a traceback's frames hold them) are finalized
+    together with what only they reach; their buffers must come back to the pool alive, and
+    every later array of that size get a working one."""
+    import gc
+
+    x = np.arange(1000, dtype=np.float32)
+    for _ in range(8):
+        a = fv.to_device(x)
+        a.cycle = a
+        del a
+        gc.collect()
+        b = fv.to_device(x + 1)
+        assert np.array_equal(b.get(), x + 1)
+        b.cycle = b
+        del b
+    gc.collect()
+    for _ in range(3):
+        c = fv.to_device(x + 2)
+        assert np.array_equal(c.get(), x + 2)

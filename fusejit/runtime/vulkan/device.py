@@ -108,6 +108,7 @@ class VulkanDevice:
                 self.features |= {FUSED_FMA}
         _features[self.info.key] = self.features
         self._free: dict[int, list[Any]] = {}
+        self._in_use: dict[int, Any] = {}  # id -> buffer, from allocate until release
         self._staging: dict[int, Any] = {}
         self._sync: Any = None
         from .record import Recorder
@@ -130,15 +131,26 @@ class VulkanDevice:
                 f"({self.limits['max-storage-buffer-binding-size']} bytes)")
         with self._pool_lock:
             free = self._free.get(size)
-            if free:
-                return free.pop()
-        return self.device.create_buffer(size=size, usage=self.usage)
+            buf = free.pop() if free else None
+        if buf is None:
+            buf = self.device.create_buffer(size=size, usage=self.usage)
+        with self._pool_lock:
+            self._in_use[id(buf)] = buf
+        return buf
 
     def release(self, buf: Any) -> None:
         """Give a buffer back to the pool (work already submitted that uses it stays ordered
-        before any later use: one queue runs everything)."""
+        before any later use: one queue runs everything).
+
+        The pool holds every buffer it gave out (``_in_use``) until it comes back: an array
+        that dies in a garbage cycle (a traceback's frames holding arrays) is finalized with
+        everything only it reaches, and a buffer only the array held would be released by
+        wgpu-py's own finalizer in the same collection, after or before the array pooled it,
+        and fail the next upload into it."""
         with self._pool_lock:
-            self._free.setdefault(buf.size, []).append(buf)
+            self._in_use.pop(id(buf), None)
+            if getattr(buf, "_internal", True) is not None:  # (not released by wgpu-py)
+                self._free.setdefault(buf.size, []).append(buf)
 
     def flush(self) -> None:
         """Submit the calls recorded but not yet submitted (see record.Recorder); before any
