@@ -333,7 +333,7 @@ def main(argv: list[str]) -> None:
     queue = fusejit.default_queue()
     print(f"device: {queue.device.name.strip()}")
     print(f"packed float16 (runtime/half2_probe.py): "
-          f"{half2_probe.unavailable(queue.device) or 'available'}")
+          f"{half2_probe.unavailable(queue) or 'available'}")
     cases = {"gelu16": gelu16, "tanh16": tanh16, "black_scholes": black_scholes_cases,
              "black_scholes_more": lambda q: black_scholes_cases(q, BLACK_SCHOLES_MORE),
              "adam": adam}

@@ -128,6 +128,10 @@ class Lowering:
         self.gathered: dict[str, frozenset[str]] = {}
         self._depth = 0  # nesting of value() calls (see _prefetch)
         self._prefetching = False
+        # speculation (targets/opencl_fastdiv.py): inside this block ops take the target's fast
+        # spellings, and every value computed from one is marked (ids of its instructions)
+        self.speculate: Block | None = None
+        self.speculative: set[int] = set()
 
     # address of an element of a parameter / temporary
     def address_expr(self, node: Node, idx: Index, write: bool = False
@@ -313,10 +317,59 @@ class Lowering:
                     for k, s in enumerate(node.srcs)]
         for s in node.srcs:
             self.note_dtype(s.dtype)
-        expr = self._expr(node)
+        fast = self._speculated(block, node, operands)
+        expr = fast[0] if fast is not None else self._expr(node)
+        operands = fast[1] if fast is not None else operands
         if any(isinstance(o, Lanes) for o in operands):
-            return self._lanes_op(block, node, expr, operands)
-        return block.emit(ctype, expr, *operands)
+            ref: Ref | Lanes = self._lanes_op(block, node, expr, operands,
+                                              vector=fast is None)
+        else:
+            ref = block.emit(ctype, expr, *operands)
+        if fast is not None or any(self.is_speculative(o) for o in operands):
+            self._mark_speculative(ref)
+        return ref
+
+    # -- speculation ------------------------------------------------------------------------------
+    def _speculated(self, block: Block, node: Node, operands: list
+                    ) -> tuple[str, list] | None:
+        """The target's fast spelling of ``node`` and its operands, inside the speculated block
+        (``1 / x`` asks for the reciprocal's)."""
+        if self.speculate is None or not block.sees(self.speculate):
+            return None
+        op, ins = node.op, [s.dtype for s in node.srcs]
+        if op is Op.TRUEDIV and isinstance(operands[0], Imm) and \
+                operands[0].text == self.target.literal(np.float32(1), node.dtype):
+            op, ins, operands = Op.RECIPROCAL, ins[1:], operands[1:]
+        key = ("speculated", op, node.dtype, *ins)
+        if key not in self.exprs:
+            self.exprs[key] = self.target.speculated(
+                op, node.dtype, ins, [f"{{{i}}}" for i in range(len(ins))])
+        expr = self.exprs[key]
+        return None if expr is None else (expr, operands)
+
+    def is_speculative(self, ref: Ref | Lanes) -> bool:
+        """Was ``ref`` computed from a speculated op?"""
+        if isinstance(ref, Lanes):
+            return any(self.is_speculative(r) for r in ref.refs)
+        if isinstance(ref, Imm):
+            return False
+        instr = ref.instr if isinstance(ref, (LaneOf, CacheRead)) else ref
+        return id(instr) in self.speculative
+
+    def _mark_speculative(self, ref: Ref | Lanes) -> None:
+        for r in ref.refs if isinstance(ref, Lanes) else (ref,):
+            if not isinstance(r, Imm):
+                self.speculative.add(id(r.instr if isinstance(r, (LaneOf, CacheRead)) else r))
+
+    def begin_speculation(self, block: Block) -> None:
+        """Ops lowered in ``block`` (and blocks in it) take the target's fast spellings."""
+        self.speculate = block
+
+    def end_speculation(self) -> None:
+        """Back to the exact spellings; values computed from fast ones are forgotten, so the
+        fallback computes them again (the others it shares)."""
+        self.speculate = None
+        self.memo = {k: v for k, v in self.memo.items() if not self.is_speculative(v)}
 
     def _expr(self, node: Node) -> str:
         """The op's scalar template over operands {0}, {1}, ... The spelling depends only on
@@ -355,12 +408,14 @@ class Lowering:
         self.vector_exprs[key] = vexpr
         return vexpr
 
-    def _lanes_op(self, block: Block, node: Node, scalar_expr: str, operands: list) -> Lanes:
+    def _lanes_op(self, block: Block, node: Node, scalar_expr: str, operands: list,
+                  vector: bool = True) -> Lanes:
         """An op whose operands differ per lane: one vector-typed op when OpenCL has an exact
-        vector form (PoCL only vectorises real vector types well), else lane by lane."""
+        vector form (PoCL only vectorises real vector types well), else lane by lane (always
+        for a speculated op, ``vector`` False: its fast spelling is scalar)."""
         t, V = self.target, self.lanes
-        vexpr = self._vector_expr(node) if self.vector_ops or t.packed_lanes(node.dtype) \
-            else None
+        vexpr = self._vector_expr(node) if vector and (
+            self.vector_ops or t.packed_lanes(node.dtype)) else None
         if vexpr is None:
             ctype = t.compute_type(node.dtype)
             return Lanes(tuple(

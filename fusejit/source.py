@@ -19,10 +19,10 @@ import math
 from . import dtypes as dt
 from .gemm_source import gemm_kernels
 from .indexing import Index, broadcast_index, unravel
-from .ir import Graph, toposort
+from .ir import Graph, Node, toposort
 from .kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
 from .lowering import LANE, ArgTable, Block, Lowering, _extent, _guard, _store
-from .ops import SHARED_BY_LANES, Op
+from .ops import ELEMENTWISE, SHARED_BY_LANES, Op
 from .passes.partition import Group, Plan
 from .passes.schedule import loaded
 from .reduce_source import ReductionKernels
@@ -154,14 +154,27 @@ class SourceModule(ReductionKernels):
         nv, tail = divmod(n, vec)
         top = Block(low)
 
-        def body(block: Block, idx: Index) -> None:
+        def stores(block: Block, idx: Index) -> None:
             for st in group.stores:
                 node_idx = broadcast_index(idx, space, st.node.shape)
                 guard = _guard(idx, space, st.node.shape, low)
                 inner = block.nested(f"if ({guard}) {{") if guard else block
                 _store(inner, st, node_idx, low, inner.value(st.node, node_idx))
         if self.rows and n and not shared:  # the row length at launch too (source_rows.py)
-            return elementwise_rows(self, name, group, low, vec, body)
+            return elementwise_rows(self, name, group, low, vec, stores)
+        speculate = _speculates(low.target, group, nodes)
+
+        def body(block: Block, idx: Index) -> None:
+            """The stores; where the target speculates, computed with its fast ops first and
+            again with the exact ones where an element's fallback flag is set
+            (targets/opencl_fastdiv.py)."""
+            if not speculate:
+                return stores(block, idx)
+            block.emit(None, low.target.speculation_begin)
+            low.begin_speculation(block)
+            stores(block, idx)
+            low.end_speculation()
+            stores(block.nested(low.target.speculation_fallback), idx)
 
         dyn = self.dynamic
         if nv:
@@ -194,6 +207,19 @@ class SourceModule(ReductionKernels):
                        items=items, vec=vec), low)
 
     # -- reductions -------------------------------------------------------------------------------
+
+
+def _speculates(target: Target, group: Group, nodes: list[Node]) -> bool:
+    """Do ``group``'s elementwise ops include one the target speculates? Not where the kernel
+    writes a parameter (its fallback reads the inputs again) or holds values a fallback could
+    not simply compute again (scatters, gathers, random numbers)."""
+    if not target.speculates() or any(st.dest.kind == "param" for st in group.stores):
+        return False
+    if any(n.op in (Op.SETITEM, Op.GATHER) or n.op in SHARED_BY_LANES for n in nodes):
+        return False
+    return any(target.speculated(n.op, n.dtype, [s.dtype for s in n.srcs],
+                                 [f"{{{i}}}" for i in range(len(n.srcs))]) is not None
+               for n in nodes if n.op in ELEMENTWISE)
 
 
 def default_vector_width(space: tuple[int, ...], guarded: bool, widest: int = 4,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 
 import numpy as np
 import pyopencl.array as cla
+import pytest
 
 from fusejit import fuse
+from fusejit.targets import opencl_fastdiv as fastdiv
 from fusejit.testing import assert_matches
 
 
@@ -59,22 +62,28 @@ def _traced_by(name: str, keys: tuple[str, str], mode: str, x: np.ndarray, y: np
     return fused.lower(mode=mode, **{keys[0]: x, keys[1]: y}).source
 
 
-def test_user_strings_never_reach_kernel_source():
+@pytest.mark.parametrize("spelling", ["plain", "speculated"])
+def test_user_strings_never_reach_kernel_source(spelling: str, has_fp64: bool):
+    if spelling == "speculated" and not has_fp64:
+        pytest.skip("the emulated fast-division helpers compute in float64")
     x = np.linspace(0, 1, 33, dtype=np.float32)
     y = np.ones(33, np.float32)
-    plain = _traced_by("f", ("a", "b"), "relu", x, y)
-    # the same function with hostile names everywhere a user picks one: the function name,
-    # keyword names (through **kwargs, in the same sorted order), dict output keys and a static
-    # string argument
-    odd = _traced_by(ODD, ("a; } //", "b */ evil("), ODD, x, y)
+    with fastdiv.emulated() if spelling == "speculated" else contextlib.nullcontext():
+        plain = _traced_by("f", ("a", "b"), "relu", x, y)
+        # the same function with hostile names everywhere a user picks one: the function name,
+        # keyword names (through **kwargs, in the same sorted order), dict output keys and a
+        # static string argument
+        odd = _traced_by(ODD, ("a; } //", "b */ evil("), ODD, x, y)
     assert odd == plain  # byte-identical: no user string influences the source
     for s in (ODD, "a; }", "evil", "*/", "relu"):
         assert s not in odd
-    code = re.sub(r"\b0x[0-9a-fA-F.]+p[+-]?\d+f?|\b\d+[uUlLf]*\b", " ", odd)  # literals
+    code = re.sub(r'"[^"]*"', " ", odd)  # (inline PTX: instruction strings)
+    code = re.sub(r"\b0x[0-9a-fA-F.]+p[+-]?\d+f?|\b0x[0-9a-fA-F]+[uUlL]*\b|\b\d+[uUlLf]*\b",
+                  " ", code)  # literals
     identifiers = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
     generated = {i for i in identifiers if re.fullmatch(
-        r"fj_\w+|v\d+|c_v\d+|p\d+|out\d+|t\d+|part\d+|off\d+|s\d+_\w+|(red|idx)\d+(_\d+)?|"
-        r"lx_|ly_|o_|o|r|k|w|l|gid|gsz|gy_|active", i)}
+        r"fj_\w+|FJ_\w+|v\d+|c_v\d+|p\d+|out\d+|t\d+|part\d+|off\d+|s\d+_\w+|"
+        r"(red|idx)\d+(_\d+)?|lx_|ly_|o_|o|r|k|w|l|gid|gsz|gy_|active", i)}
     # everything else is OpenCL C itself: keywords, types, builtins, pragmas
     assert identifiers - generated <= OPENCL_WORDS, identifiers - generated - OPENCL_WORDS
 
@@ -88,4 +97,5 @@ OPENCL_WORDS = {
     "sqrt", "fabs", "isnan", "vload_half", "vstore_half_rte", "min", "max", "select",
     "INFINITY", "NAN", "float4", "float8", "int4", "int8", "uchar4", "uchar8",
     "convert_float", "convert_int", "as_float", "as_int", "as_uint",
+    "define", "asm", "fma", "copysign",  # (the speculated division's helpers)
 }

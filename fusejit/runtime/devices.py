@@ -12,6 +12,7 @@ import pyopencl as cl
 
 from ..passes.partition import DeviceLimits
 from .cache import place_pocl_cache
+from .fastdiv_probe import unavailable as fastdiv_unavailable
 from .half2_probe import unavailable as half2_unavailable
 
 place_pocl_cache()  # before PoCL initialises: its kernel cache lives where fusejit can recover it
@@ -82,11 +83,24 @@ class DeviceInfo:
         process's first call (often a cached program) should not pay for it."""
         if not self.limits.is_gpu:
             return False
+        queue = self._probe_queue()
+        return queue is not None and half2_unavailable(queue) is None
+
+    @property
+    def fast_div(self) -> bool:
+        """float32 division and sqrt speculated (runtime/fastdiv_probe.py), probed on first use
+        like ``half2``."""
+        if not self.limits.is_gpu or not self.correctly_rounded_div_sqrt:
+            return False
+        queue = self._probe_queue()
+        return queue is not None and fastdiv_unavailable(queue, True) is None
+
+    def _probe_queue(self) -> cl.CommandQueue | None:
         queue = _queues.get(self.key)
         if queue is None:  # no call yet: the default queue, where it is this device
             default = default_queue()
             queue = default if device_info(default.device).key == self.key else None
-        return queue is not None and half2_unavailable(queue) is None
+        return queue
 
 
 # DeviceInfo.key -> the first queue a call used there: where the lazy probes run (on the

@@ -159,6 +159,20 @@ class Target(abc.ABC):
         """The target elementwise kernels are spelled with (sharing this one's helpers)."""
         return self
 
+    # an element's fallback flag: declared before its fast ops, tested before its exact ones
+    speculation_begin: str = "int fj_bad = 0;"
+    speculation_fallback: str = "if (fj_bad) {"
+
+    def speculates(self) -> bool:
+        """Does this target spell some ops as fast paths that raise a per-element fallback flag
+        (opencl_fastdiv.py)? Then ``speculated`` gives their spellings."""
+        return False
+
+    def speculated(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
+                   operands: Sequence[str]) -> str | None:
+        """The fast spelling of ``op``, or None where it has none (``render_op``'s then)."""
+        return None
+
     def cast(self, ctype: str, x: str) -> str:
         """``x`` converted to the type named ``ctype`` (index math, iota values)."""
         return f"(({ctype}){x})"

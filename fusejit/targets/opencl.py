@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ops import OPS, Op
-from . import opencl_complex, opencl_vmath
+from . import opencl_complex, opencl_fastdiv, opencl_vmath
 from .base import Target
 from .opencl_helpers import (
     _FLOAT_HELPERS,
@@ -257,6 +257,25 @@ class OpenCLTarget(Target):
     group_id = "get_group_id(0)"
     barrier_local = "barrier(CLK_LOCAL_MEM_FENCE);"
     local_qualifier = "__local"
+
+    # float32 / and sqrt speculated (opencl_fastdiv.py): the backend sets this to a function
+    # that answers, once per target and when first asked (it may probe the device), with
+    # opencl_fastdiv.spelling's "ptx", "emulated" or None
+    fast_div: Callable[[], str | None] | None = None
+
+    def speculates(self) -> bool:
+        if self.fast_div is None:
+            return False
+        if not hasattr(self, "_fast_div"):
+            self._fast_div = self.fast_div()
+        return self._fast_div is not None
+
+    def speculated(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
+                   operands: Sequence[str]) -> str | None:
+        text = opencl_fastdiv.template(op, out, ins, operands) if self.speculates() else None
+        if text is not None:
+            self.helpers[f"fastdiv_{self._fast_div}"] = opencl_fastdiv.helpers(self._fast_div)
+        return text
 
     def storage_type(self, dtype: np.dtype) -> str:
         return _C[dt.type_name(dtype)]
@@ -528,7 +547,8 @@ class OpenCLTarget(Target):
     def prelude(self, uses_fp64: bool) -> str:
         lines = ["#pragma OPENCL FP_CONTRACT OFF"]
         # (the vector sin/cos/tan reduce their float arguments in double)
-        if uses_fp64 or any(k.startswith(opencl_vmath.FP64_KEYS) for k in self.helpers):
+        if uses_fp64 or any(k.startswith(opencl_vmath.FP64_KEYS + ("fastdiv_emulated",))
+                            for k in self.helpers):
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         body = "\n".join(lines)
         helpers = "".join(self.helpers[k] for k in sorted(self.helpers))

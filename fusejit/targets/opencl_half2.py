@@ -292,7 +292,9 @@ class Half2OpenCLTarget(OpenCLTarget):
         self.native = native
 
     def elementwise_target(self) -> OpenCLTarget:
-        return PackedHalfTarget(self.helpers, self.native)
+        packed = PackedHalfTarget(self.helpers, self.native)
+        packed.fast_div = self.fast_div
+        return packed
 
 
 def helpers(native: bool) -> str:

@@ -14,8 +14,9 @@ import pyopencl as cl
 import pyopencl.invoker  # noqa: F401 - cl.Kernel imports it at first use (~8 ms); now instead
 
 from ...errors import UnsupportedDTypeError
-from ...targets.base import Target
+from ...targets import opencl_fastdiv as fastdiv
 from ...targets import opencl_half2 as half2
+from ...targets.base import Target
 from ...targets.opencl import OpenCLTarget
 from ..backend import Backend
 from ..build import build_cached, build_options
@@ -36,9 +37,12 @@ class OpenCLBackend(Backend):
 
     def target(self, info: DeviceInfo) -> Target:
         spelling = half2.spelling(info.half2)  # float16 lanes packed (targets/opencl_half2.py)
-        if spelling is not None:
-            return half2.Half2OpenCLTarget(native=spelling == "native")
-        return OpenCLTarget()
+        target = half2.Half2OpenCLTarget(native=spelling == "native") if spelling is not None \
+            else OpenCLTarget()
+        # (asked, and probed, only by a kernel with a float32 / or sqrt)
+        target.fast_div = lambda: fastdiv.spelling(
+            lambda: info.fast_div, info.correctly_rounded_div_sqrt and info.has_fp64)
+        return target
 
     def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
                    constants: dict[int, Any], queue: cl.CommandQueue, host_mode: bool,
