@@ -93,7 +93,7 @@ class DeviceInfo:
         if not self.limits.is_gpu or not self.correctly_rounded_div_sqrt:
             return False
         queue = self._probe_queue()
-        return queue is not None and fastdiv_unavailable(queue, True) is None
+        return queue is not None and fastdiv_unavailable(queue) is None
 
     def _probe_queue(self) -> cl.CommandQueue | None:
         queue = _queues.get(self.key)

@@ -1,14 +1,12 @@
 """Can this device speculate float32 ``/``, ``1/x`` and ``sqrt`` (fusejit/targets/
 opencl_fastdiv.py)? Checked once per device, the first time an elementwise kernel with one of
 those ops is lowered: the vendor is NVIDIA (inline PTX), the device's division and sqrt are
-correctly rounded, and a kernel running the helpers over operands of every class (random bit
-patterns, zeros, subnormals, infinities, NaN, extreme and neighbouring exponents) agrees bit
-for bit with the exact ops wherever the helpers do not raise their fallback flag. Other devices
-pay nothing."""
+correctly rounded (DeviceInfo.fast_div asks only then), and a kernel running the helpers over
+operands of every class (random bit patterns, zeros, subnormals, infinities, NaN, extreme and
+neighbouring exponents) agrees bit for bit with the exact ops wherever the helpers do not raise
+their fallback flag. Other devices pay nothing."""
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 import pyopencl as cl
@@ -16,6 +14,7 @@ import pyopencl as cl
 from ..targets.opencl_fastdiv import helpers
 from .half2_probe import _bits
 from .mma_probe import nvidia_capability
+from .probes import PerDevice, kernel_verdict
 
 _KERNEL = """
 __kernel void fj_fastdiv_probe(__global const float *a, __global const float *b,
@@ -53,19 +52,11 @@ def probe_inputs(n: int = 1 << 14) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def _probe(queue: cl.CommandQueue, correctly_rounded: bool) -> str | None:
+def _probe(queue: cl.CommandQueue) -> str | None:
     found = nvidia_capability(queue.device)
     if isinstance(found, str):
         return found
-    if not correctly_rounded:
-        return "the device's float32 division and sqrt are not correctly rounded"
-    try:  # (on the caller's queue: no context of its own made and torn down beside it)
-        bad = mismatches(queue, "ptx")
-    except cl.Error as exc:
-        return f"the fast-division probe kernel failed to build or run ({str(exc).splitlines()[0]})"
-    if bad:
-        return f"the fast-division probe kernel differs from the exact ops in {bad} cases"
-    return None
+    return kernel_verdict("fast-division", lambda: mismatches(queue, "ptx"), "the exact ops")
 
 
 def mismatches(queue: cl.CommandQueue, spelling: str) -> int:
@@ -86,18 +77,9 @@ def mismatches(queue: cl.CommandQueue, spelling: str) -> int:
     return int((got == 0).sum())
 
 
-_results: dict[int, str | None] = {}
-_lock = threading.Lock()
-
-
-def unavailable(queue: cl.CommandQueue, correctly_rounded: bool) -> str | None:
-    """None when ``queue``'s device speculates float32 division and sqrt, else why not. One
-    thread probes a device; others wait for its answer."""
-    key = queue.device.int_ptr
-    with _lock:
-        if key not in _results:
-            _results[key] = _probe(queue, correctly_rounded)
-        return _results[key]
+# None when a queue's device speculates float32 division and sqrt, else why not (asked only
+# for devices whose division and sqrt are correctly rounded: DeviceInfo.fast_div)
+unavailable = PerDevice(_probe)
 
 
 __all__ = ["mismatches", "probe_inputs", "unavailable"]

@@ -8,13 +8,12 @@ results. Other devices pay nothing."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pyopencl as cl
 
 from ..targets.opencl_half2 import helpers
 from .mma_probe import nvidia_capability
+from .probes import PerDevice, kernel_verdict
 
 _KERNEL = """
 __kernel void fj_half2_probe(__global const uint *a, __global const uint *b,
@@ -81,13 +80,7 @@ def _probe(queue: cl.CommandQueue) -> str | None:
         return cc
     if cc[0] < 8:
         return f"compute capability {cc[0]}.{cc[1]} < 8.0 (cvt.rn.f16x2.f32 needs sm_80)"
-    try:  # (on the caller's queue: no context of its own made and torn down beside it)
-        bad = mismatches(queue, native=True)
-    except cl.Error as exc:
-        return f"the float16x2 probe kernel failed to build or run ({str(exc).splitlines()[0]})"
-    if bad:
-        return f"the float16x2 probe kernel differs from NumPy float16 in {bad} rows"
-    return None
+    return kernel_verdict("float16x2", lambda: mismatches(queue, native=True), "NumPy float16")
 
 
 def mismatches(queue: cl.CommandQueue, native: bool) -> int:
@@ -121,18 +114,8 @@ def _same(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return ok
 
 
-_results: dict[int, str | None] = {}
-_lock = threading.Lock()
-
-
-def unavailable(queue: cl.CommandQueue) -> str | None:
-    """None when packed float16 lanes with native arithmetic work on ``queue``'s device, else
-    why not. One thread probes a device; others wait for its answer."""
-    key = queue.device.int_ptr
-    with _lock:
-        if key not in _results:
-            _results[key] = _probe(queue)
-        return _results[key]
+# None when packed float16 lanes with native arithmetic work on a queue's device, else why not
+unavailable = PerDevice(_probe)
 
 
 __all__ = ["expected", "mismatches", "probe_inputs", "unavailable"]

@@ -14,6 +14,7 @@ Conventions the templates rely on:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -263,18 +264,19 @@ class OpenCLTarget(Target):
     # opencl_fastdiv.spelling's "ptx", "emulated" or None
     fast_div: Callable[[], str | None] | None = None
 
+    @functools.cached_property
+    def fast_div_spelling(self) -> str | None:
+        return self.fast_div() if self.fast_div is not None else None
+
     def speculates(self) -> bool:
-        if self.fast_div is None:
-            return False
-        if not hasattr(self, "_fast_div"):
-            self._fast_div = self.fast_div()
-        return self._fast_div is not None
+        return self.fast_div_spelling is not None
 
     def speculated(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
                    operands: Sequence[str]) -> str | None:
-        text = opencl_fastdiv.template(op, out, ins, operands) if self.speculates() else None
+        spelling = self.fast_div_spelling
+        text = opencl_fastdiv.template(op, out, ins, operands) if spelling else None
         if text is not None:
-            self.helpers[f"fastdiv_{self._fast_div}"] = opencl_fastdiv.helpers(self._fast_div)
+            self.helpers[f"fastdiv_{spelling}"] = opencl_fastdiv.helpers(spelling)
         return text
 
     def storage_type(self, dtype: np.dtype) -> str:

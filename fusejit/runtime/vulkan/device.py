@@ -131,10 +131,7 @@ class VulkanDevice:
                 f"({self.limits['max-storage-buffer-binding-size']} bytes)")
         with self._pool_lock:
             free = self._free.get(size)
-            buf = free.pop() if free else None
-        if buf is None:
-            buf = self.device.create_buffer(size=size, usage=self.usage)
-        with self._pool_lock:
+            buf = free.pop() if free else self.device.create_buffer(size=size, usage=self.usage)
             self._in_use[id(buf)] = buf
         return buf
 
@@ -146,11 +143,10 @@ class VulkanDevice:
         that dies in a garbage cycle (a traceback's frames holding arrays) is finalized with
         everything only it reaches, and a buffer only the array held would be released by
         wgpu-py's own finalizer in the same collection, after or before the array pooled it,
-        and fail the next upload into it."""
+        and fail the next upload into it. Held here, the buffer is never in that cycle."""
         with self._pool_lock:
             self._in_use.pop(id(buf), None)
-            if getattr(buf, "_internal", True) is not None:  # (not released by wgpu-py)
-                self._free.setdefault(buf.size, []).append(buf)
+            self._free.setdefault(buf.size, []).append(buf)
 
     def flush(self) -> None:
         """Submit the calls recorded but not yet submitted (see record.Recorder); before any
