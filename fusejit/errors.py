@@ -78,12 +78,12 @@ class CapturedStateError(FusejitError, TypeError):
 
 
 class KernelBuildError(FusejitError, RuntimeError):
-    """The OpenCL compiler rejected generated source; shows the numbered source and the log."""
+    """A kernel compiler rejected generated source; shows the numbered source and the log."""
 
-    def __init__(self, name: str, source: str, log: str) -> None:
+    def __init__(self, name: str, source: str, log: str, compiler: str = "OpenCL") -> None:
         numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(source.splitlines()))
         super().__init__(
-            f"OpenCL build of {name} failed. This is a fusejit bug; please report it with the "
+            f"{compiler} build of {name} failed. This is a fusejit bug; please report it with the "
             f"source below.\n--- source ---\n{numbered}\n--- compiler log ---\n{log.strip()}"
         )
         self.source = source

@@ -111,6 +111,25 @@ def device(request):
     fusejit.set_default_device(previous)
 
 
+def vulkan_mode(monkeypatch: Any, mode: str) -> Any:
+    """Swap the default Vulkan device for one opened with ``FUSEJIT_VULKAN_WGSL=mode`` ("0":
+    GLSL barriers, which keep 32-lane teams; "all": every kernel translated to WGSL) until the
+    test ends; returns it. Programs of the two never mix: the mode is part of the device key."""
+    use_device("vulkan")
+    from fusejit.runtime.vulkan import device as vk_device
+
+    monkeypatch.setenv("FUSEJIT_VULKAN_WGSL", mode)
+    swapped = vk_device.VulkanDevice(vk_device.default_device().adapter)
+    monkeypatch.setattr(vk_device, "_default", swapped)
+    return swapped
+
+
+@pytest.fixture
+def glsl_barriers(monkeypatch):
+    """The default Vulkan device keeps naga's GLSL barriers (see vulkan_mode)."""
+    return vulkan_mode(monkeypatch, "0")
+
+
 def _fake_gpu(monkeypatch, **limits: Any) -> None:
     """Lower with a GPU's limits (is_gpu and the given ones) while running on the test device."""
     import dataclasses

@@ -216,10 +216,12 @@ def test_rows_kept_in_registers_are_unrolled(fv, rng, cols) -> None:
 
 
 @pytest.mark.parametrize("shape", [(37, 1000), (6, 4096), (9, 40)])
-def test_row_kernels_hold_several_rows_of_one_subgroup_each(fv, rng, shape) -> None:
-    """naga's GLSL barrier() keeps only a subgroup in step, so a row's lanes are one 32-lane
-    team and a work-group holds several rows (the last group only partly): every lane's part
-    of every row, from lane 32 and row 4 on too, reaches the row's result."""
+def test_row_kernels_hold_several_rows_of_one_subgroup_each(fv, glsl_barriers, rng,
+                                                            shape) -> None:
+    """With GLSL barriers (FUSEJIT_VULKAN_WGSL=0), which keep only a subgroup in step, a row's
+    lanes are one 32-lane team and a work-group holds several rows (the last group only
+    partly): every lane's part of every row, from lane 32 and row 4 on too, reaches the row's
+    result."""
     x = rng.standard_normal(shape).astype(np.float32)
     x[:, -1] = 50.0  # the maximum in the last lane of each row
     x[-1, 33 % shape[1]] = 60.0  # and once in lane 33 of the last (padded) group's last row
@@ -494,3 +496,4 @@ def test_hyperbolic_functions_stay_finite_up_to_their_own_overflow(fv, fn) -> No
     np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
     extra, _ = glsl.tolerance(Op.SINH, fv.default_device().features)
     assert_matches(got, want, ulp=extra, what=fn.__name__)
+

@@ -27,10 +27,11 @@ def _softmax(a):
 
 @pytest.mark.parametrize("run", ["1", "4"])
 @pytest.mark.parametrize("cols", [128, 1024])
-def test_row_slots_in_runs_of_adjacent_elements(fv, rng, monkeypatch, run, cols) -> None:
-    """Rows kept in registers give each lane one element every 32, or runs of 4 adjacent
-    elements (FUSEJIT_VULKAN_ROW_RUN=4): every element is read, combined and written in
-    its own place, whichever slot of which lane holds it."""
+def test_row_slots_in_runs_of_adjacent_elements(fv, glsl_barriers, rng, monkeypatch, run,
+                                                 cols) -> None:
+    """Rows of one subgroup (GLSL barriers) kept in registers give each lane one element every
+    32, or runs of 4 adjacent elements (FUSEJIT_VULKAN_ROW_RUN=4): every element is read,
+    combined and written in its own place, whichever slot of which lane holds it."""
     monkeypatch.setenv("FUSEJIT_VULKAN_ROW_RUN", run)
     rows = 9
     x = rng.standard_normal((rows, cols)).astype(np.float32)

@@ -63,9 +63,14 @@ class VulkanDevice:
         self.name = f"{info.get('device', '?')} ({info.get('adapter_type', '?')})"
         self.is_cpu = str(info.get("adapter_type", "")).lower().startswith("cpu")
         lim = self.limits
+        from .pipelines import wgsl_mode
+
+        self.wgsl_mode = wgsl_mode()
+        glsl_barriers = self.wgsl_mode == "off"
         self.info = DeviceInfo(
             key=f"vulkan / {info.get('vendor', '')} / {info.get('device', '')} / "
-                f"{info.get('description', '')} / wgpu {wgpu.__version__}",
+                f"{info.get('description', '')} / wgpu {wgpu.__version__}"
+                + (" / GLSL barriers" if glsl_barriers else ""),
             limits=DeviceLimits(
                 max_work_group=min(lim["max-compute-invocations-per-workgroup"],
                                    lim["max-compute-workgroup-size-x"],
@@ -82,17 +87,15 @@ class VulkanDevice:
                                        lim["max-bindings-per-bind-group"]) - 1),
                 # naga's GLSL frontend has only barrier(), which it turns into an
                 # OpControlBarrier of Subgroup execution scope (naga's Barrier::all() holds
-                # SUB_GROUP; wgpu then requires the subgroup-barrier feature), and on an H200
-                # that synchronised only each 32-lane subgroup (row reductions wrong from lane
-                # 32 on). (Checked in naga's source: front/glsl/builtins.rs maps "barrier" to
-                # ControlBarrier(Barrier::all()) and knows no memoryBarrierShared() or other
-                # barrier builtin; back/spv's barrier writer takes Subgroup execution scope
-                # whenever SUB_GROUP is set, Workgroup otherwise, which WGSL's
-                # workgroupBarrier() (Barrier::WORK_GROUP alone) would give.) Barriers
-                # therefore synchronise teams of 32 consecutive work-items (one subgroup on
-                # NVIDIA and AMD): row kernels put several rows of 32 lanes in
-                # a work-group, other kernels with barriers keep to 32 work-items.
-                max_barrier_group=BARRIER_GROUP, barrier_teams=True,
+                # SUB_GROUP), and on an H200 that synchronised only each 32-lane subgroup (row
+                # reductions wrong from lane 32 on). So kernels with barriers compile as WGSL,
+                # whose workgroupBarrier() has Workgroup scope (targets/wgsl.py), and barriers
+                # span whole work-groups. FUSEJIT_VULKAN_WGSL=0 keeps GLSL: barriers then
+                # synchronise teams of 32 consecutive work-items (one subgroup on NVIDIA and
+                # AMD), row kernels put several rows of 32 lanes in a work-group and other
+                # kernels with barriers keep to 32 work-items.
+                max_barrier_group=BARRIER_GROUP if glsl_barriers else 0,
+                barrier_teams=glsl_barriers,
                 # a row is one 32-lane subgroup, so layernorm's 4096 columns are 128 a lane,
                 # beyond the 32 kept in registers: read again in each of its 3 passes.
                 # FUSEJIT_VULKAN_ROW_CACHE=128 keeps them (not yet measured on a GPU)

@@ -10,15 +10,33 @@ dispatch geometry) stays with the executable (executable.py's ``_Pipeline``).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from typing import Any
 
 from ...errors import KernelBuildError
+from ...targets.wgsl import translate
 from .trusted import create_module
 
 MAX_PIPELINES = 512  # per device, least recently used dropped
 _lock = threading.Lock()
+
+
+def wgsl_needed(device: Any, source: str) -> bool:
+    """Is ``source`` compiled as WGSL on ``device``? Kernels with a barrier are (targets/wgsl.py
+    says why), unless the device keeps GLSL barriers; in mode "all" every kernel is (the tests
+    run the op catalog so, to check the translation)."""
+    mode = device.wgsl_mode
+    return mode == "all" or (mode == "barriers" and "barrier();" in source)
+
+
+def wgsl_mode() -> str:
+    """``FUSEJIT_VULKAN_WGSL`` when a device opens: "barriers" (the default: kernels with
+    barriers compile as WGSL), "all", or "off" (0: GLSL only, so barriers synchronise 32-lane
+    teams: see VulkanDevice)."""
+    value = os.environ.get("FUSEJIT_VULKAN_WGSL", "1").lower()
+    return {"0": "off", "off": "off", "all": "all"}.get(value, "barriers")
 
 
 def pipeline(device: Any, source: str, kernel_name: str, entries: list[dict[str, Any]],
@@ -32,18 +50,24 @@ def pipeline(device: Any, source: str, kernel_name: str, entries: list[dict[str,
             made.move_to_end(key)
             return hit[0], hit[1], False
     dev = device.device
+    code, compiler = source, "Vulkan (GLSL, naga)"
     try:
-        # naga's GLSL frontend compiles a compute shader when the label names "comp"
-        module = create_module(dev, source, f"{kernel_name}.comp")
+        if wgsl_needed(device, source):
+            compiler = "Vulkan (WGSL, naga)"
+            code = translate(source)
+            module = create_module(dev, code, kernel_name, wgsl=True)
+        else:
+            # naga's GLSL frontend compiles a compute shader when the label names "comp"
+            module = create_module(dev, source, f"{kernel_name}.comp")
     except Exception as exc:  # noqa: BLE001 - wgpu raises GPUValidationError & co.
-        raise KernelBuildError(name, source, str(exc)) from None
+        raise KernelBuildError(name, code, str(exc), compiler) from None
     layout = dev.create_bind_group_layout(entries=entries)
     try:
         pipe = dev.create_compute_pipeline(
             layout=dev.create_pipeline_layout(bind_group_layouts=[layout]),
             compute={"module": module, "entry_point": "main"})
     except Exception as exc:  # noqa: BLE001
-        raise KernelBuildError(name, source, str(exc)) from None
+        raise KernelBuildError(name, code, str(exc), compiler) from None
     with _lock:
         hit = made.setdefault(key, (layout, pipe))  # (another thread may have built it too)
         while len(made) > MAX_PIPELINES:

@@ -15,17 +15,17 @@ import os
 from typing import Any
 
 
-def create_module(device: Any, code: str, label: str) -> Any:
-    """A compute shader module from GLSL source (``label`` must name "comp")."""
+def create_module(device: Any, code: str, label: str, wgsl: bool = False) -> Any:
+    """A compute shader module from GLSL source (``label`` must name "comp"), or from WGSL."""
     if os.environ.get("FUSEJIT_VULKAN_BOUNDS_CHECKS", "") in ("", "0"):
         try:
-            return _trusted(device, code, label)
+            return _trusted(device, code, label, wgsl)
         except (ImportError, AttributeError, TypeError):
             pass  # wgpu-py's internals changed: the public, checked path
     return device.create_shader_module(code=code, label=label)
 
 
-def _trusted(device: Any, code: str, label: str) -> Any:
+def _trusted(device: Any, code: str, label: str, wgsl: bool) -> Any:
     from wgpu import flags
     from wgpu.backends.wgpu_native import _api
     from wgpu.backends.wgpu_native._api import (
@@ -37,11 +37,15 @@ def _trusted(device: Any, code: str, label: str) -> Any:
         to_c_string_view,
     )
 
-    source = new_struct_p("WGPUShaderSourceGLSL *", code=to_c_string_view(code),
-                          stage=flags.ShaderStage.COMPUTE, defineCount=0,
-                          defines=new_array("WGPUShaderDefine[]", []))
+    if wgsl:
+        source = new_struct_p("WGPUShaderSourceWGSL *", code=to_c_string_view(code))
+        source[0].chain.sType = lib.WGPUSType_ShaderSourceWGSL
+    else:
+        source = new_struct_p("WGPUShaderSourceGLSL *", code=to_c_string_view(code),
+                              stage=flags.ShaderStage.COMPUTE, defineCount=0,
+                              defines=new_array("WGPUShaderDefine[]", []))
+        source[0].chain.sType = lib.WGPUSType_ShaderSourceGLSL
     source[0].chain.next = ffi.NULL
-    source[0].chain.sType = lib.WGPUSType_ShaderSourceGLSL
     desc = new_struct_p("WGPUShaderModuleDescriptor *",
                         nextInChain=ffi.cast("WGPUChainedStruct *", source),
                         label=to_c_string_view(label))
