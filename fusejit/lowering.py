@@ -63,7 +63,8 @@ class Lowering:
         # the -1/0 masks vector comparisons and select need, e.g. a 32-op chain on an H200)
         self.vector_ops = True
         self.vector_loads: dict[tuple[str, Expr], Instr] = {}
-        self.exprs: dict[tuple, str] = {}  # op templates by (op, dtypes): see _expr
+        self.exprs: dict[tuple, str | None] = {}  # op templates by (op, dtypes): see _expr
+        self.prepared: dict[tuple, Ref] = {}  # prepared divisors: see _prepared_division
         self.vector_exprs: dict[tuple, str | None] = {}
         # gathered positions (GATHER): variable name -> the variables its value depends on
         self.gathered: dict[str, frozenset[str]] = {}
@@ -259,16 +260,52 @@ class Lowering:
         for s in node.srcs:
             self.note_dtype(s.dtype)
         fast = self._speculated(block, node, operands)
-        expr = fast[0] if fast is not None else self._expr(node)
-        operands = fast[1] if fast is not None else operands
+        split = self._prepared_division(block, node, operands) if fast is None else None
+        expr, operands = fast or split or (self._expr(node), operands)
         if any(isinstance(o, Lanes) for o in operands):
             ref: Ref | Lanes = self._lanes_op(block, node, expr, operands,
-                                              vector=fast is None)
+                                              vector=fast is None and split is None)
         else:
             ref = block.emit(ctype, expr, *operands)
         if fast is not None or any(self.is_speculative(o) for o in operands):
             self._mark_speculative(ref)
         return ref
+
+    def _prepared_division(self, block: Block, node: Node, operands: list
+                           ) -> tuple[str, list] | None:
+        """``a / b`` whose divisor the loop around it does not change, where the target divides
+        from a value prepared from ``b`` alone (Target.divisor_prep): that value computed once,
+        before the loop (next to ``b``), and the quotient's template with it as a third
+        operand. Where ``b`` changes in the loop, or is a literal or an argument, it qualifies
+        only with several vector lanes, which share the prepared value (a grid-stride loop may
+        run once a work-item)."""
+        b = operands[1] if node.op is Op.TRUEDIV else None
+        if b is None or isinstance(b, Lanes) or (
+                isinstance(b, Imm) and not isinstance(operands[0], Lanes)):
+            return None
+        key = ("divisor_prep", node.dtype, *(s.dtype for s in node.srcs))
+        if key not in self.exprs:
+            self.exprs[key] = self.target.divisor_prep(node.dtype, [s.dtype for s in node.srcs])
+        spelled = self.exprs[key]
+        if spelled is None:
+            return None
+        outer, anchor = block, None
+        while outer.loop_vars and outer.parent is not None and _visible(outer.parent, b):
+            anchor, outer = outer.anchor, outer.parent
+        if anchor is None and not isinstance(operands[0], Lanes):
+            return None  # b changes in this loop, for one quotient: nothing to share
+        memo = (spelled[0], b)  # (the ref itself: an id could be reused once it is gone)
+        prepared = self.prepared.get(memo)
+        if prepared is None or not _visible(block, prepared):
+            saved = outer.insert_at
+            if saved is None and anchor is not None:
+                outer.insert_at = outer.items.index(anchor)
+            try:
+                prepared = outer.emit(self.target.compute_type(node.dtype), spelled[0], b)
+            finally:
+                outer.insert_at = saved
+            self.prepared[memo] = prepared
+        return spelled[1], [operands[0], b, prepared]
 
     # -- speculation ------------------------------------------------------------------------------
     def _speculated(self, block: Block, node: Node, operands: list

@@ -497,3 +497,59 @@ def test_hyperbolic_functions_stay_finite_up_to_their_own_overflow(fv, fn) -> No
     extra, _ = glsl.tolerance(Op.SINH, fv.default_device().features)
     assert_matches(got, want, ulp=extra, what=fn.__name__)
 
+
+@pytest.mark.parametrize("form", ["broadcast", "row_sum", "scalar"])
+def test_division_by_a_prepared_divisor_rounds_as_numpy(fv, rng, monkeypatch, form) -> None:
+    """A divisor the loop does not change (a broadcast row value, a row's sum, a scalar shared
+    by vector lanes) is prepared once as y = RN(1/b), and each quotient is Markstein's
+    q + (a - q b) y (glsl_f64's fj_div_by, where fma rounds once; emulated in double where the
+    adapter's does not): NumPy's bits, in range and out of it (fj_div_rn there)."""
+    from fusejit.runtime.vulkan import device as vk_device
+    from fusejit.targets import glsl_f64
+
+    dev = fv.default_device()
+    if "shader-f64" not in dev.features:
+        pytest.skip("this Vulkan adapter has no shader-f64, which the exact division needs")
+    if glsl_f64.FUSED_FMA not in dev.features:
+        monkeypatch.setattr(glsl_f64, "_DIV_BY", _FMA_IN_DOUBLE + glsl_f64._DIV_BY.replace(
+            "fma(", "fj_fma_d("))
+    monkeypatch.setitem(vk_device._features, dev.info.key, dev.features | {glsl_f64.FUSED_FMA})
+    glsl_f64.helpers.cache_clear()
+    try:
+        rows, cols = 64, 1000
+        a = (rng.standard_normal((rows, cols)) *
+             np.exp2(rng.integers(-70, 70, (rows, cols)))).astype(np.float32)
+        b = (rng.standard_normal((rows, 1)) * np.exp2(rng.integers(-70, 70, (rows, 1)))
+             ).astype(np.float32)
+        a[0, :8] = 0.0, -0.0, np.inf, np.nan, 2.0 ** -62, 2.0 ** 63, 3.0, 1e-40
+        b[:6, 0] = 1.0 + 2.0 ** -23, 2.0 - 2.0 ** -23, 2.0 ** -62, 2.0 ** 62.99, 0.0, np.inf
+        b[6:9, 0] = 3.0, -7.0, 1.5
+        if form == "broadcast":
+            f, args = fuse(lambda x, y: x / y), (a, b)
+            with np.errstate(all="ignore"):
+                want = a / b
+        elif form == "row_sum":
+            a = np.abs(a)
+            f, args = fuse(lambda x: x / x.sum(axis=1, keepdims=True)), (a,)
+            with np.errstate(all="ignore"):
+                s = a.sum(axis=1, keepdims=True)
+        else:
+            f, args = fuse(lambda x, y: x / y), (a.ravel(), np.float32(3.0))
+            with np.errstate(all="ignore"):
+                want = a.ravel() / np.float32(3.0)
+        got = f(*(fv.to_device(v) if isinstance(v, np.ndarray) else v for v in args)).get()
+        if form == "row_sum":  # (fusejit's sum need not add in NumPy's order: its own sums)
+            s = fuse(lambda x: x.sum(axis=1, keepdims=True))(fv.to_device(a)).get()
+            with np.errstate(all="ignore"):
+                want = a / s
+        tiny = np.finfo(np.float32).tiny
+        normal = (np.abs(want) >= tiny) | ~np.isfinite(want) | (want == 0)
+        if flushes_subnormals():
+            x = args[0]
+            normal &= (np.abs(x) >= tiny) | (x == 0) | ~np.isfinite(x)
+        np.testing.assert_array_equal(got[normal], want[normal])
+        kernel = "\n".join(k.source for k in f.lower(*(
+            fv.to_device(v) if isinstance(v, np.ndarray) else v for v in args)).module.kernels)
+        assert "fj_div_by(" in kernel and kernel.count("fj_div_rn(1.0, ") == 1
+    finally:
+        glsl_f64.helpers.cache_clear()

@@ -173,6 +173,13 @@ class Target(abc.ABC):
         """The fast spelling of ``op``, or None where it has none (``render_op``'s then)."""
         return None
 
+    def divisor_prep(self, dtype: np.dtype, ins: Sequence[np.dtype]) -> tuple[str, str] | None:
+        """``a / b`` in two steps where one ``b`` serves many quotients (a row's sum, say):
+        (the template of a value prepared from the divisor ``{0}`` alone, computed once, and
+        the quotient's, from ``{0}`` = a, ``{1}`` = b and ``{2}`` = that value), or None where
+        the target divides in one step."""
+        return None
+
     def cast(self, ctype: str, x: str) -> str:
         """``x`` converted to the type named ``ctype`` (index math, iota values)."""
         return f"(({ctype}){x})"

@@ -411,6 +411,17 @@ class GLSLTarget(Target):
             return f"({text} * double(fj_one))"
         return text
 
+    def divisor_prep(self, dtype: np.dtype, ins: Sequence[np.dtype]) -> tuple[str, str] | None:
+        """float32 ``a / b`` from ``y = RN(1/b)``, computed once (glsl_f64's ``fj_div_by``:
+        three flops where ``fj_div_rn`` costs a loop), where fma rounds once;
+        ``FUSEJIT_VULKAN_DIV_BY=0`` divides in one step."""
+        if dtype != dt.FLOAT32 or any(d != dt.FLOAT32 for d in ins) or \
+                glsl_f64.FUSED_FMA not in self.features or "shader-f64" not in self.features or \
+                os.environ.get("FUSEJIT_VULKAN_DIV_BY", "1") == "0":
+            return None
+        self._require("fj_div_rn({0}, {1})")
+        return "fj_div_rn(1.0, {0})", "fj_div_by({0}, {1}, {2})"
+
     def _require(self, template: str) -> None:
         """Register the helpers a template calls (and the ones those call)."""
         if "fj_" not in template:

@@ -56,7 +56,8 @@ FUSED_FMA = "fj-fused-fma"  # a pseudo-feature: the device's probe found fma() r
 def helpers(fused_fma: bool = False) -> str:
     """The GLSL of the correctly rounded ops, ``fj_trig`` and its polynomials (built on first
     use: glsl_double.literal needs the glsl module, which imports this one)."""
-    return _ROUNDED + (_FMA if fused_fma else _DOUBLE_ONLY) + _DIV + f"""
+    return _ROUNDED + (_FMA if fused_fma else _DOUBLE_ONLY) + _DIV + (
+        _DIV_BY if fused_fma else "") + f"""
 double fj_sin_poly_d(double y) {{
     double z = y * y, w = z * z, s = z * y;
     return (y + s * ({_d(_SIN[0])} + z * {_d(_SIN[1])}))
@@ -136,6 +137,20 @@ float fj_quot_rn_d(float a, float b, float q) {
 
 _DIV = """
 float fj_div_rn(float a, float b) { return b == 0.0 ? fj_divzero(a, b) : fj_quot_rn(a, b); }
+"""
+# With a fused fma: division by a divisor prepared once (targets/glsl.py's divisor_prep)
+_DIV_BY = """
+float fj_div_by(float a, float b, float y) {
+    /* a / b rounded to nearest, from y = RN(1/b) computed once for many a (GLSLTarget.
+       divisor_prep): Markstein's correction q + (a - q b) y of q = a y, exact for |a| and |b|
+       in [2^-62, 2^63) (y, q and the residual stay normal there); elsewhere fj_div_rn */
+    uint ea = floatBitsToUint(a) & 0x7f800000u, eb = floatBitsToUint(b) & 0x7f800000u;
+    if (ea - 0x20800000u <= 0x3e000000u && eb - 0x20800000u <= 0x3e000000u) {
+        float q = a * y;
+        return fma(fma(-q, b, a), y, q);
+    }
+    return fj_div_rn(a, b);
+}
 """
 
 # Without a fused fma: the double tests above decide every lane.
