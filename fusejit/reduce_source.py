@@ -461,7 +461,7 @@ def _accumulate(loop: Block, t: Target, r: Node, acc: Instr, arg: Instr | None, 
         better = "{2} < 0 || " + _complex_arg_order(t, r, acc_dt, "{1}", "{0}")[0]
     else:
         nan = " || (isnan({1}) && !isnan({0}))" if acc_dt.kind == "f" else ""
-        better = "{2} < 0 || {1} " + (">" if r.op is Op.ARGMAX else "<") + " {0}" + nan
+        better = "{2} < 0 || " + _beyond(r, acc_dt, "{1}", "{0}") + nan
     if mask is not None:
         better = f"{mask} && ({better})"
     loop.emit(None, "if (" + better + ") {{ {0} = {1}; {2} = r; }}", acc, v, arg)
@@ -569,11 +569,19 @@ def _arg_better(r: Node, acc: np.dtype, v: str, i: str, best: str, bi: str,
     if acc.kind == "c":
         beats, ties = _complex_arg_order(t, r, acc, v, best)
         return f"{i} >= 0 && ({bi} < 0 || {beats} || ({ties} && {i} < {bi}))"
-    cmp = ">" if r.op is Op.ARGMAX else "<"
+    beyond = _beyond(r, acc, v, best)
     if acc.kind == "f":
-        return (f"{i} >= 0 && ({bi} < 0 || {v} {cmp} {best} || (isnan({v}) && !isnan({best}))"
+        return (f"{i} >= 0 && ({bi} < 0 || {beyond} || (isnan({v}) && !isnan({best}))"
                 f" || (({v} == {best} || (isnan({v}) && isnan({best}))) && {i} < {bi}))")
-    return f"{i} >= 0 && ({bi} < 0 || {v} {cmp} {best} || ({v} == {best} && {i} < {bi}))"
+    return f"{i} >= 0 && ({bi} < 0 || {beyond} || ({v} == {best} && {i} < {bi}))"
+
+
+def _beyond(r: Node, acc: np.dtype, v: str, best: str) -> str:
+    """Is ``v`` beyond ``best`` for argmax (greater) or argmin (less)? Bools by logic: GLSL and
+    WGSL do not order them."""
+    if acc.kind == "b":
+        return f"({v} && !{best})" if r.op is Op.ARGMAX else f"(!{v} && {best})"
+    return f"{v} {'>' if r.op is Op.ARGMAX else '<'} {best}"
 
 
 def _finish(top: Block, t: Target, r: Node, value: Ref, arg: Ref | None) -> Ref:

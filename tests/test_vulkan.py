@@ -81,10 +81,11 @@ def test_default_device_picks_the_target_for_numpy_inputs(fv) -> None:
 
 
 def test_missing_dtypes_name_what_is_missing(fv) -> None:
-    with pytest.raises(UnsupportedDTypeError, match="64-bit integers"):
-        fv.to_device(np.arange(4))
     # an adapter without shader-f16 names the feature (lavapipe and the H200 have it)
     from fusejit.targets.glsl import GLSLTarget
+
+    with pytest.raises(UnsupportedDTypeError, match="shader-int64"):
+        GLSLTarget(frozenset()).storage_type(np.dtype(np.int64))
 
     with pytest.raises(UnsupportedDTypeError, match="shader-f16"):
         GLSLTarget(frozenset()).storage_type(np.dtype(np.float16))
@@ -97,9 +98,38 @@ def test_missing_dtypes_name_what_is_missing(fv) -> None:
         np.testing.assert_array_equal(fuse(lambda a: np.sqrt(a) / 3)(d).get(),
                                       np.sqrt(d.get()) / 3)
     d = fv.to_device(np.arange(4, dtype=np.int32))
-    with pytest.raises(UnsupportedDTypeError, match="int64"):
-        fuse(lambda a: a.sum())(d)  # NumPy sums int32 into int64
     np.testing.assert_array_equal(fuse(lambda a: a.sum(dtype=np.int32))(d).get(), 6)
+    if "shader-int64" not in fv.default_device().features:
+        with pytest.raises(UnsupportedDTypeError, match="int64"):
+            fuse(lambda a: a.sum())(d)  # NumPy sums int32 into int64
+
+
+def test_64_bit_integers_compile_as_wgsl(fv, rng) -> None:
+    """int64 and uint64 (the adapter's shader-int64; naga's GLSL has no int64_t) run in WGSL
+    kernels: NumPy's int32 sums, argmax indices, wrapping arithmetic, and the conversions
+    between the widths, which bit operations spell (see targets/wgsl_expr._WIDEN)."""
+    from fusejit.runtime.vulkan.pipelines import wgsl_needed
+
+    dev = fv.default_device()
+    if "shader-int64" not in dev.features:
+        pytest.skip("this Vulkan adapter has no shader-int64: int64 arrays raise "
+                    "UnsupportedDTypeError naming it (test_missing_dtypes_name_what_is_missing)")
+    x = rng.integers(-2**31, 2**31, 5000, dtype=np.int64).astype(np.int32)
+    x[:3] = -1, -2**31, 2**31 - 1
+    big = x.astype(np.int64) * np.int64(3_000_000_007)
+    d, dbig = fv.to_device(x), fv.to_device(big)
+    f = fuse(lambda a, b: (a.sum(), np.argmax(a), np.argmin(b), a.astype(np.int64) < 0,
+                           a.astype(np.uint64), (b // 7) % 11, b.astype(np.float64),
+                           b.astype(np.uint64) >> np.uint64(3), (b > a).sum()))
+    got = f(d, dbig)
+    want = (x.sum(), np.argmax(x), np.argmin(big), x.astype(np.int64) < 0, x.astype(np.uint64),
+            (big // 7) % 11, big.astype(np.float64), big.astype(np.uint64) >> np.uint64(3),
+            (big > x).sum())
+    for g, w in zip(got, want):
+        g = g.get()
+        assert g.dtype == np.asarray(w).dtype
+        np.testing.assert_array_equal(g, w)
+    assert all(wgsl_needed(dev, k.source) for k in f.lower(d, dbig).module.kernels)
 
 
 def test_fancy_indexing_of_a_device_array_is_refused(fv) -> None:

@@ -20,8 +20,9 @@ Dtypes: float32, int32, uint32, bool always; float16 where the adapter has ``sha
 float16 loops and the OpenCL target do); float64 where it has ``shader-f64``, its exact ops
 only (``glsl_double``: naga's ``double`` has no 64-bit literals, no bit access and no
 transcendental builtins); 8/16-bit integers packed in 32-bit words, written only as whole
-words (``glsl_narrow``). 64-bit integers raise UnsupportedDTypeError: naga's GLSL frontend
-(wgpu's only GLSL compiler) has no ``int64_t``, whatever the adapter reports.
+words (``glsl_narrow``); int64 and uint64 where the adapter has ``shader-int64``, spelled
+``int64_t`` with the 32-bit templates widened (``wide``): naga's GLSL frontend has no 64-bit
+integers, so kernels that hold them compile as WGSL (targets/wgsl.py), which has.
 """
 
 from __future__ import annotations
@@ -47,22 +48,23 @@ from .glsl_helpers import special as _special
 from .glsl_helpers import truth as _truth
 
 _GL = {"bool": "bool", "int32": "int", "uint32": "uint", "float32": "float", "float16": "float",
-       "float64": "double"}
+       "float64": "double", "int64": "int64_t", "uint64": "uint64_t"}
 _STORAGE = {"bool": "uint", "int32": "int", "uint32": "uint", "float32": "float",
-            "float16": "float16_t", "float64": "double"}
+            "float16": "float16_t", "float64": "double", "int64": "int64_t", "uint64": "uint64_t"}
 _VEC = {"bool": "bvec", "int32": "ivec", "uint32": "uvec", "float32": "vec", "float16": "vec",
-        "float64": "dvec"}
+        "float64": "dvec", "int64": "i64vec", "uint64": "u64vec"}
 for _name in glsl_narrow.BITS:  # (8/16-bit integers: packed in uint words, see glsl_narrow)
     _GL[_name], _STORAGE[_name] = glsl_narrow.compute_type(_name), "uint"
     _VEC[_name] = _VEC["uint32" if _name.startswith("u") else "int32"]
 # dtypes that need an optional adapter feature (wgpu's name for it)
-FEATURE_OF = {"float16": "shader-f16", "float64": "shader-f64"}
+FEATURE_OF = {"float16": "shader-f16", "float64": "shader-f64", "int64": "fj-wgsl-int64",
+              "uint64": "fj-wgsl-int64"}
 _F16_EXT = "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable\n"
 _MISSING = {
-    "int64": "64-bit integers (naga's GLSL frontend has no int64_t, even with shader-int64)",
-    "uint64": "64-bit integers (naga's GLSL frontend has no uint64_t, even with shader-int64; "
-              "fusejit.random's Philox4x64-10 keys and counters are uint64, so random numbers "
-              "run on OpenCL only)",
+    "int64": "64-bit integers, which need the adapter's shader-int64 feature and WGSL kernels "
+             "(naga's GLSL frontend has no int64_t; FUSEJIT_VULKAN_WGSL=0 keeps GLSL only)",
+    "uint64": "64-bit integers, which need the adapter's shader-int64 feature and WGSL kernels "
+              "(naga's GLSL frontend has no uint64_t; FUSEJIT_VULKAN_WGSL=0 keeps GLSL only)",
     "float16": "float16, which needs the adapter's shader-f16 feature (this adapter lacks it)",
     "float64": "float64, which needs the adapter's shader-f64 feature (this adapter lacks it)",
     "complex64": "complex numbers (the Vulkan target has no vec2 complex templates yet)",
@@ -209,6 +211,24 @@ for _op, _sym in _COMPARE.items():
     _T[(_op, "f")] = ("(!(fj_isnan({a}) || fj_isnan({b})) && ({a} " + _sym + " {b}))"
                       if _op is not Op.NE else "(fj_isnan({a}) || fj_isnan({b}) || !({a} == {b}))")
     _T[(_op, "b")] = "(int({a}) " + _sym + " int({b}))"  # GLSL orders no bools
+    # NumPy 2 compares int64 with uint64 exactly (no float64 round trip)
+    _T[(_op, "iu")] = "({a} < 0l ? (0 " + _sym + " 1) : (uint64_t({a}) " + _sym + " {b}))"
+    _T[(_op, "ui")] = "({b} < 0l ? (1 " + _sym + " 0) : ({a} " + _sym + " uint64_t({b})))"
+
+
+# 64-bit integers (kernels that hold them compile as WGSL: see targets/wgsl.py) take the 32-bit
+# templates and helpers widened: their typed literals, conversions and helper names, and the
+# shifts' width
+_WIDE = ((re.compile(r"\b(\d+)u\b"), r"\1ul"), (re.compile(r"\bint\b"), "int64_t"),
+         (re.compile(r"\buint\b"), "uint64_t"), (re.compile(r"\b32ul\b"), "64ul"),
+         (re.compile(r"\b31ul\b"), "63ul"), (re.compile(r"\b(fj_\w+)\("), r"\g<1>64("))
+
+
+def wide(text: str) -> str:
+    """A 32-bit integer template or helper as its 64-bit twin."""
+    for pattern, repl in _WIDE:
+        text = pattern.sub(repl, text)
+    return text
 
 
 # float results the driver must not see through: SPIR-V lets a Vulkan driver reassociate and
@@ -363,12 +383,18 @@ class GLSLTarget(Target):
         if name == "bool":
             return "true" if bool(value) else "false"
         v = int(value)
+        if name in ("int64", "uint64"):
+            if dtype.kind == "u":
+                return f"{v}ul"
+            return "(-9223372036854775807l - 1l)" if v == -2**63 else (
+                f"({v}l)" if v < 0 else f"{v}l")
         if dtype.kind == "u":
             return f"{v}u"
         return "(-2147483647 - 1)" if v == -2**31 else (f"({v})" if v < 0 else str(v))
 
     def _zero(self, dtype: np.dtype) -> str:
-        return {"float32": "0.0", "float16": "0.0", "float64": "double(0.0)", "bool": "false"
+        return {"float32": "0.0", "float16": "0.0", "float64": "double(0.0)", "bool": "false",
+                "int64": "0l", "uint64": "0ul"
                 }.get(self._check(dtype), "0u" if dtype.kind == "u" else "0")
 
     def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
@@ -385,8 +411,17 @@ class GLSLTarget(Target):
                     "double has no transcendental builtins and no bit access, so only exact "
                     "ops are spelled for it; compute it in float32, or use the OpenCL device")
         else:
-            template = next((_T[(op, k)] for k in (src.name, src.kind, "*") if (op, k) in _T),
-                            None)
+            kinds = [src.name, src.kind, "*"]
+            if len(ins) == 2 and ins[0] != ins[1] and {ins[0].kind, ins[1].kind} == {"i", "u"}:
+                kinds.insert(0, ins[0].kind + ins[1].kind)
+            template = next((_T[(op, k)] for k in kinds if (op, k) in _T), None)
+            if template is not None and src.name in ("int64", "uint64"):
+                template = wide(template)
+        if template is None and op is Op.PHILOX:
+            raise UnsupportedDTypeError(
+                "fusejit.random's Philox4x64-10 (64-bit multiply-highs of uint64 keys and "
+                "counters) has no Vulkan spelling yet, so random numbers run on OpenCL only "
+                "(fusejit.set_default_device('opencl'))")
         if template is None:
             raise UnsupportedDTypeError(f"no Vulkan (GLSL) template for {OPS[op].name} on "
                                         f"{src.name}")
@@ -401,6 +436,12 @@ class GLSLTarget(Target):
             with np.errstate(all="ignore"):
                 fields["DEG2RAD"] = self.literal(np.deg2rad(ft.type(1)), ft)
                 fields["RAD2DEG"] = self.literal(np.rad2deg(ft.type(1)), ft)
+        if op is Op.LDEXP and (ins[1].itemsize == 8 or ins[1] == dt.UINT32):
+            # (fj_ldexp takes an int: a wider exponent saturates first, as NumPy's loop does)
+            lit = {"int64": "l", "uint64": "ul", "uint32": "u"}[ins[1].name]
+            low = f"-1024{lit}, " if ins[1].kind == "i" else ""
+            bound = f"{'clamp' if low else 'min'}({operands[1]}, {low}1024{lit})"
+            operands = [operands[0], f"int({bound})"]
         text = template.format(**dict(zip("abc", operands)), **fields)
         self._require(text)
         if dt.type_name(out) in glsl_narrow.BITS and "predicate" not in OPS[op].flags:
@@ -442,6 +483,9 @@ class GLSLTarget(Target):
                         "fj_logaddexp" in template and fn == "fj_log1p"):
                     self.helpers.setdefault(f"2_special_{fn}", _special(fn))
         for name, text in _HELPERS.items():
+            if "64(" in template and any(f"{fn}64(" in template
+                                         for fn in re.findall(r"\b(fj_\w+)\(", text)):
+                self.helpers.setdefault(f"5_{name}64", wide(text))  # (the 64-bit twins)
             if name in template or (name == "fj_floordiv_f" and "fj_remainder_f" in template) \
                     or (name == "fj_floordiv_i" and "fj_remainder_i" in template) \
                     or (name == "fj_pow_i" and "fj_pow_u" in template) \
@@ -458,6 +502,8 @@ class GLSLTarget(Target):
             return glsl_narrow.wrap(d, self.render_cast(src, dt.INT32, x))
         if s in glsl_narrow.BITS:  # its value fits int32 / uint32 unchanged
             return self.render_cast(dt.UINT32 if src.kind == "u" else dt.INT32, dst, x)
+        if d in ("int64", "uint64") and src.kind == "f":
+            return self._float_to_int64(src, dst, x)
         wide = glsl_double.cast(src, dst, x)
         if wide is not None:
             self._require(wide)
@@ -481,6 +527,24 @@ class GLSLTarget(Target):
                     f"({x} < 4294967296.0 ? uint({x}) : "
                     f"uint({x} - 4294967296.0 * floor({x} / 4294967296.0)))))")
         return f"{_GL[d]}({x})"
+
+    def _float_to_int64(self, src: np.dtype, dst: np.dtype, x: str) -> str:
+        """A float as int64 (saturating, NaN -> 0, as OpenCL's convert_long_sat_rtz) or uint64
+        (negatives through int64, as OpenCL's: NumPy leaves both undefined out of range)."""
+        if src == dt.FLOAT64:
+            self._require("fj_isnan_d(")
+            nan, top, zero = f"fj_isnan_d({x})", glsl_double.literal(2.0 ** 63), "double(0.0)"
+            word = glsl_double.literal(2.0 ** 64)
+        else:
+            self.helpers.setdefault("0_isnan", _ISNAN)
+            nan, top, zero, word = f"fj_isnan({x})", "9223372036854775808.0", "0.0", \
+                "18446744073709551616.0"
+        signed = (f"({nan} ? 0l : ({x} >= {top} ? 9223372036854775807l : "
+                  f"({x} <= -{top} ? (-9223372036854775807l - 1l) : int64_t({x}))))")
+        if dst == dt.INT64:
+            return signed
+        return (f"({x} < {zero} ? uint64_t({signed}) : ({nan} ? 0ul : ({x} >= {word} ? "
+                f"18446744073709551615ul : uint64_t({x}))))")
 
     def round_to_storage(self, dtype: np.dtype, x: str, src: np.dtype | None = None) -> str:
         if self._check(dtype) != "float16":
@@ -577,7 +641,7 @@ class GLSLTarget(Target):
         # (std140 aligns a double to 8 bytes: doubles first, right after the two head words;
         # the executable packs them in the same order, see scalar_order)
         scalars = sorted((p.split(" #define ")[0] for p in params if not p.startswith("layout(")),
-                         key=lambda p: not p.startswith("double "))
+                         key=lambda p: not p.startswith(("double ", "int64_t ", "uint64_t ")))
         macros = ["#define " + p.split(" #define ")[1] for p in params if " #define " in p]
         lines += [b.replace("{binding}", str(i)) for i, b in enumerate(buffers)]
         members = " ".join(["uint fj_g0; uint fj_groups; float fj_zero; float fj_one;", *scalars])

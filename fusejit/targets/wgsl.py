@@ -6,8 +6,10 @@ SUB_GROUP, and back/spv writes that scope whenever SUB_GROUP is set), and its GL
 no other barrier. On an H200 that synchronised only each 32-lane subgroup, so with GLSL alone a
 reduction or a row (softmax, layernorm) cannot span more than one subgroup. WGSL's
 ``workgroupBarrier()`` is ``Barrier::WORK_GROUP`` alone: Workgroup execution scope. So the
-kernels that hold a barrier are translated to WGSL (runtime/vulkan/pipelines.py), and nothing
-else is: this is the one thing here naga's GLSL frontend cannot express.
+kernels that hold a barrier are translated to WGSL (runtime/vulkan/pipelines.py), and so are
+those with 64-bit integers (naga's GLSL has no ``int64_t``; its WGSL has ``i64`` and ``u64``
+with the adapter's shader-int64); nothing else is: these are the things naga's GLSL frontend
+cannot express.
 
 The translation takes the GLSL that GLSLTarget and SourceModule write, not GLSL at large, and
 raises ``WGSLError`` on anything outside it (a bug of fusejit's, reported as a build error).
@@ -26,6 +28,10 @@ What it maps:
   pure: the templates already repeat operands), shift amounts as ``u32``, the builtins WGSL
   spells differently (bit casts, ``roundEven``, two-argument ``atan``, ``mod``, ``isnan`` by
   bit pattern), and object-like ``#define`` macros expanded;
+* GLSL's implicit conversions (int to int64_t, int to float, float to double) made explicit
+  where operand, assignment, return and argument types differ, 32-bit integers widened to 64
+  bits by bit operations (wgsl_expr._WIDEN says why), 64-bit literal suffixes (``l``, ``ul``
+  as ``li``, ``lu``);
 * a bit cast of a literal goes through a zero that naga cannot fold (``fj_u0``): WGSL makes a
   constant expression that yields NaN or infinity a compile error, and fusejit writes those
   values as ``uintBitsToFloat(0x7fc00000u)``;
@@ -37,7 +43,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .wgsl_expr import _ASSIGN, _BUILTINS, _HELPERS, TYPES, Parser, WGSLError, _Func, _safe
+from .wgsl_expr import (
+    _ASSIGN,
+    _BUILTINS,
+    _HELPERS,
+    TYPES,
+    Parser,
+    WGSLError,
+    _Func,
+    _safe,
+    coerce,
+)
 
 
 @dataclass
@@ -185,7 +201,8 @@ class _Translator(Parser):
                 self.take()
             params.append((self.wtype(self.take()), _safe(self.take()), out))
             self.accept(",")
-        self.funcs[name] = _Func(ret, tuple(p[2] for p in params))
+        self.funcs[name] = _Func(ret, tuple(p[2] for p in params), tuple(p[0] for p in params))
+        self.ret = ret
         body_start = self.i
         self.scopes.append({n: t for t, n, _ in params})
         self.pointers = {n for _, n, o in params if o}
@@ -319,9 +336,9 @@ class _Translator(Parser):
             self.take()
             if self.accept(";"):
                 return [pad + "return;"]
-            value, _ = self.expr()
+            value, ty = self.expr()
             self.take(";")
-            return [f"{pad}return {value};"]
+            return [f"{pad}return {coerce(value, ty, self.ret)};"]
         if t in ("break", "continue"):
             self.take()
             self.take(";")
@@ -348,7 +365,7 @@ class _Translator(Parser):
                 full = f"array<{ty}, {n}>"
             init = None
             if self.accept("="):
-                init = self.expr()[0]
+                init = coerce(*self.expr(), full)
             self.scopes[-1][name] = full
             if const and init is not None:
                 kw = "const" if re.fullmatch(r"\(?-?[0-9.xXa-fA-FuUeE+]+\)?", init) else "let"
@@ -368,16 +385,18 @@ class _Translator(Parser):
             op = self.take()
             target, _ = self.postfix()
             return f"{target}{op}"
-        target, _ = self.expr()
+        target, want = self.expr()
         op = self.peek()
         if op in ("++", "--"):
             self.take()
             return f"{target}{op}"
         if op in _ASSIGN:
             self.take()
-            value, _ = self.expr()
+            value, have = self.expr()
             if op in ("<<=", ">>="):
                 value = self._shift_amount(value)
+            else:
+                value = coerce(value, have, want)
             return f"{target} {op} {value}"
         return target if "(" in target else f"_ = {target}"
 

@@ -17,9 +17,9 @@ class WGSLError(InternalError):
 
 
 _SCALAR = {"float": "f32", "int": "i32", "uint": "u32", "bool": "bool", "double": "f64",
-           "float16_t": "f16", "void": ""}
+           "float16_t": "f16", "int64_t": "i64", "uint64_t": "u64", "void": ""}
 _VECTOR = {"vec": "f32", "ivec": "i32", "uvec": "u32", "bvec": "bool", "dvec": "f64",
-           "f16vec": "f16"}
+           "f16vec": "f16", "i64vec": "i64", "u64vec": "u64"}
 TYPES = dict(_SCALAR)
 for _p, _s in _VECTOR.items():
     for _n in (2, 3, 4):
@@ -71,7 +71,8 @@ _HELPERS = {
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+|//[^\n]*|/\*.*?\*/)
-  | (?P<num>0[xX][0-9a-fA-F]+[uU]?|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?(?:lf|LF|[fFuU])?)
+  | (?P<num>0[xX][0-9a-fA-F]+(?:[uU]?[lL])?[uU]?
+             |(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?(?:lf|LF|[uU][lL]|[lL]|[fFuU])?)
   | (?P<id>[A-Za-z_]\w*)
   | (?P<op><<=|>>=|\+\+|--|&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%&|^]=|[-+*/%&|^<>=!~?:;,.(){}\[\]])
 """, re.VERBOSE | re.DOTALL)
@@ -103,6 +104,47 @@ def _special_bits(text: str) -> bool:
     return bits & 0x7F800000 == 0x7F800000
 
 
+# GLSL converts implicitly up this order (int -> int64_t, int -> float, float -> double, ...);
+# WGSL never does, so the narrower operand is converted where GLSL would have
+_RANK = {t: i for i, t in enumerate(("i32", "u32", "i64", "u64", "f16", "f32", "f64"))}
+
+
+# 32-bit integers widened to 64 bits by bit operations: lavapipe (Mesa 22.3, LLVM 15) compared
+# i64(x) of a negative i32 x as if zero-extended (i64(x) < 0 was false for x = -1, though the
+# value stored was -1), so no plain conversion between the widths is trusted
+_WIDEN = {("i32", "i64"): "((i64({0}) << 32u) >> 32u)",
+          ("i32", "u64"): "u64((i64({0}) << 32u) >> 32u)",
+          ("u32", "i64"): "(i64({0}) & 4294967295li)",
+          ("u32", "u64"): "(u64({0}) & 4294967295lu)"}
+
+
+def widen(text: str, have: str | None, want: str) -> str:
+    """``want(text)``, a conversion of a value of type ``have``."""
+    spelled = _WIDEN.get((have or "", want))
+    return spelled.format(text) if spelled else f"{want}({text})"
+
+
+def coerce(text: str, have: str | None, want: str | None) -> str:
+    """``text`` (of WGSL type ``have``, None where unknown or abstract) as a value of ``want``,
+    as a GLSL assignment, return or argument converts it: 64-bit and half targets convert
+    abstract values too (WGSL would make ``select(0, 1, c)`` an i32)."""
+    if want is None or have == want or want not in _RANK:
+        return text
+    if have in _RANK or (have is None and want in ("i64", "u64", "f64", "f16") and
+                         not re.fullmatch(r"\(?-?[0-9.eE+]+\)?", text)):
+        return widen(text, have, want)
+    return text
+
+
+def unify(values: list[tuple[str, str | None]]) -> tuple[list[str], str | None]:
+    """Operands of one operation, the narrower ones converted to the widest known type."""
+    known = [t for _, t in values if t in _RANK]
+    if not known:
+        return [v for v, _ in values], next((t for _, t in values if t), None)
+    wide = max(known, key=_RANK.__getitem__)
+    return [coerce(v, t, wide) for v, t in values], wide
+
+
 def _safe(name: str) -> str:
     return name + "_" if name in _RESERVED else name
 
@@ -111,6 +153,7 @@ def _safe(name: str) -> str:
 class _Func:
     ret: str
     outs: tuple[bool, ...]
+    params: tuple[str, ...] = ()  # their WGSL types
 
 
 class Parser:
@@ -175,7 +218,8 @@ class Parser:
         a, ta = self.expr()
         self.take(":")
         b, tb = self.expr()
-        return f"select({b}, {a}, {cond})", ta or tb
+        (a, b), kind = unify([(a, ta), (b, tb)])
+        return f"select({b}, {a}, {cond})", kind
 
     def binary(self, level: int) -> tuple[str, str | None]:
         if level == len(_BINARY):
@@ -185,8 +229,9 @@ class Parser:
             op = self.take()
             right, rt = self.binary(level + 1)
             if op in ("<<", ">>"):
-                right = self._shift_amount(right)
-            kind = lt or rt
+                right, kind = self._shift_amount(right), lt
+            else:
+                (left, right), kind = unify([(left, lt), (right, rt)])
             if level <= 1 or 5 <= level <= 6:
                 kind = "bool"
             left, lt = f"({left} {op} {right})", kind
@@ -254,6 +299,10 @@ class Parser:
         low = t.lower()
         if low.endswith("lf"):
             return t[:-2] + "lf", "f64"
+        if low.endswith("ul"):  # (GLSL's 64-bit suffixes: WGSL's are li and lu)
+            return t[:-2] + "lu", "u64"
+        if low.endswith("l"):
+            return t[:-1] + "li", "i64"
         if low.startswith("0x"):
             return t, "u32" if low.endswith("u") else None
         if low.endswith("u"):
@@ -274,11 +323,15 @@ class Parser:
         args = self.args()
         texts = [a for a, _ in args]
         if name in TYPES:  # constructors and conversions
-            return f"{self.wtype(name)}({', '.join(texts)})", self.wtype(name)
+            ty = self.wtype(name)
+            if len(args) == 1 and ty in ("i64", "u64"):
+                return widen(texts[0], args[0][1], ty), ty
+            return f"{ty}({', '.join(texts)})", ty
         if name in self.funcs:
-            outs = self.funcs[name].outs
-            texts = [f"&{a}" if i < len(outs) and outs[i] else a for i, a in enumerate(texts)]
-            return f"{name}({', '.join(texts)})", self.funcs[name].ret
+            fn = self.funcs[name]
+            texts = [f"&{a}" if fn.outs[i] else coerce(a, ty, fn.params[i])
+                     for i, (a, ty) in enumerate(args)]
+            return f"{name}({', '.join(texts)})", fn.ret
         if name == "isnan":
             helper = "fj_wgsl_isnan_d" if args[0][1] == "f64" else "fj_wgsl_isnan"
             self.helpers.update({"fj_wgsl_isnan", helper})
@@ -295,8 +348,11 @@ class Parser:
             texts[0] = f"({texts[0]} | {zero})"
         if name.startswith("fj_"):
             raise WGSLError(f"call of {name}, which this shader does not define")
+        if name in ("min", "max", "clamp"):
+            texts, kind = unify(list(zip(texts, (ty for _, ty in args))))
+            return f"{name}({', '.join(texts)})", kind
         kind = _BUILTIN_TYPE.get(name) or next((ty for _, ty in args if ty), None)
         return f"{_RENAMED.get(name, name)}({', '.join(texts)})", kind
 
 
-__all__ = ["TYPES", "Parser", "WGSLError"]
+__all__ = ["TYPES", "Parser", "WGSLError", "coerce", "unify"]

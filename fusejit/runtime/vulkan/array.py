@@ -20,7 +20,8 @@ from .device import VulkanDevice, default_device
 _STORAGE = {np.dtype(np.bool_): np.dtype(np.uint32)}
 SUPPORTED = frozenset(np.dtype(c) for c in ("?", "i1", "u1", "i2", "u2", "i4", "u4", "f4"))
 # dtypes an adapter supports with one of its optional features (see targets/glsl.FEATURE_OF)
-OPTIONAL = {np.dtype(np.float16): "shader-f16", np.dtype(np.float64): "shader-f64"}
+OPTIONAL = {np.dtype(np.float16): "shader-f16", np.dtype(np.float64): "shader-f64",
+            np.dtype(np.int64): "fj-wgsl-int64", np.dtype(np.uint64): "fj-wgsl-int64"}
 
 
 def storage_dtype(dtype: np.dtype) -> np.dtype:

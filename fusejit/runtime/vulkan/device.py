@@ -25,6 +25,7 @@ _LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size",
            "max-compute-workgroup-size-x", "max-compute-workgroup-size-y",
            "max-storage-buffers-per-shader-stage", "max-bindings-per-bind-group",
            "max-uniform-buffer-binding-size")
+WGSL_INT64 = "fj-wgsl-int64"  # a pseudo-feature: int64/uint64 kernels compile as WGSL
 BARRIER_GROUP = 32  # work-items of a Vulkan work-group that uses barrier() (see VulkanDevice)
 MAX_GROUPS = 65535  # per dispatch dimension (WebGPU's guaranteed minimum; wgpu enforces it)
 _lock = threading.Lock()
@@ -67,6 +68,9 @@ class VulkanDevice:
 
         self.wgsl_mode = wgsl_mode()
         glsl_barriers = self.wgsl_mode == "off"
+        if "shader-int64" in self.features and not glsl_barriers:
+            # 64-bit integers: naga's WGSL has i64/u64 (its GLSL frontend has no int64_t)
+            self.features |= {WGSL_INT64}
         self.info = DeviceInfo(
             key=f"vulkan / {info.get('vendor', '')} / {info.get('device', '')} / "
                 f"{info.get('description', '')} / wgpu {wgpu.__version__}"

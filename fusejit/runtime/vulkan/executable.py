@@ -56,9 +56,9 @@ class _Pipeline:
                 f"{name}: kernel {kernel.name} binds {len(self.buffers)} arrays, more than the "
                 f"{most} storage buffers this Vulkan adapter allows a shader; return fewer "
                 "arrays from one fused reduction (or split the function)")
-        # in the uniform block's order (targets/glsl.kernel_header: doubles first)
+        # in the uniform block's order (targets/glsl.kernel_header: 8-byte scalars first)
         self.scalars = sorted((a for a in kernel.signature.args if isinstance(a, ScalarArg)),
-                              key=lambda a: np.dtype(a.dtype) != np.float64)
+                              key=lambda a: np.dtype(a.dtype).itemsize != 8)
         entries = []
         for i, a in enumerate(self.buffers):
             kind = wgpu.BufferBindingType.storage if (a.writable or not a.restrict) else \
@@ -81,7 +81,7 @@ class _Pipeline:
             self.groups = min(self.groups, ELEMENTWISE_GROUPS)
         self.dispatch = dispatch_shape(self.groups)
         head = np.array([per_dim[0], self.groups, 0, 0x3F800000], np.uint32)  # fj_zero, fj_one
-        size = 16 + sum(8 if np.dtype(a.dtype) == np.float64 else 4 for a in self.scalars)
+        size = 16 + sum(8 if np.dtype(a.dtype).itemsize == 8 else 4 for a in self.scalars)
         self.uniform_size = max(16, (size + 15) // 16 * 16)
         self.head = head
         self.uniforms = [self._new_uniform(dev)]

@@ -24,11 +24,13 @@ _lock = threading.Lock()
 
 
 def wgsl_needed(device: Any, source: str) -> bool:
-    """Is ``source`` compiled as WGSL on ``device``? Kernels with a barrier are (targets/wgsl.py
-    says why), unless the device keeps GLSL barriers; in mode "all" every kernel is (the tests
-    run the op catalog so, to check the translation)."""
+    """Is ``source`` compiled as WGSL on ``device``? Kernels with a barrier or 64-bit integers
+    are (targets/wgsl.py says why), unless the device keeps GLSL only (which then has no 64-bit
+    integers); in mode "all" every kernel is (the tests run the op catalog so, to check the
+    translation)."""
     mode = device.wgsl_mode
-    return mode == "all" or (mode == "barriers" and "barrier();" in source)
+    return mode == "all" or (mode == "barriers" and (
+        "barrier();" in source or "int64_t" in source))
 
 
 def wgsl_mode() -> str:
