@@ -43,17 +43,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .wgsl_expr import (
-    _ASSIGN,
-    _BUILTINS,
-    _HELPERS,
-    TYPES,
-    Parser,
-    WGSLError,
-    _Func,
-    _safe,
-    coerce,
-)
+from .wgsl_expr import ASSIGN, BUILTINS, HELPERS, TYPES, Func, Parser, WGSLError, coerce, safe
 
 
 @dataclass
@@ -64,9 +54,11 @@ class _Module:
     uniforms: list[tuple[str, str]] = field(default_factory=list)  # (name, WGSL type)
     main: list[str] = field(default_factory=list)
 
+
 def translate(glsl: str) -> str:
     """WGSL for one GLSL compute shader as fusejit writes it (see the module docstring)."""
     return _Translator(glsl).module()
+
 
 class _Translator(Parser):
     def __init__(self, glsl: str) -> None:
@@ -88,10 +80,11 @@ class _Translator(Parser):
         for t in toks:  # (object-like macros, which never refer to one another)
             self.toks.extend(self.macros.get(t, [t]))
         self.i = 0
-        self.funcs: dict[str, _Func] = {}
+        self.funcs: dict[str, Func] = {}
         self.scopes: list[dict[str, str]] = [{}]
         self.pointers: set[str] = set()
         self.used: set[str] = set()
+        self.ret = ""  # the return type of the function being translated
 
     # -- the module ----------------------------------------------------------------------------
     def module(self) -> str:
@@ -100,16 +93,16 @@ class _Translator(Parser):
         m = self.m
         lines = list(m.header)
         if m.uniforms:
-            lines += [f"var<private> {_safe(n)}: {t};" for n, t in m.uniforms]
+            lines += [f"var<private> {safe(n)}: {t};" for n, t in m.uniforms]
         lines.append("var<private> fj_u0: u32;  // 0, unknown to naga: see translate()")
         lines.append("const gl_WorkGroupSize = vec3<u32>({}, {}, {});".format(*m.local_size))
-        lines += [_HELPERS[h] for h in sorted(self.helpers)]
+        lines += [HELPERS[h] for h in sorted(self.helpers)]
         lines += m.functions
-        params = ", ".join(f"@builtin({_BUILTINS[b][0]}) {b}: {_BUILTINS[b][1]}"
+        params = ", ".join(f"@builtin({BUILTINS[b][0]}) {b}: {BUILTINS[b][1]}"
                            for b in sorted(self.used))
         lines.append("@compute @workgroup_size({}, {}, {})".format(*m.local_size))
         lines.append(f"fn main({params}) {{")
-        lines += [f"    {_safe(n)} = fj_args.{_safe(n)};" for n, _ in m.uniforms]
+        lines += [f"    {safe(n)} = fj_args.{safe(n)};" for n, _ in m.uniforms]
         lines += m.main
         lines.append("}")
         return "\n".join(lines) + "\n"
@@ -119,7 +112,7 @@ class _Translator(Parser):
         if t == "shared":
             self.take()
             ty = self.wtype(self.take())
-            name = _safe(self.take())
+            name = safe(self.take())
             self.take("[")
             n = self.take()
             self.take("]")
@@ -131,7 +124,7 @@ class _Translator(Parser):
         elif t == "const":
             self.take()
             ty = self.wtype(self.take())
-            name = _safe(self.take())
+            name = safe(self.take())
             self.take("=")
             value, _ = self.expr()
             self.take(";")
@@ -165,7 +158,7 @@ class _Translator(Parser):
         members = []
         while not self.accept("}"):
             ty = self.wtype(self.take())
-            name = _safe(self.take())
+            name = safe(self.take())
             runtime = self.accept("[")
             if runtime:
                 self.take("]")
@@ -199,9 +192,9 @@ class _Translator(Parser):
             out = self.peek() in ("out", "inout")
             if out or self.peek() == "in":
                 self.take()
-            params.append((self.wtype(self.take()), _safe(self.take()), out))
+            params.append((self.wtype(self.take()), safe(self.take()), out))
             self.accept(",")
-        self.funcs[name] = _Func(ret, tuple(p[2] for p in params), tuple(p[0] for p in params))
+        self.funcs[name] = Func(ret, tuple(p[2] for p in params), tuple(p[0] for p in params))
         self.ret = ret
         body_start = self.i
         self.scopes.append({n: t for t, n, _ in params})
@@ -233,10 +226,10 @@ class _Translator(Parser):
             t = self.toks[j]
             depth += (t == "{") - (t == "}")
             nxt = self.toks[j + 1] if j + 1 < len(self.toks) else ""
-            if nxt in _ASSIGN or nxt in ("++", "--"):
-                names.add(_safe(t))
+            if nxt in ASSIGN or nxt in ("++", "--"):
+                names.add(safe(t))
             if t in ("++", "--"):
-                names.add(_safe(nxt))
+                names.add(safe(nxt))
             if depth == 0 and t == "}":
                 break
             j += 1
@@ -357,7 +350,7 @@ class _Translator(Parser):
         ty = self.wtype(self.take())
         out = []
         while True:
-            name = _safe(self.take())
+            name = safe(self.take())
             full = ty
             if self.accept("["):
                 n = self.take()
@@ -390,7 +383,7 @@ class _Translator(Parser):
         if op in ("++", "--"):
             self.take()
             return f"{target}{op}"
-        if op in _ASSIGN:
+        if op in ASSIGN:
             self.take()
             value, have = self.expr()
             if op in ("<<=", ">>="):

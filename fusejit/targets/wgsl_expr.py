@@ -54,14 +54,14 @@ _RENAMED = {"roundEven": "round", "inversesqrt": "inverseSqrt", "floatBitsToUint
             "findLSB": "firstTrailingBit"}
 _BUILTIN_TYPE = {"floatBitsToUint": "u32", "floatBitsToInt": "i32", "uintBitsToFloat": "f32",
                  "intBitsToFloat": "f32", "isnan": "bool", "any": "bool", "all": "bool"}
-_BUILTINS = {  # the shader's builtin inputs, as main's parameters
+BUILTINS = {  # the shader's builtin inputs, as main's parameters
     "gl_WorkGroupID": ("workgroup_id", "vec3<u32>"),
     "gl_LocalInvocationID": ("local_invocation_id", "vec3<u32>"),
     "gl_NumWorkGroups": ("num_workgroups", "vec3<u32>"),
     "gl_GlobalInvocationID": ("global_invocation_id", "vec3<u32>"),
     "gl_LocalInvocationIndex": ("local_invocation_index", "u32"),
 }
-_HELPERS = {
+HELPERS = {
     "fj_wgsl_isnan": "fn fj_wgsl_isnan(x: f32) -> bool "
                      "{ return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }",
     "fj_wgsl_isnan_d": "fn fj_wgsl_isnan_d(x: f64) -> bool { return fj_wgsl_isnan(f32(x)); }",
@@ -76,7 +76,7 @@ _TOKEN = re.compile(r"""
   | (?P<id>[A-Za-z_]\w*)
   | (?P<op><<=|>>=|\+\+|--|&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%&|^]=|[-+*/%&|^<>=!~?:;,.(){}\[\]])
 """, re.VERBOSE | re.DOTALL)
-_ASSIGN = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="})
+ASSIGN = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="})
 _BINARY = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<=", ">="),
            ("<<", ">>"), ("+", "-"), ("*", "/", "%")]
 
@@ -145,12 +145,12 @@ def unify(values: list[tuple[str, str | None]]) -> tuple[list[str], str | None]:
     return [coerce(v, t, wide) for v, t in values], wide
 
 
-def _safe(name: str) -> str:
+def safe(name: str) -> str:
     return name + "_" if name in _RESERVED else name
 
 
 @dataclass
-class _Func:
+class Func:
     ret: str
     outs: tuple[bool, ...]
     params: tuple[str, ...] = ()  # their WGSL types
@@ -162,11 +162,11 @@ class Parser:
 
     toks: list[str]
     i: int
-    funcs: dict[str, _Func]
+    funcs: dict[str, Func]
     scopes: list[dict[str, str]]
     pointers: set[str]  # out parameters of the function being translated
     used: set[str]  # builtin inputs referred to
-    helpers: set[str]  # of _HELPERS, the ones called
+    helpers: set[str]  # of HELPERS, the ones called
 
     # -- tokens -------------------------------------------------------------------------------
     @staticmethod
@@ -286,10 +286,10 @@ class Parser:
             raise WGSLError(f"unexpected {t!r} in an expression")
         if self.peek() == "(":
             return self.call(t)
-        if t in _BUILTINS:
+        if t in BUILTINS:
             self.used.add(t)
-            return t, _BUILTINS[t][1]
-        name = _safe(t)
+            return t, BUILTINS[t][1]
+        name = safe(t)
         if name in self.pointers:
             return f"(*{name})", self.lookup(name)
         return name, self.lookup(name)
@@ -355,4 +355,5 @@ class Parser:
         return f"{_RENAMED.get(name, name)}({', '.join(texts)})", kind
 
 
-__all__ = ["TYPES", "Parser", "WGSLError", "coerce", "unify"]
+__all__ = ["ASSIGN", "BUILTINS", "HELPERS", "TYPES", "Func", "Parser", "WGSLError", "coerce",
+           "safe", "unify"]
