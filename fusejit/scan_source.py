@@ -235,8 +235,8 @@ class _Gen:
             prev = body.nested(f"for ({it} j = 0; j < b; j++) {{")
             self.update(low, prev, acc, prev.emit(ctype, t.load(ptr, f"o * {gy} + j", dtype)))
         chunk = math.ceil(self.L / gy)
-        start, end = (f"b * {chunk}", f"min(({it}){self.L}, (b + 1) * {chunk})") if gy > 1 \
-            else ("0", str(self.L))
+        start, end = (f"b * {chunk}", f"min({t.cast(it, str(self.L))}, (b + 1) * {chunk})") \
+            if gy > 1 else ("0", str(self.L))
         loop = body.nested(f"for ({it} r = {start}; r < {end}; r++) {{",
                            loop_vars=frozenset({"r"}))
         idx = self.index(Expr.var("o", self.R), Expr.var("r", self.L))
@@ -290,8 +290,9 @@ class _Gen:
         tile, full, _, chunk = self.geometry()
         acc = top.emit(ctype, self.identity(low))
         # block b: the full tiles [b * chunk, (b + 1) * chunk), and the last block the tail
-        loop = top.nested(f"for ({it} r = b * {chunk} + lid; r < min(({it}){full * tile}, "
-                          f"(b + 1) * {chunk}); r += {st.wg}) {{", loop_vars=frozenset({"r"}))
+        bound = f"min({t.cast(it, str(full * tile))}, (b + 1) * {chunk})"
+        loop = top.nested(f"for ({it} r = b * {chunk} + lid; r < {bound}; r += {st.wg}) {{",
+                          loop_vars=frozenset({"r"}))
         idx = self.index(Expr.var("o", self.R), Expr.var("r", self.L))
         self.update(low, loop, acc, loop.value(self.src, idx))
         tail = top.nested(f"if (b == {st.gy - 1}) {{")
@@ -372,7 +373,8 @@ class _Gen:
         V = st.vec
         if full:
             start = f"b * {per_block}" if part is not None else "0"
-            end = f"min(({it}){full}, (b + 1) * {per_block})" if part is not None else str(full)
+            end = f"min({t.cast(it, str(full))}, (b + 1) * {per_block})" if part is not None \
+                else str(full)
             # (a loop of one trip is a plain block: values there must not be hoisted above
             # the running value they read)
             loop = top.nested(f"for ({it} w = {start}; w < {end}; w++) {{",

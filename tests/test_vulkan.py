@@ -583,3 +583,62 @@ def test_division_by_a_prepared_divisor_rounds_as_numpy(fv, rng, monkeypatch, fo
         assert "fj_div_by(" in kernel and kernel.count("fj_div_rn(1.0, ") == 1
     finally:
         glsl_f64.helpers.cache_clear()
+
+
+
+@pytest.mark.parametrize("dtype", ["?", "i1", "u1", "i2", "i4", "u4", "i8", "f2", "f4"])
+def test_scans_match_numpy(fv, rng, dtype) -> None:
+    """np.cumsum, np.cumprod, ufunc.accumulate and the nan-variants on Vulkan (their kernels
+    have barriers, so WGSL): several axes, a long row of several blocks, NumPy's result dtypes
+    (int8 -> int64, bool -> int64, float16 stays). Integer and max scans are exact; float sums
+    within the tiled kernel's bound (scan_source: 4 log2(n) eps cumsum(|x|)), products within
+    4 n eps, float16 (NumPy rounds its running sum at every step, so it drifts) within 1 % or
+    0.25. int8 rows long enough for blocks load 2 lanes a work-item: part of a packed word."""
+    from fusejit.runtime.vulkan.array import supported_dtypes
+
+    dt_ = np.dtype(dtype)
+    if dt_ not in supported_dtypes(fv.default_device()):
+        pytest.skip(f"this Vulkan adapter has no {dt_} (see test_missing_dtypes_name_what_is_"
+                    "missing)")
+
+    def data(shape):
+        if dt_.kind == "b":
+            return rng.random(shape) > 0.4
+        if dt_.kind in "iu":
+            return rng.integers(0 if dt_.kind == "u" else -100, 100, shape).astype(dt_)
+        return (rng.standard_normal(shape) * 3).astype(dt_)
+    long = (2, 70000) if dt_ != np.float16 else (2, 300)  # (float16: see the docstring)
+    a, b, c, d = data((37,)), data((5, 9)), data((3, 4, 65)), data(long)
+    if dt_.kind == "f":
+        b[1, 2] = np.nan
+    cases = [(np.cumsum, a, None), (np.cumsum, b, 0), (np.cumsum, c, 1), (np.cumsum, d, -1),
+             (np.cumprod, b / 2 if dt_.kind == "f" else b, -1)]
+    if dt_.itemsize >= 4 or dt_ == np.float16:  # (8/16-bit results: whole words only)
+        cases.append((np.maximum.accumulate, c, -1))
+    if dt_.kind == "f":
+        cases += [(np.nancumsum, b, 1), (np.nancumprod, b, 0)]
+    f = fuse(lambda *xs: tuple(fn(x, axis=ax) for (fn, _, ax), x in zip(cases, xs)))
+    with np.errstate(all="ignore"):
+        got = f(*(fv.to_device(x) for _, x, _ in cases))
+        for (fn, x, axis), g in zip(cases, got):
+            want, g = fn(x, axis=axis), g.get()
+            assert g.dtype == want.dtype and g.shape == want.shape, fn
+            if want.dtype.kind != "f" or fn is np.maximum.accumulate:
+                np.testing.assert_array_equal(g, want, err_msg=str(fn))
+                continue
+            np.testing.assert_array_equal(np.isnan(g), np.isnan(want), err_msg=str(fn))
+            ok = ~np.isnan(want)
+            g64, w64 = g.astype(np.float64)[ok], want.astype(np.float64)[ok]
+            eps = float(np.finfo(want.dtype).eps)
+            if want.dtype == np.float16:
+                np.testing.assert_allclose(g64, w64, rtol=1e-2, atol=0.25, err_msg=str(fn))
+                continue
+            n = want.size if axis is None else want.shape[axis]
+            if fn in (np.cumprod, np.nancumprod):
+                np.testing.assert_allclose(g64, w64, rtol=4 * n * eps, err_msg=str(fn))
+                continue
+            flat = x.ravel() if axis is None else x
+            scale = np.cumsum(np.abs(np.nan_to_num(flat.astype(np.float64))),
+                              axis=0 if axis is None else axis)[ok]
+            assert np.all(np.abs(g64 - w64) <= 4 * np.log2(max(n, 2)) * eps *
+                          np.maximum(scale, 1) + np.abs(w64) * eps), fn

@@ -55,6 +55,8 @@ def store_error(name: str) -> UnsupportedDTypeError:
 
 def vector_load(ptr: str, index: str, name: str, n: int, vtype: str) -> str:
     bits, lanes = BITS[name], []
+    if (n * bits) % 32:  # (vectors of part of a word, 2 int8 lanes say: lanes one by one)
+        return f"{vtype}({', '.join(load(ptr, f'({index}) * {n} + {i}', name) for i in range(n))})"
     for i in range(n):
         word = f"{ptr}[({index}) * {n * bits // 32} + {i * bits // 32}]"
         lanes.append(_lane(name, word, f"{(i * bits) % 32}u"))

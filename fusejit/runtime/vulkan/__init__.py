@@ -38,11 +38,10 @@ class VulkanBackend(Backend):
             raise UnsupportedOperationError(
                 "matrix products (GEMM kernels) run on OpenCL only for now; call this function "
                 "with pyopencl arrays or fusejit.set_default_device('opencl')")
-        if any(g.kind in ("scan", "svd") for g in lowered.plan.groups):
+        if any(g.kind == "svd" for g in lowered.plan.groups):
             raise UnsupportedOperationError(
-                "scans (np.cumsum, np.cumprod, ufunc.accumulate) and singular values "
-                "(np.linalg.svd, matrix norms of ord 2, -2, 'nuc') run on OpenCL only for now; "
-                "call this function with pyopencl arrays or "
+                "singular values (np.linalg.svd, matrix norms of ord 2, -2, 'nuc') run on "
+                "OpenCL only for now; call this function with pyopencl arrays or "
                 "fusejit.set_default_device('opencl')")
         return VulkanExecutable(lowered, outputs, treedef, constants, queue, host_mode, name)
 
