@@ -81,7 +81,8 @@ def svd_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel,
         shared += [t.local_array(T, "S", Np), t.local_array("int", "rot", 1)]
     else:
         pre += [f"{T} S[{Np}];", "int rot[1];"]
-    sync = [t.barrier_local] if wg > 1 else []
+    # (U in the scratch buffer: the barriers must order its global-memory accesses too)
+    sync = [t.barrier_local if local_ok else t.barrier_global] if wg > 1 else []
     eps = t.literal(np.finfo(dtype).eps, dtype)
     one = t.literal(dtype.type(1), dtype)
     zero = t.literal(dtype.type(0), dtype)

@@ -137,6 +137,12 @@ class Target(abc.ABC):
     barrier_local: str
     local_qualifier: str
 
+    @property
+    def barrier_global(self) -> str:
+        """A work-group barrier that also orders global-memory accesses (a kernel's scratch
+        buffer shared by its work-items)."""
+        return self.barrier_local
+
     # -- idioms that C-like kernel languages share (OpenCL C spellings; GLSL overrides) ----------
     global_size: str = "get_global_size(0)"
     unroll_hint: str = "#pragma unroll\n    "  # before a loop the compiler should unroll

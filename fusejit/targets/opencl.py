@@ -257,6 +257,7 @@ class OpenCLTarget(Target):
     local_id = "get_local_id(0)"
     group_id = "get_group_id(0)"
     barrier_local = "barrier(CLK_LOCAL_MEM_FENCE);"
+    barrier_global = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"
     local_qualifier = "__local"
 
     # float32 / and sqrt speculated (opencl_fastdiv.py): the backend sets this to a function
