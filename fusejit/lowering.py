@@ -205,13 +205,8 @@ class Lowering:
             found = self.memo.get(key)
             if found is not None and _visible(block, found):
                 return found
-            saved = block.insert_at
-            if saved is None:
-                block.insert_at = block.items.index(anchor)
-            try:
+            with block.before(anchor):
                 ref = self._lower(block, node, idx)
-            finally:
-                block.insert_at = saved
             self.memo[key] = ref
             return ref
         found = self.memo.get(key)
@@ -297,13 +292,8 @@ class Lowering:
         memo = (spelled[0], b)  # (the ref itself: an id could be reused once it is gone)
         prepared = self.prepared.get(memo)
         if prepared is None or not _visible(block, prepared):
-            saved = outer.insert_at
-            if saved is None and anchor is not None:
-                outer.insert_at = outer.items.index(anchor)
-            try:
+            with outer.before(anchor):
                 prepared = outer.emit(self.target.compute_type(node.dtype), spelled[0], b)
-            finally:
-                outer.insert_at = saved
             self.prepared[memo] = prepared
         return spelled[1], [operands[0], b, prepared]
 

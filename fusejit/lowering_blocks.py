@@ -6,6 +6,8 @@ instructions, register-cache reads or lanes of a vector load.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -88,6 +90,18 @@ class Block:
         else:
             self.items.insert(self.insert_at, item)
             self.insert_at += 1
+
+    @contextmanager
+    def before(self, anchor: Nested | None) -> Iterator[None]:
+        """Items added meanwhile go just before ``anchor`` (one of this block's nested blocks:
+        a value hoisted out of its loop), or where they would anyway (None)."""
+        saved = self.insert_at
+        if saved is None and anchor is not None:
+            self.insert_at = self.items.index(anchor)
+        try:
+            yield
+        finally:
+            self.insert_at = saved
 
     def sees(self, other: Block) -> bool:
         b: Block | None = self

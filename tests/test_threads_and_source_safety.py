@@ -65,7 +65,8 @@ def _traced_by(name: str, keys: tuple[str, str], mode: str, x: np.ndarray, y: np
 @pytest.mark.parametrize("spelling", ["plain", "speculated"])
 def test_user_strings_never_reach_kernel_source(spelling: str, has_fp64: bool):
     if spelling == "speculated" and not has_fp64:
-        pytest.skip("the emulated fast-division helpers compute in float64")
+        pytest.skip("the emulated fast-division helpers compute in float64, which this device "
+                    "lacks")
     x = np.linspace(0, 1, 33, dtype=np.float32)
     y = np.ones(33, np.float32)
     with fastdiv.emulated() if spelling == "speculated" else contextlib.nullcontext():
