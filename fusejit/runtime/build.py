@@ -57,11 +57,49 @@ def _build(ctx: cl.Context, source: str, options: list[str], name: str) -> cl.Pr
         with warnings.catch_warnings(record=True) as caught, _stderr_to_log(name):
             warnings.simplefilter("always", cl.CompilerWarning)
             program = cl.Program(ctx, source).build(options=options)
+            program = _sm90a(ctx, program, source, options, name)
         for w in caught:
             log.debug("OpenCL build log of %s: %s", name, w.message)
         return program
     except cl.RuntimeError as exc:
         raise KernelBuildError(name, source, str(exc)) from None
+
+
+# -- Hopper-only PTX ---------------------------------------------------------------------------------
+
+SM90A_MARK = "// FJPTX "  # an inline-asm statement that only an sm_90a build may hold
+_TARGET = re.compile(r"^\.target\s+sm_90\b", re.MULTILINE)
+
+
+def sm90a_ptx(ptx: str) -> str:
+    """The PTX of a source whose sm_90a-only asm (``wgmma``) is written as comments behind
+    SM90A_MARK, with those statements restored and the target raised to sm_90a.
+
+    NVIDIA's OpenCL compiler targets sm_90 on Hopper and has no option naming sm_90a, whose
+    "architecture-specific" instructions ptxas refuses on sm_90. So such a source is built
+    twice: first as written (the marked statements are comments there, but their operands are
+    bound like any asm's, so the registers they read and write are in place), then from its
+    PTX, edited here, as a program binary: the driver accepts PTX binaries and assembles
+    this one for sm_90a."""
+    if not _TARGET.search(ptx):
+        found = re.search(r"^[.]target.*$", ptx, re.MULTILINE)
+        raise ValueError("sm_90a code needs an sm_90 device; the PTX's target is "
+                         f"{found.group(0) if found else 'not stated'}")
+    return _TARGET.sub(".target sm_90a", ptx.replace(SM90A_MARK, ""))
+
+
+def _sm90a(ctx: cl.Context, program: cl.Program, source: str, options: list[str], name: str
+           ) -> cl.Program:
+    """``program`` rebuilt for sm_90a when ``source`` holds marked asm (``sm90a_ptx``)."""
+    if SM90A_MARK not in source:
+        return program
+    ptx = bytes(program.get_info(cl.program_info.BINARIES)[0]).rstrip(b"\0").decode()
+    try:
+        patched = sm90a_ptx(ptx)
+    except ValueError as exc:
+        raise KernelBuildError(name, source, str(exc)) from None
+    return cl.Program(ctx, [ctx.devices[0]], [patched.encode() + b"\0"]).build(
+        options=options)
 
 
 log = logging.getLogger("fusejit")
@@ -206,7 +244,8 @@ def _build_uncached(ctx: cl.Context, source: str, options: list[str], name: str)
         # (PoCL's "N warnings generated." goes to the fusejit logger, not the terminal)
         with warnings.catch_warnings(), _stderr_to_log(name):
             warnings.simplefilter("ignore", cl.CompilerWarning)
-            return cl.Program(cl._cl._Program(ctx, source)).build(options=options)
+            program = cl.Program(cl._cl._Program(ctx, source)).build(options=options)
+            return _sm90a(ctx, program, source, options, name)
     except cl.RuntimeError as exc:
         raise KernelBuildError(name, source, str(exc)) from None
 
