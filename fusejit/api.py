@@ -23,7 +23,7 @@ from .overlay import substituted
 from .ir import Node, toposort
 from .passes import run_pipeline
 from . import gemm_tune
-from .gemm_mma import check_precision, mma_unavailable
+from .gemm_mma import check_precision, mma_unavailable, with_wgmma
 from .passes.gemm import partition_gemm
 from .passes.host_gemm import host_blas
 from .recompiles import DEFAULT_CACHE_SIZE, DEFAULT_LIMIT, CallStats, SignatureLRU, env_int
@@ -387,10 +387,12 @@ class Fused:
         plan = partition_gemm(graph, info.limits, classes, rows=self._stats.rows_on)
         plan = host_blas(graph, plan, info.limits)  # CPU devices: BLAS products (host_gemm.py)
         precision = self.matmul_precision
-        plan = gemm_tune.configure(plan, info.key, info.limits, gemm_tune.tuner(
-            queue, info, self.autotune), precision, mma_unavailable(queue, precision, plan))
+        mma = mma_unavailable(queue, precision, plan)
+        limits = info.limits if mma is not None else with_wgmma(queue, info.limits)
+        plan = gemm_tune.configure(plan, info.key, limits, gemm_tune.tuner(
+            queue, info, self.autotune), precision, mma)
         aliased = frozenset(p for c in classes for p in c)
-        module = SourceModule(graph, plan, backend.target(info), info.limits, aliased,
+        module = SourceModule(graph, plan, backend.target(info), limits, aliased,
                               dynamic=self._stats.dynamic_on, rows=self._stats.rows_on).build()
         module.verify(graph, plan, classes)  # kernel order and no races (passes/verify.py)
         lowered = Lowered(traced, graph, records, plan, module, info, traced_nodes)

@@ -81,6 +81,13 @@ bias + ReLU; two runs, the second's figures, the first's in brackets where both 
   fewer registers (``-cl-nv-maxrregcount``) for 3 work-groups a multiprocessor, narrower but
   deeper stages, warp-specialised copies.
 
+**wgmma** ("g", gemm_wgmma.py): on an H100/H200 where the probe passes, Hopper's warpgroup
+MMA on the same ring (one operand read by the tensor cores from local memory, the other from
+registers; "r": from global memory straight into registers), built for sm_90a through
+runtime/build.py's PTX rebuild: tf32 1.13 -> 0.946 ms, float16 0.517 -> 0.510-0.515 (within
+noise; torch 0.459 and 0.260 in the same run). 3xTF32 stays on mma.sync (its split would need Q's small part in
+local memory too).
+
 The PTX is spelled through four macros (FJ_TF32, FJ_F16X2, FJ_MMA_TF32, FJ_MMA_F16) defined
 at the top of the kernel. ``emulated()`` defines them instead as OpenCL C that exchanges the
 fragments through local memory and computes the same products, so PoCL runs the whole kernel
@@ -90,6 +97,7 @@ fragments through local memory and computes the same products, so PoCL runs the 
 from __future__ import annotations
 
 import contextlib
+import os
 import math
 from dataclasses import replace
 
@@ -145,6 +153,17 @@ def mma_unavailable(queue: object, precision: str, plan: object) -> str | None:
     return unavailable(queue)
 
 
+def with_wgmma(queue: object, limits: DeviceLimits) -> DeviceLimits:
+    """``limits`` of a device whose tensor cores serve this call, with ``wgmma`` set where
+    Hopper's warpgroup MMA runs there (runtime/mma_probe.py; FUSEJIT_WGMMA=0: never, the
+    mma.sync kernels alone)."""
+    if os.environ.get("FUSEJIT_WGMMA", "1") == "0":
+        return limits
+    from .runtime.mma_probe import wgmma_unavailable
+
+    return replace(limits, wgmma=wgmma_unavailable(queue) is None)
+
+
 # -- configurations ---------------------------------------------------------------------------------
 
 
@@ -157,6 +176,8 @@ OPTS = {
     "a": "tiles copied by cp.async into a ring of 3 stages (gemm_mma_async.py)",
     "s": "4 stages in the ring",
     "l": "fragments of k-contiguous ring tiles by ldmatrix",
+    "g": "Hopper's warpgroup MMA (wgmma, sm_90a) on the ring (gemm_wgmma.py)",
+    "r": "wgmma: the register operand's fragments loaded from global memory (no local tiles)",
 }
 
 
@@ -178,12 +199,14 @@ def pad(kind: str) -> int:
 def local_bytes(cfg: GemmConfig) -> int:
     """Local memory of the kernel: with "a" the larger of the ring and the register path's
     double buffer (it serves the products whose operands cp.async cannot copy)."""
+    from .gemm_mma_async import local_bytes as ring
+
+    if "g" in cfg.mma_opts:  # (its register path is another configuration: MmaGen)
+        return ring(cfg)
     item = 2 if cfg.mma == "f16" else 4  # (float16 tiles hold halves)
     regs = 2 * cfg.kwg * (cfg.mwg + pad(cfg.mma) + cfg.nwg + pad(cfg.mma)) * item
     if "a" not in cfg.mma_opts:
         return regs
-    from .gemm_mma_async import local_bytes as ring
-
     return max(regs, ring(cfg))
 
 
@@ -193,6 +216,12 @@ def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
         return False
     if cfg.mma_opts != "".join(o for o in OPTS if o in cfg.mma_opts):
         return False  # (unknown, repeated or out-of-order letters: a foreign entry)
+    if "g" in cfg.mma_opts:
+        from . import gemm_wgmma
+
+        return (cfg.vw == 2 and cfg.mma_opts in ("ag", "agr") and gemm_wgmma.valid(cfg) and
+                (limits is None or (limits.wgmma and local_bytes(cfg) <= limits.local_mem and
+                                    cfg.threads <= limits.max_work_group)))
     if ("s" in cfg.mma_opts or "l" in cfg.mma_opts) and "a" not in cfg.mma_opts:
         return False
     wm, wn = cfg.mwg // wgm, cfg.nwg // wgn
@@ -238,7 +267,19 @@ def space(kind: str, limits: DeviceLimits) -> list[GemmConfig]:
                   (128, 128, 32, 4, 2, ""), (128, 64, 32, 2, 2, ""), (64, 64, 32, 2, 2, "")]
     # (small products; 3xTF32 without "p": two sets of split fragments spill)
     ring += [(64, 64, 32 if kind == "f16" else 16, 2, 2, "a" if kind == "3xtf32" else "pal")]
-    out = [config(kind, *s) for s in ring + shapes]
+    # wgmma (gemm_wgmma.py: R x Q tiles over GR warpgroups, config's warps 4 GR x 1), where
+    # the device has it
+    wg: list[tuple] = []
+    # (ms, 4096^3 + bias + ReLU on an H200, run 38 of this note's sessions: tf32 0.949,
+    # 1.104, 1.087, 1.153; float16 0.510, 0.552, 0.979; "r" with float16 pays for 16-bit
+    # loads and packing where R is outer-contiguous)
+    if kind == "tf32":
+        wg = [(192, 256, 8, 12, 1, "agr"), (256, 128, 8, 8, 1, "ag"), (192, 256, 8, 12, 1, "ag"),
+              (128, 256, 8, 8, 1, "agr"), (192, 256, 16, 12, 1, "agr")]
+    elif kind == "f16":
+        wg = [(256, 128, 16, 8, 1, "ag"), (192, 256, 16, 12, 1, "ag"),
+              (192, 256, 16, 12, 1, "agr"), (128, 256, 16, 8, 1, "ag")]
+    out = [config(kind, *s) for s in wg + ring + shapes]
     return [c for c in out if valid(c, limits)]
 
 
@@ -266,6 +307,10 @@ def heuristic(kind: str, m: int, n: int, limits: DeviceLimits) -> GemmConfig | N
 
 
 def describe(cfg: GemmConfig) -> str:
+    if "g" in cfg.mma_opts:
+        from .gemm_wgmma import describe as wg
+
+        return wg(cfg)
     wgm, wgn = warps(cfg)
     inst = {"tf32": "m16n8k8 tf32", "3xtf32": "m16n8k8 tf32, three products a step (3xTF32)",
             "f16": "m16n8k16 f16, float32 accumulators"}[cfg.mma]
@@ -367,17 +412,34 @@ class MmaGen(_Gen):
             self.S = cfg.split if cfg.local else 1
             self.Kc = self.K // self.S
             ops = ring.eligible(self)
+            q = None
+            if not isinstance(ops, str) and "g" in cfg.mma_opts:
+                from . import gemm_wgmma as wg
+
+                q = wg.q_operand(ops)
+                if q is None:
+                    self.cfg = cfg = self._ring_path(cfg, "neither operand is k-contiguous "
+                                                     "(wgmma reads tf32 tiles k-major)")
+                    ops = ring.eligible(self)
             if isinstance(ops, str):
                 self.cfg = cfg = self._register_path(cfg, ops)
+            elif q is not None:
+                self.cfg = cfg = wg.oriented(cfg, q)
+                self.tiles = wg.WgTiles(self, ops, q)
             else:
                 self.tiles = ring.Tiles(self, ops)
-        self.wgm, self.wgn = warps(cfg)
-        self.wm, self.wn = cfg.mwg // self.wgm, cfg.nwg // self.wgn
         it = self.it
         self.pre += [f"const {it} lane = ({it})get_local_id(0) % 32;",
                      f"const {it} warp = ({it})get_local_id(0) / 32;",
-                     f"const {it} mg = lane >> 2;", f"const {it} mt = lane & 3;",
-                     f"const {it} wm = warp / {self.wgn};", f"const {it} wn = warp % {self.wgn};"]
+                     f"const {it} mg = lane >> 2;", f"const {it} mt = lane & 3;"]
+        if "g" in cfg.mma_opts:  # (a warp's R fragments: 16 rows of each 64-row block)
+            self.wm = self.wn = 16
+            self.pre += [f"const {it} wm = warp;", f"const {it} wn = warp;"]
+        else:
+            self.wgm, self.wgn = warps(cfg)
+            self.wm, self.wn = cfg.mwg // self.wgm, cfg.nwg // self.wgn
+            self.pre += [f"const {it} wm = warp / {self.wgn};",
+                         f"const {it} wn = warp % {self.wgn};"]
         if self.tiles is not None:
             from . import gemm_mma_async as ring
 
@@ -399,9 +461,19 @@ class MmaGen(_Gen):
             if tiles < limits.compute_units:  # type: ignore[union-attr]
                 out = next((c for c in regs if c.mwg == c.nwg == 64), out)
         else:
-            out = replace(cfg, mma_opts="".join(o for o in cfg.mma_opts if o not in "asl"))
+            out = replace(cfg, mma_opts="".join(o for o in cfg.mma_opts if o not in "aslg"))
         note = f"register path: {why}" + (f"; {cfg.why}" if cfg.why else "")
         return replace(out, why=note, group_m=cfg.group_m)
+
+    def _ring_path(self, cfg: GemmConfig, why: str) -> GemmConfig:
+        """The mma.sync ring configuration serving a product wgmma cannot take (the fastest
+        ring tile of this kind; its register path where cp.async cannot copy either)."""
+        limits = getattr(self.sm, "limits", None)
+        rings = [c for c in space(cfg.mma, limits) if "a" in c.mma_opts and
+                 "g" not in c.mma_opts] if limits is not None else []
+        out = rings[0] if rings else config(cfg.mma, 64, 64, cfg.kwg, 2, 2, "a")
+        note = f"mma.sync ring: {why}" + (f"; {cfg.why}" if cfg.why else "")
+        return replace(out, why=note, group_m=cfg.group_m, split=cfg.split)
 
     def tiled(self) -> None:
         if self.tiles is not None:
@@ -430,9 +502,13 @@ class MmaGen(_Gen):
         return f"vstore_half_rte({{0}}, {offset}, (__local half *){local});"
 
     def row_of(self, i: int) -> str:
+        if "g" in self.cfg.mma_opts:
+            return self.tiles.row_of(i)
         return f"m0 + wm * {self.wm} + mg + {16 * (i // 2) + 8 * (i % 2)}"
 
     def col_of(self, j: int) -> str:
+        if "g" in self.cfg.mma_opts:
+            return self.tiles.col_of(j)
         return f"n0 + wn * {self.wn} + mt * 2 + {8 * (j // 2) + j % 2}"
 
     def _paired(self, layout: str, rows: int, along: int) -> bool:

@@ -92,10 +92,18 @@ def emulated_macros(threads: int) -> tuple[str, ...]:
 
 
 def stages(cfg: GemmConfig) -> int:
+    if "g" in cfg.mma_opts:  # (wgmma: as many stages as 48 KiB holds, gemm_wgmma.py)
+        from .gemm_wgmma import stages as deep
+
+        return deep(cfg)
     return 4 if "s" in cfg.mma_opts else 3
 
 
 def local_bytes(cfg: GemmConfig) -> int:
+    if "g" in cfg.mma_opts:
+        from .gemm_wgmma import local_bytes as wg
+
+        return wg(cfg)
     item = 2 if cfg.mma == "f16" else 4
     return stages(cfg) * cfg.kwg * (cfg.mwg + cfg.nwg) * item
 
@@ -191,6 +199,7 @@ class Tiles:
         self.item = _item(gen.kind)
         self.E = 16 // self.item
         self.size = (cfg.mwg * cfg.kwg, cfg.nwg * cfg.kwg)
+        self.copied = (True, True)  # which operands (a, b) have ring stages
 
     # -- loads -------------------------------------------------------------------------------
     def coords(self) -> None:
@@ -198,6 +207,8 @@ class Tiles:
         g, cfg, it, E = self.g, self.g.cfg, self.g.it, self.E
         T, KW = cfg.threads, cfg.kwg
         for is_a, op in zip((True, False), self.ops):
+            if not self.copied[0 if is_a else 1]:
+                continue
             q = "ca" if is_a else "cb"
             OW, O, o0 = (cfg.mwg, g.M, "m0") if is_a else (cfg.nwg, g.N, "n0")
             total = OW * KW // E
@@ -205,10 +216,9 @@ class Tiles:
                 e = f"(tid + {r * T})"
                 if op.layout == "k":
                     ck = KW // E
-                    lr, mask = _swizzle_k(ck)
-                    g.pre += [f"const {it} {q}o{r} = {e} / {ck}, {q}c{r} = {e} % {ck};",
-                              f"const {it} {q}d{r} = {q}o{r} * {KW} + (({q}c{r} ^ (({q}o{r} / "
-                              f"{lr}) & {mask})) * {E});",
+                    o, c, d = self.k_chunk(is_a, e, ck, f"{q}o{r}", f"{q}c{r}")
+                    g.pre += [f"const {it} {q}o{r} = {o}, {q}c{r} = {c};",
+                              f"const {it} {q}d{r} = {d};",
                               f"const int {q}v{r} = {o0} + {q}o{r} < {O};",
                               f"const {it} {q}r{r} = min(({it})({o0} + {q}o{r}), ({it}){O - 1});"]
                 else:
@@ -222,6 +232,21 @@ class Tiles:
                               f"{q}og{r}) * {self.item}u, 16u) : 0u;",
                               f"const {it} {q}r{r} = {q}og{r} < {O} ? {q}og{r} : 0;"]
 
+    def k_chunk(self, is_a: bool, e: str, ck: int, o: str, c: str) -> tuple[str, str, str]:
+        """(row, chunk, destination element) of chunk ``e`` of a ``[o][k]`` tile of ``ck``
+        chunks a row (``o``, ``c``: the row's and chunk's names in the destination): rows in
+        order, chunks swizzled within their row."""
+        lr, mask = _swizzle_k(ck)
+        KW = self.g.cfg.kwg
+        return (f"{e} / {ck}", f"{e} % {ck}",
+                f"{o} * {KW} + (({c} ^ (({o} / {lr}) & {mask})) * {self.E})")
+
+    def landed(self, block: Block, pending: int) -> None:
+        """Wait until at most ``pending`` copy groups of this work-item are in flight, then
+        a barrier: the stage every work-item copied is complete and visible."""
+        _emit(block, f"FJ_CP_WAIT({pending});")
+        _emit(block, self.g.t.barrier_local)
+
     def loads(self, block: Block, step: str, stage: str) -> None:
         """The copies of step ``step`` (k tile) into ring stage ``stage``."""
         g, cfg, it, E, item = self.g, self.g.cfg, self.g.it, self.E, self.item
@@ -229,6 +254,8 @@ class Tiles:
         kbase = "kbase + " if g.S > 1 else ""
         kend = f"(kbase + {g.Kc})" if g.S > 1 else str(g.Kc)
         for is_a, op in zip((True, False), self.ops):
+            if not self.copied[0 if is_a else 1]:
+                continue
             q = "ca" if is_a else "cb"
             OW = cfg.mwg if is_a else cfg.nwg
             local, size = ("Al", self.size[0]) if is_a else ("Bl", self.size[1])
@@ -268,8 +295,7 @@ class Tiles:
             _emit(top, "FJ_CP_COMMIT();")
         loop = top.nested(f"for ({it} kt = 0; kt < {steps}; kt++) {{",
                           loop_vars=frozenset({"kt"}))
-        _emit(loop, f"FJ_CP_WAIT({S - 2});")
-        _emit(loop, g.t.barrier_local)
+        self.landed(loop, S - 2)
         nxt = loop.nested(f"if (kt + {S - 1} < {steps}) {{")
         self.loads(nxt, f"kt + {S - 1}", f"(kt + {S - 1}) % {S}")
         _emit(loop, "FJ_CP_COMMIT();")

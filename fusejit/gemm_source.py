@@ -84,6 +84,7 @@ class _Gen(Epilogue):
         self.bidx = unravel(_var("bz", self.B - 1), self.batch) if self.batch else ()
         self.top = Block(self.low)
         self.pre: list[str] = []
+        self.head: list[str] = []  # program-level definitions the kernel needs
         self.defined: set[tuple[str, int]] = set()
 
     # -- indices ----------------------------------------------------------------------------------
@@ -191,7 +192,8 @@ class _Gen(Epilogue):
         name = f"{self.name}_partial" if S > 1 else self.name
         sig = self.low.args.signature(name)
         t = self.t
-        lines = [sig.render(t, (T,)), "{", *(f"    {p}" for p in self.pre), *body, "}"]
+        lines = [*self.head, sig.render(t, (T,)), "{", *(f"    {p}" for p in self.pre), *body,
+                 "}"]
         gz = self.B * S
         gsize = (nm * nn * T, gz) if gz > 1 else (nm * nn * T,)
         lsize = (T, 1) if gz > 1 else (T,)

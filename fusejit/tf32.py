@@ -3,6 +3,8 @@ checked without a GPU (tests/test_tf32.py) and its error bounds have one definit
 
 * ``tf32_round``: PTX's ``cvt.rna.tf32.f32``: round to nearest, ties away from zero, to 10
   mantissa bits (the 13 low bits cleared). Finite values only change; overflow rounds to inf.
+  (The wgmma kernels, fusejit/gemm_wgmma.py, round one operand so; the tensor cores read the
+  other as float32 from local memory and drop its 13 low bits: toward zero, under 2**-10.)
 * ``split``: 3xTF32's operand split, big = tf32(x), small = tf32(x - big). ``x - big`` is
   exact in float32 (it has at most 13 significant bits), so ``|x - big - small| <= 2**-22 |x|``.
 * ``mma_model``: a product as the kernel sums it: per k step of 8 (m16n8k8), each MMA adds its

@@ -106,6 +106,7 @@ def _mma_sweep(queue: cl.CommandQueue, budget: float, torch: Any) -> list[dict[s
     from fusejit.runtime.devices import device_info
 
     info = device_info(queue.device)
+    limits = gemm_mma.with_wgmma(queue, info.limits)
     rng = np.random.default_rng(1)
     n = int(os.environ.get("FUSEJIT_BENCH_N", 4096))
     host = [rng.standard_normal(s).astype(np.float32) for s in ((n, n), (n, n), (n,))]
@@ -121,7 +122,7 @@ def _mma_sweep(queue: cl.CommandQueue, budget: float, torch: Any) -> list[dict[s
                 scale = float(ref.abs().max())
         args = [cla.to_device(queue, h) for h in hk]
         work.append([(kind, cfg, args, ref, scale)
-                     for cfg in gemm_mma.sweep_space(kind, info.limits)])
+                     for cfg in gemm_mma.sweep_space(kind, limits)])
     order = [w for rank in range(max(map(len, work))) for ws in work for w in ws[rank:rank + 1]]
     out = []
     start = time.perf_counter()

@@ -60,6 +60,9 @@ class DeviceLimits:
     # buffers are host memory the host may compute in once the queue is finished (PoCL's CPU
     # device): large float products run in NumPy's BLAS there (passes/host_gemm.py)
     host_blas: bool = False
+    # Hopper's warpgroup MMA runs here (runtime/mma_probe.py; set once a function asks for
+    # tensor cores and the probe passes): gemm_mma.space offers the wgmma tiles
+    wgmma: bool = False
 
 
 @dataclass(frozen=True)

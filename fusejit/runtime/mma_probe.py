@@ -51,11 +51,8 @@ void fj_mma_probe(__global const float *a, __global const float *b, __global flo
 
 def probe_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(a, b, expected d): small integers, exact in tf32, float16 and any summation order."""
-    def ints(shape: tuple[int, int], seed: int) -> np.ndarray:  # -8..8, no numpy.random
-        k = (np.arange(shape[0] * shape[1], dtype=np.uint64) + np.uint64(seed << 12)) * \
-            np.uint64(0x9E3779B97F4A7C15)
-        return ((k >> np.uint64(40)) % np.uint64(17)).astype(np.float32).reshape(shape) - 8
-    a32, b32, a16, b16 = ints((16, 8), 1), ints((8, 8), 2), ints((16, 16), 3), ints((16, 8), 4)
+    a32, b32, a16, b16 = _ints((16, 8), 1), _ints((8, 8), 2), _ints((16, 16), 3), \
+        _ints((16, 8), 4)
     a = np.concatenate([a32.ravel(), a16.ravel()])
     b = np.concatenate([b32.ravel(), b16.ravel()])
     d = np.concatenate([(a32 @ b32).ravel(), (a16 @ b16).ravel()])
@@ -100,6 +97,108 @@ def _probe(queue: cl.CommandQueue) -> str | None:
     return None
 
 
+def _wgmma_source() -> str:
+    """One wgmma of each kind as the GEMM spells it (gemm_wgmma.py): R (64 x k) from
+    registers in mma.sync's A layout, Q (8 x k, k-major) from local memory in the unswizzled
+    core-matrix layout; D = R Q^T, 64 x 8."""
+    from ..gemm_mma import PTX_MACROS
+    from ..gemm_wgmma import _wgmma_asm, ptx_macros
+
+    def one(kind: str, depth: int) -> str:
+        e = 4 if kind == "tf32" else 8  # elements a 16-byte chunk
+        load = ("FJ_TF32(r{r}, x[(row + {dr}) * 8 + t + {dk}]);" if kind == "tf32" else
+                "FJ_F16X2(r{r}, x[(row + {dr}) * 16 + 2 * t + {dk}], "
+                "x[(row + {dr}) * 16 + 2 * t + {dk} + 1]);")
+        regs = " ".join(load.format(r=r, dr=dr, dk=dk * (depth // 8)) for r, (dr, dk) in
+                        enumerate(((0, 0), (8, 0), (0, 4), (8, 4))))
+        ql = "float" if kind == "tf32" else "ushort"  # (no half arrays without cl_khr_fp16)
+        store = ("q[((c / {e}) * 8 + n) * {e} + c % {e}] = y[n * {d} + c];" if kind == "tf32"
+                 else "vstore_half(y[n * {d} + c], ((c / {e}) * 8 + n) * {e} + c % {e}, "
+                 "(__local half *)q);")
+        asm = _wgmma_asm(kind, 8)
+        return f"""
+__kernel __attribute__((reqd_work_group_size(128, 1, 1)))
+void fj_wgmma_{kind}(__global const float *x, __global const float *y, __global float *d) {{
+    __local {ql} q[{8 * depth}] __attribute__((aligned(128)));
+    const int tid = get_local_id(0), lane = tid % 32, g = lane >> 2, t = lane & 3;
+    const int row = (tid / 32) * 16 + g;
+    if (tid < {8 * depth}) {{ const int n = tid / {depth}, c = tid % {depth};
+        {store.format(e=e, d=depth)} }}
+    FJ_PROXY_FENCE();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint r0, r1, r2, r3;
+    {regs}
+    float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+    const ulong qd = (ulong)((((uint)(ulong)q) & 0x3FFFFu) >> 4) | ((ulong)8 << 16) |
+                     ((ulong){depth // e * 8} << 32);
+    FJ_WG_FENCE();
+    asm volatile("{asm}" : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(r0), "r"(r1),
+                 "r"(r2), "r"(r3), "l"(qd), "r"(1) : "memory");
+    FJ_WG_COMMIT();
+    FJ_WG_WAIT();
+    asm volatile("" : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3));
+    d[row * 8 + 2 * t] = d0; d[row * 8 + 2 * t + 1] = d1;
+    d[(row + 8) * 8 + 2 * t] = d2; d[(row + 8) * 8 + 2 * t + 1] = d3;
+}}
+"""
+    return "\n".join(PTX_MACROS + ptx_macros()) + one("tf32", 8) + one("f16", 16)
+
+
+def _wgmma_probe(queue: cl.CommandQueue) -> str | None:
+    """None when both wgmma kinds build (through build.py's sm_90a rebuild) and compute
+    exactly on this device, else why not."""
+    cc = nvidia_capability(queue.device)
+    if isinstance(cc, str):
+        return cc
+    if cc != (9, 0):
+        return f"compute capability {cc[0]}.{cc[1]}: wgmma is sm_90a's alone"
+    from .build import build_program
+
+    mf = cl.mem_flags
+    try:
+        prg = build_program(queue.context, _wgmma_source(), [], "wgmma probe")
+        for kind, depth in (("tf32", 8), ("f16", 16)):
+            x, y = _ints((64, depth), 5), _ints((8, depth), 6)
+            xb = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
+            yb = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=y)
+            got = np.empty((64, 8), np.float32)
+            db = cl.Buffer(queue.context, mf.WRITE_ONLY, got.nbytes)
+            getattr(prg, f"fj_wgmma_{kind}")(queue, (128,), (128,), xb, yb, db)
+            cl.enqueue_copy(queue, got, db)
+            queue.finish()
+            if not np.array_equal(got, x @ y.T):
+                return f"the one-wgmma probe kernel computed a wrong {kind} product"
+    except Exception as exc:  # noqa: BLE001 - any failure means: no wgmma here
+        return f"the one-wgmma probe kernel failed to build or run ({str(exc).splitlines()[0]})"
+    return None
+
+
+def _ints(shape: tuple[int, int], seed: int) -> np.ndarray:
+    """Small integers -8..8 (exact in tf32, float16 and any summation order), no numpy.random."""
+    k = (np.arange(shape[0] * shape[1], dtype=np.uint64) + np.uint64(seed << 12)) * \
+        np.uint64(0x9E3779B97F4A7C15)
+    return ((k >> np.uint64(40)) % np.uint64(17)).astype(np.float32).reshape(shape) - 8
+
+
+_wgmma: dict[int, str | None] = {}
+
+
+def wgmma_unavailable(queue: object) -> str | None:
+    """None when the wgmma kernels (gemm_wgmma.py) run on ``queue``'s device, else why not;
+    probed once per device, after the mma.sync probe passes."""
+    why = unavailable(queue)
+    if why is not None:
+        return why
+    key = queue.device.int_ptr  # type: ignore[attr-defined]
+    with _lock:
+        if key in _wgmma:
+            return _wgmma[key]
+    result = _wgmma_probe(queue)  # type: ignore[arg-type]
+    with _lock:
+        _wgmma.setdefault(key, result)
+        return _wgmma[key]
+
+
 def unavailable(queue: object) -> str | None:
     """None when the tensor-core kernels run on ``queue``'s device, else why not."""
     if not isinstance(queue, cl.CommandQueue):
@@ -114,4 +213,4 @@ def unavailable(queue: object) -> str | None:
         return _results[key]
 
 
-__all__ = ["nvidia_capability", "unavailable"]
+__all__ = ["nvidia_capability", "unavailable", "wgmma_unavailable"]

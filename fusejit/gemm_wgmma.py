@@ -1,0 +1,505 @@
+"""Hopper's warpgroup MMA (``wgmma.mma_async``, sm_90a) for the tensor-core GEMM: ``GemmConfig.
+mma_opts`` "g", on the cp.async ring of gemm_mma_async.py, for tf32 and float16.
+
+**Getting sm_90a from OpenCL.** NVIDIA's OpenCL compiler targets sm_90 on an H100/H200 and
+ptxas refuses wgmma there. The kernel therefore writes each wgmma statement as a PTX comment
+behind ``runtime.build.SM90A_MARK``; build.py compiles the source (the comments' operands are
+bound as any asm's), takes the PTX the driver returns as the program binary, restores the
+statements, raises ``.target`` to sm_90a and builds that PTX as a binary (probed on an H200:
+benchmarks/wgmma_probe.py; the probe at device setup checks one wgmma of each kind).
+
+**The kernel.** A work-group is GR warpgroups (128 work-items each). One operand, Q, is read
+by the tensor cores from local memory through a matrix descriptor; the other, R, is loaded into
+registers as fragments (wgmma's "A from registers" form). tf32 wgmma reads local memory only in
+k-major layouts, so Q is the k-contiguous operand: ``b`` when it is (``a @ b.T``, the dense
+layer's ``x @ W.T``), else ``a`` (``a @ b``: the kernel computes the tile of ``(b.T @ a.T)``,
+so the accumulators hold C transposed and ``row_of``/``col_of`` say so). A product with
+neither operand k-contiguous takes the mma.sync ring instead (explain() says why).
+
+* Q's ring stages use wgmma's unswizzled k-major layout: core matrices of 8 rows x 16 bytes
+  (8 rows of one 16-byte chunk), the chunks of a row 128 bytes apart (the descriptor's leading
+  offset), 8-row groups ``128 * chunks`` apart (its stride offset). Copy ``e`` of a stage is
+  chunk ``e`` of that layout, so eight work-items write one whole 128-byte core matrix.
+* R keeps the ring's swizzled layouts; its fragments are the mma.sync ones (warp ``w`` of the
+  work-group holds rows ``16 w .. 16 w + 15`` of each 64-row block, blocks ``64 GR`` apart),
+  read by the ring's own address functions (``_word``, ``_ldsm``).
+* Per stage: every k step's fragments, ``wgmma.fence``, one wgmma per 64-row block and k step
+  (m64nQk8 tf32, m64nQk16 float16; Q up to 256), ``wgmma.commit_group`` and at once
+  ``wgmma.wait_group 0``, before the barrier that lets the ring refill the stage. The ring's
+  copies are generic-proxy writes, so each work-item fences them to the async proxy
+  (``fence.proxy.async``) before the barrier.
+* "r": R has no ring stages; each work-item loads its fragments from global memory into one
+  of three register sets, two k steps ahead (the loop unrolled by three), and only Q's tiles
+  fill the 48 KiB: up to 8 stages, so more of the copies are in flight.
+
+**Measured** (H200, 4096^3 + bias + ReLU, ``a @ b`` so Q = a, the tiles timed side by side):
+tf32 0.949 ms on 192 x 256 "r" tiles over 3 warpgroups (1.104 on 256 x 128 from local memory,
+the mma.sync ring 1.13-1.14); float16 0.510 on 256 x 128 (mma.sync 0.517; "r" 0.98: an
+outer-contiguous R takes 16-bit loads and packing). So the kernels are bound by feeding the
+tiles, not by the MMAs: 256 x 128 float16 tiles run about 1000 cycles a 16-deep stage, 4x the
+tensor cores' time, moving 3-4 TB/s from L2 whatever the instruction. Larger tiles need more
+than 48 KiB, and sharing tiles between work-groups needs clusters (not tried).
+
+**Not kept: retiring a stage's wgmmas one stage later** (``wait_group 1``, fragments in two
+register sets): tf32 1.10 -> 0.985-1.02 ms, float16 0.510 -> 0.489-0.503, but it gave wrong
+products whenever ptxas ran out of registers (a 1-warpgroup 128 x 128 float16 kernel at 255
+registers, a 2-warpgroup one capped at 128 with spills; every kernel below the cap was
+right, over several runs). An in-flight wgmma's registers are invisible to ptxas's
+allocation: a value it moves or spills between the issue and the wait is read too early.
+With the wait right after the commit nothing runs in that window.
+
+**Rounding.** R's tf32 fragments are rounded to nearest (``cvt.rna``) as in the mma.sync
+kernel; the tensor cores read Q's float32 values from local memory and use their top 19 bits
+(rounding toward zero). So a tf32 product's operands err by up to 2**-11 (R) and under 2**-10
+(Q); tests/test_gemm_mma.py's bound covers both. float16 products are exact either way.
+
+``emulated()`` spells the wgmma as OpenCL C over the same layouts (the R fragments exchanged
+through local memory, Q read through the descriptor's layout, truncated to tf32 as the hardware
+does), so PoCL runs these kernels on CI.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .gemm_mma_async import Operand, Tiles, _emit
+
+if TYPE_CHECKING:
+    from .gemm_mma import MmaGen
+    from .gemm_tune import GemmConfig
+    from .lowering import Block
+
+LOCAL = 48 * 1024  # NVIDIA's OpenCL local memory a work-group (no opt-in to more)
+MAX_STAGES = 8
+
+
+def _item(kind: str) -> int:
+    return 2 if kind == "f16" else 4
+
+
+def extents(cfg: GemmConfig) -> tuple[int, int]:
+    """(R, Q) of a configuration, as configured or ``oriented`` (whose Q = a tiles are
+    Q x R, told by their accumulator grid: 4 rows of work-items)."""
+    if cfg.mdimc == 4 and cfg.ndimc != 4:
+        return cfg.nwg, cfg.mwg
+    return cfg.mwg, cfg.nwg
+
+
+def stage_bytes(cfg: GemmConfig) -> int:
+    """Local memory of one ring stage ("r": Q's tile alone)."""
+    r, q = extents(cfg)
+    rows = q if "r" in cfg.mma_opts else r + q
+    return cfg.kwg * rows * _item(cfg.mma)
+
+
+def stages(cfg: GemmConfig) -> int:
+    """Ring stages of an R x Q configuration: as many as 48 KiB holds (at most 8)."""
+    return max(1, min(MAX_STAGES, LOCAL // stage_bytes(cfg)))
+
+
+def local_bytes(cfg: GemmConfig) -> int:
+    return stages(cfg) * stage_bytes(cfg)
+
+
+def groups(cfg: GemmConfig) -> int:
+    """Warpgroups of a work-group."""
+    return cfg.threads // 128
+
+
+def valid(cfg: GemmConfig) -> bool:
+    """A wgmma configuration, ``config(kind, R, Q, KWG, 4 GR, 1, "ag")``: tf32 or float16;
+    GR warpgroups; R (MWG: the register operand's extent) whole 64-row blocks of every
+    warpgroup; Q (NWG: the local-memory operand's, wgmma's N) a multiple of 8 up to 256; at
+    least 3 stages. ``oriented`` turns it into the kernel's C tile."""
+    if cfg.mma not in ("tf32", "f16") or "a" not in cfg.mma_opts:
+        return False
+    if cfg.ndimc != 4 or cfg.mdimc % 32 or cfg.threads % 128:
+        return False
+    if cfg.kwg % (16 if cfg.mma == "f16" else 8):
+        return False
+    gr = groups(cfg)
+    return (cfg.mwg % (64 * gr) == 0 and cfg.nwg % 8 == 0 and cfg.nwg <= 256 and
+            stages(cfg) >= 3 and LOCAL >= stages(cfg) * stage_bytes(cfg))
+
+
+def q_operand(ops: tuple[Operand, Operand]) -> int | None:
+    """Which operand the tensor cores read from local memory (0: a, 1: b), or None when
+    neither is k-contiguous."""
+    return 1 if ops[1].layout == "k" else 0 if ops[0].layout == "k" else None
+
+
+def oriented(cfg: GemmConfig, q: int) -> GemmConfig:
+    """The kernel's configuration of an R x Q one: its C tile and accumulator grid (per
+    work-item, 2 rows of each 64-row block of R by Q/4 columns: ``row_of``/``col_of``).
+    Q = b: R rows are C rows, as configured; Q = a: the tile is Q x R and R's rows are C's
+    columns (vw 1: a work-item's neighbouring accumulators are not neighbouring columns)."""
+    gr = groups(cfg)
+    if q == 1:
+        return cfg
+    return replace(cfg, mwg=cfg.nwg, nwg=cfg.mwg, mdimc=4, ndimc=32 * gr, vw=1)
+
+
+def describe(cfg: GemmConfig) -> str:
+    inst = "k8 tf32" if cfg.mma == "tf32" else "k16 f16, float32 accumulators"
+    r, q = extents(cfg)
+    return (f"tensor cores (wgmma m64n{q}{inst}: the k-contiguous operand's {q} rows read "
+            f"from local memory, the other's {r} from registers): tile "
+            f"{cfg.mwg}x{cfg.nwg}x{cfg.kwg}, {groups(cfg)} warpgroup(s), cp.async ring of "
+            f"{stages(cfg)} stages, launch grouped by {cfg.group_m} tile rows" +
+            ("; the register operand's fragments loaded from global memory, two k steps "
+             "ahead" if "r" in cfg.mma_opts else "") +
+            (f", K split over {cfg.split} work-groups per tile" if cfg.split > 1 else ""))
+
+
+def _wgmma_asm(kind: str, n: int) -> str:
+    """The wgmma statement (marked for build.py's sm_90a rebuild): D (n/2 floats) += R (4
+    registers) x Q (descriptor)."""
+    from .runtime.build import SM90A_MARK
+
+    d = ", ".join(f"%{i}" for i in range(n // 2))
+    a = ", ".join(f"%{n // 2 + i}" for i in range(4))
+    desc, one = f"%{n // 2 + 4}", f"%{n // 2 + 5}"
+    if kind == "f16":
+        inst, tail = f"m64n{n}k16.f32.f16.f16", "p, 1, 1, 0"
+    else:
+        inst, tail = f"m64n{n}k8.f32.tf32.tf32", "p, 1, 1"
+    return (f"{SM90A_MARK}{{ .reg .pred p; setp.ne.b32 p, {one}, 0; "
+            f"wgmma.mma_async.sync.aligned.{inst} {{{d}}}, {{{a}}}, {desc}, {tail}; }}")
+
+
+def ptx_macros() -> tuple[str, ...]:
+    from .runtime.build import SM90A_MARK as M
+
+    return (
+        f'#define FJ_WG_FENCE() asm volatile("{M}wgmma.fence.sync.aligned;" ::: "memory")',
+        (f'#define FJ_WG_COMMIT() asm volatile("{M}wgmma.commit_group.sync.aligned;" ::: '
+         '"memory")'),
+        (f'#define FJ_WG_WAIT() asm volatile("{M}wgmma.wait_group.sync.aligned 0;" ::: '
+         '"memory")'),
+        '#define FJ_PROXY_FENCE() asm volatile("fence.proxy.async.shared::cta;" ::: "memory")',
+    )
+
+
+def emulated_macros(cfg: GemmConfig, ck: int, name: str) -> tuple[list[str], list[str]]:
+    """(program-level helper, kernel lines): the wgmma as OpenCL C. A warp's R fragments go
+    through local memory (``fj_wx``); ``fj_wg_dot_<name>`` sums one accumulator's products,
+    Q read through the unswizzled k-major layout of ``ck`` chunks a row (tf32: truncated to
+    19 bits, as the tensor cores read float32). (A function, not inlined: PoCL builds the
+    kernel in a fraction of the time a macro per accumulator takes.)"""
+    E = 16 // _item(cfg.mma)
+    q = f"qb[(cc >> 3) * {ck * 8 * E} + (ka / {E}) * {8 * E} + (cc & 7) * {E} + ka % {E}]"
+    if cfg.mma == "f16":
+        a = ("vload_half((((rr & 7) * 4 + ((k & 7) >> 1)) * 4 + (rr >> 3) + 2 * (k >> 3)) * 2 "
+             "+ (k & 1), (__local const half *)x)")
+        b = f"vload_half(0, (__local const half *)&{q})"
+        depth, qt = 16, "ushort"
+    else:
+        a = "as_float(x[((rr & 7) * 4 + (k & 3)) * 4 + (rr >> 3) + 2 * (k >> 2)])"
+        b = f"as_float(as_uint({q}) & 0xffffe000u)"
+        depth, qt = 8, "float"
+    fn = f"fj_wg_dot_{name}"
+    head = [f"__attribute__((noinline)) float {fn}(__local const uint *x, __local const {qt} "
+            "*qb, int rr, int cc, int kk) {",
+            "    float s = 0.0f;",
+            f"    for (int k = 0; k < {depth}; k++) {{ const int ka = kk + k; s += {a} * {b}; }}",
+            "    return s;", "}"]
+    lines = [
+        f"__local uint fj_wx[{cfg.threads * 4}];",
+        "#define FJ_WG_FENCE()",
+        "#define FJ_WG_COMMIT()",
+        "#define FJ_WG_WAIT()",
+        "#define FJ_PROXY_FENCE()",
+        f"#define FJ_WG_ACC(acc, rr, cc, qb, kk) acc += {fn}(fj_x, qb, rr, cc, kk)",
+    ]
+    return head, lines
+
+
+def _fence(block: Block, names: list[str]) -> None:
+    """Empty asm statements that read and write ``names`` (the accumulators, after the last
+    wait): the compiler moves nothing the tensor cores wrote across them."""
+    for n in range(0, len(names), 16):
+        ops = ", ".join(f'"+f"({x})' for x in names[n:n + 16])
+        _emit(block, f'asm volatile("" : {ops});')
+
+
+class WgTiles(Tiles):
+    """The ring with wgmma compute (module docstring). ``q``: the operand read from local
+    memory (0: a, 1: b); the generator's configuration is already ``oriented``."""
+
+    def __init__(self, gen: MmaGen, ops: tuple[Operand, Operand], q: int) -> None:
+        super().__init__(gen, ops)
+        self.q = q
+        self.gr = groups(gen.cfg)
+        cfg = gen.cfg
+        self.rw = cfg.nwg if q == 0 else cfg.mwg  # R's extent (wgmma's M)
+        self.qw = cfg.mwg if q == 0 else cfg.nwg  # Q's extent (wgmma's N)
+        self.blocks = self.rw // (64 * self.gr)
+        self.ck = cfg.kwg // self.E  # chunks a row of Q's stage
+        self.r_global = "r" in cfg.mma_opts
+        if self.r_global:  # (R has no local tiles: its fragments come from global memory)
+            self.copied = (q == 0, q == 1)
+        self.S = stages(cfg)
+
+    # -- accumulators ------------------------------------------------------------------------
+    def _r_row(self, x: int) -> str:
+        """R's row of this work-item's accumulator index ``x`` (2 per 64-row block)."""
+        return f"{64 * self.gr * (x // 2) + 8 * (x % 2)} + warp * 16 + mg"
+
+    def _q_col(self, x: int) -> str:
+        return f"{8 * (x // 2) + x % 2} + mt * 2"
+
+    def row_of(self, i: int) -> str:
+        return f"m0 + {self._q_col(i) if self.q == 0 else self._r_row(i)}"
+
+    def col_of(self, j: int) -> str:
+        return f"n0 + {self._r_row(j) if self.q == 0 else self._q_col(j)}"
+
+    def _acc(self, block: int, reg: int) -> str:
+        """The accumulator of wgmma register ``reg`` (of n/2) of 64-row block ``block``:
+        (R row g + 8 (reg % 4 >= 2), Q column 8 (reg / 4) + 2 t + reg % 2)."""
+        r = 2 * block + (reg % 4) // 2
+        c = 2 * (reg // 4) + reg % 2
+        return f"acc{c}_{r}" if self.q == 0 else f"acc{r}_{c}"
+
+    # -- Q's layout ----------------------------------------------------------------------------
+    def k_chunk(self, is_a: bool, e: str, ck: int, o: str, c: str) -> tuple[str, str, str]:
+        if is_a != (self.q == 0):
+            return super().k_chunk(is_a, e, ck, o, c)
+        # chunk e of the core-matrix layout: 8-row group e / (8 ck), chunk (e / 8) % ck,
+        # row e % 8 of the group
+        return (f"({e} / {8 * ck}) * 8 + {e} % 8", f"({e} / 8) % {ck}", f"{e} * {self.E}")
+
+    def landed(self, block: Block, pending: int) -> None:
+        _emit(block, f"FJ_CP_WAIT({pending});")
+        _emit(block, "FJ_PROXY_FENCE();")
+        _emit(block, self.g.t.barrier_local)
+
+    def pipeline(self) -> None:
+        g, cfg = self.g, self.g.cfg
+        from .gemm_mma import _emulate
+
+        emulate = _emulate.value
+        if emulate:
+            head, lines = emulated_macros(cfg, self.ck, g.name)
+            g.head += head
+            g.pre += lines
+        else:
+            g.pre += list(ptx_macros())
+        if self.r_global:
+            self._global_r()
+        else:
+            super().pipeline()
+        if not emulate:  # (after the ring's declarations)
+            g.pre += self.descriptor()
+            # the accumulators are the tensor cores' until the last wait: operand fences
+            names = [self._acc(b, r) for b in range(self.blocks) for r in range(self.qw // 2)]
+            _fence(g.top, names)
+
+    def piped(self) -> bool:
+        return False
+
+    # -- "r": R's fragments straight from global memory ----------------------------------------
+    SETS = 3  # register sets of R's fragments: loads run two k steps ahead
+
+    def _global_r(self) -> None:
+        """"r": only Q has ring stages (so more of them fit: deeper copies in flight); each
+        work-item loads its R fragments from global memory into one of three register sets,
+        two steps ahead of their wgmmas (the loop unrolled by three):
+
+            for kt: load R of step kt + 2 (set (kt + 2) % 3)
+                    wait copies of kt; barrier; copy Q's step kt + S - 1 into its stage
+                    fragments of set kt % 3 (tf32 rounded, halves paired); wgmmas; wait
+        """
+        g, cfg, it = self.g, self.g.cfg, self.g.it
+        S, P = self.S, self.SETS
+        lt = "ushort" if self.f16 else "float"
+        qi = 0 if self.q == 0 else 1
+        g.pre.append(f"__local {lt} {self._q_local()}[{S * self.size[qi]}] "
+                     "__attribute__((aligned(16)));")
+        self.coords()
+        self._r_coords()
+        steps = math.ceil(g.Kc / cfg.kwg)
+        top = g.top
+        for x in range(P):
+            _emit(top, f"{self._raw_type()} " + ", ".join(f"{r} = 0" for r in self._raws(x)) +
+                  ";")
+        for s in range(S - 1):
+            if s < steps:
+                self.loads(top, str(s), str(s))
+            _emit(top, "FJ_CP_COMMIT();")
+        for s in range(P - 1):
+            if s < steps:
+                self._r_loads(top, str(s), s)
+        loop = top.nested(f"for ({it} kt = 0; kt < {steps}; kt += {P}) {{",
+                          loop_vars=frozenset({"kt"}))
+        for x in range(P):
+            k = f"kt + {x}" if x else "kt"
+            body = loop.nested(f"if ({k} < {steps}) {{") if x else loop
+            ahead = body.nested(f"if ({k} + {P - 1} < {steps}) {{")
+            self._r_loads(ahead, f"{k} + {P - 1}", (x + P - 1) % P)
+            self.landed(body, S - 2)
+            nxt = body.nested(f"if ({k} + {S - 1} < {steps}) {{")
+            self.loads(nxt, f"{k} + {S - 1}", f"({k} + {S - 1}) % {S}")
+            _emit(body, "FJ_CP_COMMIT();")
+            self.compute(body, f"(({k}) % {S})", x)
+
+    def _r_op(self) -> tuple[bool, Operand]:
+        is_a = self.q == 1  # R is a when Q is b
+        return is_a, self.ops[0 if is_a else 1]
+
+    def _parts(self) -> int:
+        """Loads a fragment register takes: 2 for float16 pairs not contiguous in memory
+        (outer-contiguous R, or K odd: a pair may straddle K), else 1."""
+        _, op = self._r_op()
+        return 2 if self.f16 and (op.layout == "outer" or self.g.Kc % 2 or self.g.S > 1) else 1
+
+    def _raw_type(self) -> str:
+        return "float" if not self.f16 else "uint" if self._parts() == 1 else "ushort"
+
+    def _raws(self, x: int) -> list[str]:
+        """Set ``x``'s loaded values: ``rv<kk>_<block>_<reg>_<part>_<x>``."""
+        return [f"rv{kk}_{b}_{r}_{h}_{x}" for kk in self.steps() for b in range(self.blocks)
+                for r in range(4) for h in range(self._parts())]
+
+    def _r_coords(self) -> None:
+        """Per work-item: R's rows (clamped, and whether inside) of each block's two rows."""
+        g, it = self.g, self.g.it
+        is_a, _ = self._r_op()
+        o0, O = ("m0", g.M) if is_a else ("n0", g.N)
+        for b in range(self.blocks):
+            for h in (0, 8):
+                row = f"{o0} + {64 * self.gr * b + h} + warp * 16 + mg"
+                g.pre += [f"const int rq{b}_{h} = {row} < {O};",
+                          f"const {it} rr{b}_{h} = min(({it})({row}), ({it}){O - 1});"]
+
+    def _r_loads(self, block: Block, step: str, x: int) -> None:
+        """Set ``x``'s loads of k step ``step``: register r of block b holds (row g + 8 (r %
+        2), k t + 4 (r / 2)) for tf32, (row g + 8 (r % 2), k 2t, 2t + 1 (+ 8 for r / 2))
+        for float16 (mma.sync's A layout); zero outside R and past K."""
+        g, cfg, it = self.g, self.g.cfg, self.g.it
+        _, op = self._r_op()
+        kbase = "kbase + " if g.S > 1 else ""
+        kend = f"(kbase + {g.Kc})" if g.S > 1 else str(g.Kc)
+        parts = self._parts()
+        ptr = f"((__global const {self._raw_type()} *){op.ptr})" if parts == 2 or \
+            not self.f16 else f"((__global const ushort *){op.ptr})"
+        inner = block.nested("{")
+        for kk in self.steps():
+            for b in range(self.blocks):
+                for r in range(4):
+                    h = 8 * (r % 2)
+                    for part in range(parts):
+                        if self.f16:
+                            dk = f"{8 * (r // 2)} + 2 * mt + {part}"
+                        else:
+                            dk = f"{4 * (r // 2)} + mt"
+                        name = f"rv{kk}_{b}_{r}_{part}_{x}"
+                        kq = f"{kbase}({step}) * {cfg.kwg} + {kk} + {dk}"
+                        _emit(inner, f"{{ const {it} kq = {kq}; const {it} e = "
+                                     f"{op.address(it, f'rr{b}_{h}', f'kq < {kend} ? kq : 0')};")
+                        if self.f16 and parts == 1:  # (an aligned pair: one 32-bit load)
+                            load = f"*(__global const uint *)({ptr} + e)"
+                        else:
+                            load = f"{ptr}[e]"
+                        _emit(inner, f"  {name} = rq{b}_{h} && kq < {kend} ? {load} : 0; }}")
+
+    def _r_frags(self, s: Block, x: int) -> None:
+        """Fragment registers ``wr<kk>_<b>_<r>`` from set ``x``'s loaded values."""
+        for kk in self.steps():
+            for b in range(self.blocks):
+                for r in range(4):
+                    name = f"wr{kk}_{b}_{r}"
+                    raw = [f"rv{kk}_{b}_{r}_{h}_{x}" for h in range(self._parts())]
+                    if not self.f16:
+                        _emit(s, f"uint {name}; FJ_TF32({name}, {raw[0]});")
+                    elif len(raw) == 1:
+                        _emit(s, f"const uint {name} = {raw[0]};")
+                    else:
+                        _emit(s, f"const uint {name} = (uint){raw[0]} | ((uint){raw[1]} << 16);")
+
+    # -- compute -------------------------------------------------------------------------------
+    def _q_local(self) -> str:
+        return "Al" if self.q == 0 else "Bl"
+
+    def frags(self, s: Block, stage: str, kk: int, x: str) -> None:
+        """This k step's R fragments from R's ring stage: ``wr<kk>_<block>_<0..3>``
+        (mma.sync's A layout)."""
+        g = self.g
+        is_a, op = self._r_op()
+        kw = kk // 2 if self.f16 else kk
+        wt = "uint" if self.f16 else "float"
+        for b in range(self.blocks):
+            off = 64 * self.gr * b
+            regs = [f"wr{kk}_{b}_{r}" for r in range(4)]
+            _emit(s, "uint " + ", ".join(regs) + ";")
+            if self.f16 and op.layout == "outer":  # (k pairs transposed by ldmatrix)
+                base = self._base(is_a, stage, "ushort")
+                # (b's x4: matrices (rows lo, k lo), (k hi), (rows hi, k lo), (k hi))
+                order = regs if is_a else [regs[0], regs[2], regs[1], regs[3]]
+                _emit(s, f"FJ_LDSM_T({', '.join(order)}, {base}, "
+                         f"{self._ldsm(is_a, off, kk, True)});")
+                continue
+            for r, (row, dk) in enumerate(((0, 0), (8, 0), (0, 4), (8, 4))):
+                g._fragment(s, regs[r], f"{self._base(is_a, stage, wt)}"
+                                        f"[{self._word(is_a, off + row, kw + dk)}]")
+
+    def compute(self, block: Block, stage: str, x: int | None = None) -> None:
+        """One stage's fragments (from R's stage, or "r": from register set ``x``), its
+        wgmmas, and the wait for all of them."""
+        from .gemm_mma import _emulate
+
+        g = self.g
+        body = block.nested("{")
+        qsize = self.size[0 if self.q == 0 else 1]
+        lt = "ushort" if self.f16 else "float"
+        steps = self.steps()
+        if x is None:
+            for kk in steps:
+                self.frags(body, stage, kk, "")
+        else:
+            self._r_frags(body, x)
+        if not _emulate.value:  # (every value the wgmmas read exists before the first issues)
+            for kk in steps:
+                # the descriptor of this stage's k step: its first core-matrix column
+                _emit(body, f"const ulong qd{kk} = fj_qd + (ulong)(((({stage}) * {qsize} + "
+                            f"{kk // self.E * 8 * self.E}) * {self.item}) >> 4);")
+        _emit(body, "FJ_WG_FENCE();")
+        if _emulate.value:
+            qb = f"((__local const {lt} *){self._q_local()} + ({stage}) * {qsize})"
+            for kk in steps:
+                for b in range(self.blocks):
+                    s = body.nested("{")
+                    _emit(s, "__local uint *fj_x = fj_wx + (tid - lane) * 4;")
+                    _emit(s, " ".join(f"fj_wx[tid * 4 + {r}] = wr{kk}_{b}_{r};"
+                                      for r in range(4)))
+                    _emit(s, g.t.barrier_local)
+                    for reg in range(self.qw // 2):
+                        rr = f"(mg + {8 * ((reg % 4) // 2)})"
+                        cc = f"({8 * (reg // 4) + reg % 2} + mt * 2)"
+                        _emit(s, f"FJ_WG_ACC({self._acc(b, reg)}, {rr}, {cc}, {qb}, {kk});")
+                    _emit(s, g.t.barrier_local)
+        else:
+            for kk in steps:
+                for b in range(self.blocks):
+                    d = [self._acc(b, r) for r in range(self.qw // 2)]
+                    regs = [f"wr{kk}_{b}_{r}" for r in range(4)]
+                    ops = (", ".join(f'"+f"({a})' for a in d) + " : " +
+                           ", ".join(f'"r"({r})' for r in regs) + f', "l"(qd{kk}), "r"(1)')
+                    _emit(body, f'asm volatile("{_wgmma_asm(g.kind, self.qw)}" : {ops} : '
+                                '"memory");')
+        # (the wait follows the commit at once: nothing the wgmmas read or write is touched
+        # while they run, whatever registers ptxas gives the values around them)
+        _emit(body, "FJ_WG_COMMIT();")
+        _emit(body, "FJ_WG_WAIT();")
+
+    def descriptor(self) -> list[str]:
+        """The kernel's base descriptor of Q's ring (stage 0, k 0): the local address >> 4,
+        leading offset 128 bytes (the next chunk of k), stride offset 128 * chunks (the next
+        8 rows), no swizzle."""
+        return [(f"const ulong fj_qd = (ulong)((((uint)(ulong){self._q_local()}) & 0x3FFFFu) "
+                 f">> 4) | ((ulong)8 << 16) | ((ulong){8 * self.ck} << 32);")]
+
+
+__all__ = ["WgTiles", "describe", "groups", "oriented", "q_operand", "stages", "valid"]

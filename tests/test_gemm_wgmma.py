@@ -1,0 +1,121 @@
+"""Hopper's warpgroup MMA (fusejit/gemm_wgmma.py) against float64 NumPy.
+
+On PoCL the kernels run emulated (gemm_mma.emulated(): the wgmma spelled as OpenCL C over the
+same layouts: R's fragments exchanged through local memory, Q read through the descriptor's
+core-matrix layout and truncated to tf32 as the tensor cores read float32), so CI runs their
+index math: both orientations (Q = b for ``a @ b.T``, Q = a for ``a @ b``, whose accumulators
+hold C transposed), one and two warpgroups, several 64-row blocks a warpgroup, edge tiles, K
+tails, the ldmatrix fragments of float16 R tiles. A product with neither operand k-contiguous
+takes the mma.sync ring. On an H200 the same cases run for real. (PoCL compiles each emulated
+kernel in 5-20 s: four cases run by default, the others with FUSEJIT_FUZZ_LONG=1.)"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from test_gemm_mma import _check
+from test_gemm_mma_async import LAYOUTS, _null, _operands
+
+import fusejit
+from fusejit import fuse, gemm_mma, gemm_tune, gemm_wgmma
+from fusejit.passes.plan import DeviceLimits
+from fusejit.runtime import build, mma_probe
+
+_queue = fusejit.default_queue()
+_mma = mma_probe.unavailable(_queue) is None
+_wg_why = mma_probe.wgmma_unavailable(_queue)
+# tensor cores without wgmma (an A100, say) build neither the PTX nor its emulation here
+_skip = pytest.mark.skipif(_mma and _wg_why is not None, reason=f"no wgmma: {_wg_why}")
+_long = pytest.mark.skipif(os.environ.get("FUSEJIT_FUZZ_LONG") != "1",
+                           reason="long: set FUSEJIT_FUZZ_LONG=1 (PoCL builds emulated MMAs slowly)")
+
+
+def _run(kind: str, shape: tuple, fn, *args):
+    cfg = gemm_mma.config(kind, *shape)
+    with gemm_tune.forced(cfg), (gemm_mma.emulated() if not _mma else _null()):
+        f = fuse(fn, matmul_precision="tf32" if kind == "f16" else kind)
+        low = f.lower(*args)
+        return np.asarray(f(*args)), " ".join(k.reason for k in low.kernels), low.source
+
+
+# (kind, R x Q x KWG over 4 GR x 1 warps + opts, m, n, k, layout): "r" (R's fragments from
+# global memory, three register sets: the loop unrolled by three) with a number of k steps
+# that is not a multiple of three; Q = a tiles that are not square
+CASES = [
+    ("tf32", (128, 64, 8, 8, 1, "agr"), 70, 132, 36, "nn"),  # Q = a: C transposed
+    ("f16", (128, 64, 16, 8, 1, "ag"), 130, 72, 40, "nt"),  # Q = b, R from local memory
+    ("f16", (128, 64, 16, 8, 1, "ag"), 70, 136, 40, "nn"),  # R's halves by ldmatrix.trans
+    ("tf32", (192, 64, 8, 12, 1, "agr"), 200, 68, 28, "nt"),  # 3 warpgroups
+    pytest.param("f16", (128, 64, 16, 4, 1, "agr"), 70, 136, 48, "nn", marks=_long),
+    pytest.param("f16", (128, 64, 16, 4, 1, "agr"), 136, 70, 40, "nt", marks=_long),
+    pytest.param("tf32", (64, 64, 16, 4, 1, "ag"), 76, 140, 72, "nn", marks=_long),
+]
+
+
+@_skip
+@pytest.mark.parametrize("kind, shape, m, n, k, layout", CASES)
+def test_wgmma_orientations_edges_k_tails(kind, shape, m, n, k, layout):
+    fn, ta, tb = LAYOUTS[layout]
+    rng = np.random.default_rng(m * n + k)
+    a, b, c, args = _operands(rng, kind, m, n, k, ta, tb)
+    got, reason, src = _run(kind, shape, fn, *args)
+    assert "wgmma" in reason and "register path" not in reason, reason
+    ldsm = "FJ_LDSM_T(wr" in src
+    # (R = b, outer-contiguous halves, from its ring stage)
+    assert ldsm == (kind == "f16" and layout == "nn" and "r" not in shape[-1])
+    if _mma:
+        assert build.SM90A_MARK + "{ .reg .pred p;" in src
+    ref = a.astype(np.float64) @ b.astype(np.float64) + c
+    _check(kind, got, np.maximum(ref, 0), a, b)
+
+
+@_skip
+def test_neither_operand_k_contiguous_takes_the_mma_sync_ring():
+    rng = np.random.default_rng(5)
+    fn, ta, tb = LAYOUTS["tn"]
+    *_, args = _operands(rng, "tf32", 36, 40, 24, ta, tb)
+    cfg = gemm_mma.config("tf32", 64, 64, 8, 4, 1, "ag")
+    with gemm_tune.forced(cfg), gemm_mma.emulated():
+        low = fuse(fn, matmul_precision="tf32").lower(*args)
+    reason = " ".join(k.reason for k in low.kernels)
+    assert "mma.sync ring: neither operand is k-contiguous" in reason, reason
+    assert "wgmma" not in low.source
+
+
+def test_sm90a_ptx_restores_marked_statements_and_retargets():
+    ptx = (".version 8.5\n.target sm_90, texmode_independent\n.address_size 64\n"
+           f"\t{build.SM90A_MARK}wgmma.fence.sync.aligned;\n\tmov.u32 %r1, 0; // sm_90 kept\n")
+    out = build.sm90a_ptx(ptx)
+    assert ".target sm_90a, texmode_independent" in out
+    assert "\twgmma.fence.sync.aligned;\n" in out and build.SM90A_MARK not in out
+    assert "// sm_90 kept" in out
+    with pytest.raises(ValueError, match="sm_90 device.*sm_80"):
+        build.sm90a_ptx(".target sm_80\n")
+
+
+def test_space_offers_wgmma_only_where_the_probe_passed():
+    hopper = DeviceLimits(is_gpu=True, local_mem=48 * 1024, max_work_group=1024,
+                          compute_units=132, wgmma=True)
+    ampere = DeviceLimits(is_gpu=True, local_mem=48 * 1024, max_work_group=1024,
+                          compute_units=108)
+    for kind in ("tf32", "f16"):
+        wg = [c for c in gemm_mma.space(kind, hopper) if "g" in c.mma_opts]
+        assert wg and gemm_mma.space(kind, hopper)[0] in wg
+        assert all(gemm_wgmma.stages(c) >= 3 and gemm_mma.local_bytes(c) <= 48 * 1024
+                   for c in wg)
+        assert not [c for c in gemm_mma.space(kind, ampere) if "g" in c.mma_opts]
+        big = gemm_mma.heuristic(kind, 4096, 4096, hopper)
+        assert "g" in big.mma_opts and not gemm_mma.valid(big, ampere)  # (a stale entry)
+    assert not [c for c in gemm_mma.space("3xtf32", hopper) if "g" in c.mma_opts]
+    # a warpgroup's 64-row blocks must tile both extents; "g" needs the ring
+    assert not gemm_mma.valid(gemm_mma.config("tf32", 64, 128, 8, 8, 1, "ag"))
+    assert not gemm_mma.valid(gemm_mma.config("tf32", 128, 128, 8, 4, 1, "g"))
+    assert not gemm_mma.valid(gemm_mma.config("3xtf32", 128, 128, 8, 4, 1, "ag"))
+
+
+def test_probe_says_why_not_off_hopper():
+    if _wg_why is None:
+        pytest.skip("this device runs wgmma")
+    assert isinstance(_wg_why, str) and _wg_why
