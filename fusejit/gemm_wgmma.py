@@ -200,8 +200,8 @@ def emulated_macros(cfg: GemmConfig, ck: int, name: str) -> tuple[list[str], lis
         b = f"as_float(as_uint({q}) & 0xffffe000u)"
         depth, qt = 8, "float"
     fn = f"fj_wg_dot_{name}"
-    head = [f"__attribute__((noinline)) float {fn}(__local const uint *x, __local const {qt} "
-            "*qb, int rr, int cc, int kk) {",
+    head = [(f"__attribute__((noinline)) float {fn}(__local const uint *x, __local const {qt} "
+             "*qb, int rr, int cc, int kk) {"),
             "    float s = 0.0f;",
             f"    for (int k = 0; k < {depth}; k++) {{ const int ka = kk + k; s += {a} * {b}; }}",
             "    return s;", "}"]
@@ -278,7 +278,7 @@ class WgTiles(Tiles):
 
     def pipeline(self) -> None:
         g, cfg = self.g, self.g.cfg
-        from .gemm_mma import _emulate
+        from .mma_ptx import _emulate
 
         emulate = _emulate.value
         if emulate:
@@ -448,7 +448,7 @@ class WgTiles(Tiles):
     def compute(self, block: Block, stage: str, x: int | None = None) -> None:
         """One stage's fragments (from R's stage, or "r": from register set ``x``), its
         wgmmas, and the wait for all of them."""
-        from .gemm_mma import _emulate
+        from .mma_ptx import _emulate
 
         g = self.g
         body = block.nested("{")

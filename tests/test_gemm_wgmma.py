@@ -29,7 +29,8 @@ _wg_why = mma_probe.wgmma_unavailable(_queue)
 # tensor cores without wgmma (an A100, say) build neither the PTX nor its emulation here
 _skip = pytest.mark.skipif(_mma and _wg_why is not None, reason=f"no wgmma: {_wg_why}")
 _long = pytest.mark.skipif(os.environ.get("FUSEJIT_FUZZ_LONG") != "1",
-                           reason="long: set FUSEJIT_FUZZ_LONG=1 (PoCL builds emulated MMAs slowly)")
+                           reason="long: set FUSEJIT_FUZZ_LONG=1 (PoCL builds emulated MMAs "
+                                  "slowly)")
 
 
 def _run(kind: str, shape: tuple, fn, *args):

@@ -65,7 +65,7 @@ def _build(ctx: cl.Context, source: str, options: list[str], name: str) -> cl.Pr
         raise KernelBuildError(name, source, str(exc)) from None
 
 
-# -- Hopper-only PTX ---------------------------------------------------------------------------------
+# -- Hopper-only PTX ------------------------------------------------------------------------------
 
 SM90A_MARK = "// FJPTX "  # an inline-asm statement that only an sm_90a build may hold
 _TARGET = re.compile(r"^\.target\s+sm_90\b", re.MULTILINE)

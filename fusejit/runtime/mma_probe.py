@@ -19,7 +19,7 @@ _results: dict[int, str | None] = {}
 
 
 def _kernel_source() -> str:
-    from ..gemm_mma import PTX_MACROS
+    from ..mma_ptx import PTX_MACROS
 
     # lane: g = lane >> 2, t = lane & 3; A row-major 16 x K, B row-major K x 8, D 16 x 8
     return "\n".join(PTX_MACROS) + """
@@ -101,8 +101,8 @@ def _wgmma_source() -> str:
     """One wgmma of each kind as the GEMM spells it (gemm_wgmma.py): R (64 x k) from
     registers in mma.sync's A layout, Q (8 x k, k-major) from local memory in the unswizzled
     core-matrix layout; D = R Q^T, 64 x 8."""
-    from ..gemm_mma import PTX_MACROS
     from ..gemm_wgmma import _wgmma_asm, ptx_macros
+    from ..mma_ptx import PTX_MACROS
 
     def one(kind: str, depth: int) -> str:
         e = 4 if kind == "tf32" else 8  # elements a 16-byte chunk
