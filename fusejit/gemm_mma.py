@@ -198,10 +198,12 @@ def pad(kind: str) -> int:
 def local_bytes(cfg: GemmConfig) -> int:
     """Local memory of the kernel: with "a" the larger of the ring and the register path's
     double buffer (it serves the products whose operands cp.async cannot copy)."""
+    if "g" in cfg.mma_opts:  # (its register path is another configuration: MmaGen)
+        from .gemm_wgmma import local_bytes as wg
+
+        return wg(cfg)
     from .gemm_mma_async import local_bytes as ring
 
-    if "g" in cfg.mma_opts:  # (its register path is another configuration: MmaGen)
-        return ring(cfg)
     item = 2 if cfg.mma == "f16" else 4  # (float16 tiles hold halves)
     regs = 2 * cfg.kwg * (cfg.mwg + pad(cfg.mma) + cfg.nwg + pad(cfg.mma)) * item
     if "a" not in cfg.mma_opts:

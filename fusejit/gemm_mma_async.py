@@ -92,18 +92,10 @@ def emulated_macros(threads: int) -> tuple[str, ...]:
 
 
 def stages(cfg: GemmConfig) -> int:
-    if "g" in cfg.mma_opts:  # (wgmma: as many stages as 48 KiB holds, gemm_wgmma.py)
-        from .gemm_wgmma import stages as deep
-
-        return deep(cfg)
-    return 4 if "s" in cfg.mma_opts else 3
+    return 4 if "s" in cfg.mma_opts else 3  # (gemm_wgmma.py sets its own)
 
 
 def local_bytes(cfg: GemmConfig) -> int:
-    if "g" in cfg.mma_opts:
-        from .gemm_wgmma import local_bytes as wg
-
-        return wg(cfg)
     item = 2 if cfg.mma == "f16" else 4
     return stages(cfg) * cfg.kwg * (cfg.mwg + cfg.nwg) * item
 
@@ -277,12 +269,16 @@ class Tiles:
                              f"{size} + {q}d{r}, (__global const uchar *){op.ptr} + ({src}) * "
                              f"{item}, {nb}); }}")
 
+    unroll = 1  # k steps a loop iteration (a subclass's register sets rotate through them)
+
     def pipeline(self) -> None:
+        """The ring's loop (the module docstring), ``unroll`` steps an iteration; each step
+        after ``ahead`` (a hook: nothing here) and its copies computes its stage."""
         g, cfg, it = self.g, self.g.cfg, self.g.it
-        S = self.S
+        S, U = self.S, self.unroll
         lt = "ushort" if self.f16 else "float"
-        g.pre += [f"__local {lt} Al[{S * self.size[0]}] __attribute__((aligned(16)));",
-                  f"__local {lt} Bl[{S * self.size[1]}] __attribute__((aligned(16)));"]
+        g.pre += [f"__local {lt} {name}[{S * size}] __attribute__((aligned(16)));"
+                  for name, size, copied in zip(("Al", "Bl"), self.size, self.copied) if copied]
         self.coords()
         steps = math.ceil(g.Kc / cfg.kwg)
         top = g.top
@@ -293,13 +289,23 @@ class Tiles:
             if s < steps:
                 self.loads(top, str(s), str(s))
             _emit(top, "FJ_CP_COMMIT();")
-        loop = top.nested(f"for ({it} kt = 0; kt < {steps}; kt++) {{",
+        self.ahead(top, None, steps)
+        step = "kt++" if U == 1 else f"kt += {U}"
+        loop = top.nested(f"for ({it} kt = 0; kt < {steps}; {step}) {{",
                           loop_vars=frozenset({"kt"}))
-        self.landed(loop, S - 2)
-        nxt = loop.nested(f"if (kt + {S - 1} < {steps}) {{")
-        self.loads(nxt, f"kt + {S - 1}", f"(kt + {S - 1}) % {S}")
-        _emit(loop, "FJ_CP_COMMIT();")
-        self.compute(loop, f"(kt % {S})")
+        for x in range(U):
+            k = f"kt + {x}" if x else "kt"
+            body = loop.nested(f"if ({k} < {steps}) {{") if x else loop
+            self.ahead(body, x, steps)
+            self.landed(body, S - 2)
+            nxt = body.nested(f"if ({k} + {S - 1} < {steps}) {{")
+            self.loads(nxt, f"{k} + {S - 1}", f"({k} + {S - 1}) % {S}")
+            _emit(body, "FJ_CP_COMMIT();")
+            self.compute(body, f"({k if not x else f'({k})'} % {S})", x)
+
+    def ahead(self, block: Block, x: int | None, steps: int) -> None:
+        """Work issued ahead of step ``kt + x`` (``x`` None: before the loop); nothing in the
+        ring itself."""
 
     def _pipeline_piped(self, steps: int) -> None:
         """"p": all S stages in flight at first; a stage is refilled as soon as its last
@@ -474,7 +480,7 @@ class Tiles:
         (needs an even number of k steps a stage: the register set alternates)."""
         return "p" in self.g.cfg.mma_opts and len(self.steps()) % 2 == 0
 
-    def compute(self, block: Block, stage: str) -> None:
+    def compute(self, block: Block, stage: str, x: int = 0) -> None:
         g = self.g
         ti, tj = g.wm // 16, g.wn // 8
         body = block.nested("{")

@@ -60,7 +60,6 @@ does), so PoCL runs these kernels on CI.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -121,7 +120,7 @@ def valid(cfg: GemmConfig) -> bool:
         return False
     gr = groups(cfg)
     return (cfg.mwg % (64 * gr) == 0 and cfg.nwg % 8 == 0 and cfg.nwg <= 256 and
-            stages(cfg) >= 3 and LOCAL >= stages(cfg) * stage_bytes(cfg))
+            stages(cfg) >= 3)
 
 
 def q_operand(ops: tuple[Operand, Operand]) -> int | None:
@@ -233,13 +232,13 @@ class WgTiles(Tiles):
         self.q = q
         self.gr = groups(gen.cfg)
         cfg = gen.cfg
-        self.rw = cfg.nwg if q == 0 else cfg.mwg  # R's extent (wgmma's M)
-        self.qw = cfg.mwg if q == 0 else cfg.nwg  # Q's extent (wgmma's N)
+        self.rw, self.qw = extents(cfg)  # R's extent (wgmma's M), Q's (wgmma's N)
         self.blocks = self.rw // (64 * self.gr)
         self.ck = cfg.kwg // self.E  # chunks a row of Q's stage
         self.r_global = "r" in cfg.mma_opts
         if self.r_global:  # (R has no local tiles: its fragments come from global memory)
             self.copied = (q == 0, q == 1)
+            self.unroll = self.SETS
         self.S = stages(cfg)
 
     # -- accumulators ------------------------------------------------------------------------
@@ -287,63 +286,39 @@ class WgTiles(Tiles):
             g.pre += lines
         else:
             g.pre += list(ptx_macros())
-        if self.r_global:
-            self._global_r()
-        else:
-            super().pipeline()
+        super().pipeline()
         if not emulate:  # (after the ring's declarations)
             g.pre += self.descriptor()
             # the accumulators are the tensor cores' until the last wait: operand fences
             names = [self._acc(b, r) for b in range(self.blocks) for r in range(self.qw // 2)]
             _fence(g.top, names)
 
-    def piped(self) -> bool:
-        return False
-
     # -- "r": R's fragments straight from global memory ----------------------------------------
     SETS = 3  # register sets of R's fragments: loads run two k steps ahead
 
-    def _global_r(self) -> None:
+    def ahead(self, block: Block, x: int | None, steps: int) -> None:
         """"r": only Q has ring stages (so more of them fit: deeper copies in flight); each
         work-item loads its R fragments from global memory into one of three register sets,
-        two steps ahead of their wgmmas (the loop unrolled by three):
+        two steps ahead of their wgmmas (the ring's loop unrolled by three):
 
-            for kt: load R of step kt + 2 (set (kt + 2) % 3)
-                    wait copies of kt; barrier; copy Q's step kt + S - 1 into its stage
-                    fragments of set kt % 3 (tf32 rounded, halves paired); wgmmas; wait
+            before the loop: load R of steps 0 and 1 (sets 0, 1)
+            step kt: load R of step kt + 2 (set (kt + 2) % 3); the ring's step, whose
+                     fragments come from set kt % 3 (tf32 rounded, halves paired)
         """
-        g, cfg, it = self.g, self.g.cfg, self.g.it
-        S, P = self.S, self.SETS
-        lt = "ushort" if self.f16 else "float"
-        qi = 0 if self.q == 0 else 1
-        g.pre.append(f"__local {lt} {self._q_local()}[{S * self.size[qi]}] "
-                     "__attribute__((aligned(16)));")
-        self.coords()
-        self._r_coords()
-        steps = math.ceil(g.Kc / cfg.kwg)
-        top = g.top
-        for x in range(P):
-            _emit(top, f"{self._raw_type()} " + ", ".join(f"{r} = 0" for r in self._raws(x)) +
-                  ";")
-        for s in range(S - 1):
-            if s < steps:
-                self.loads(top, str(s), str(s))
-            _emit(top, "FJ_CP_COMMIT();")
-        for s in range(P - 1):
-            if s < steps:
-                self._r_loads(top, str(s), s)
-        loop = top.nested(f"for ({it} kt = 0; kt < {steps}; kt += {P}) {{",
-                          loop_vars=frozenset({"kt"}))
-        for x in range(P):
-            k = f"kt + {x}" if x else "kt"
-            body = loop.nested(f"if ({k} < {steps}) {{") if x else loop
-            ahead = body.nested(f"if ({k} + {P - 1} < {steps}) {{")
-            self._r_loads(ahead, f"{k} + {P - 1}", (x + P - 1) % P)
-            self.landed(body, S - 2)
-            nxt = body.nested(f"if ({k} + {S - 1} < {steps}) {{")
-            self.loads(nxt, f"{k} + {S - 1}", f"({k} + {S - 1}) % {S}")
-            _emit(body, "FJ_CP_COMMIT();")
-            self.compute(body, f"(({k}) % {S})", x)
+        if not self.r_global:
+            return
+        P = self.SETS
+        if x is None:
+            self._r_coords()
+            for s in range(P):
+                _emit(block, f"{self._raw_type()} " +
+                      ", ".join(f"{r} = 0" for r in self._raws(s)) + ";")
+            for s in range(min(P - 1, steps)):
+                self._r_loads(block, str(s), s)
+            return
+        k = f"kt + {x}" if x else "kt"
+        self._r_loads(block.nested(f"if ({k} + {P - 1} < {steps}) {{"), f"{k} + {P - 1}",
+                      (x + P - 1) % P)
 
     def _r_op(self) -> tuple[bool, Operand]:
         is_a = self.q == 1  # R is a when Q is b
@@ -423,7 +398,7 @@ class WgTiles(Tiles):
     def _q_local(self) -> str:
         return "Al" if self.q == 0 else "Bl"
 
-    def frags(self, s: Block, stage: str, kk: int, x: str) -> None:
+    def _stage_frags(self, s: Block, stage: str, kk: int) -> None:
         """This k step's R fragments from R's ring stage: ``wr<kk>_<block>_<0..3>``
         (mma.sync's A layout)."""
         g = self.g
@@ -445,7 +420,7 @@ class WgTiles(Tiles):
                 g._fragment(s, regs[r], f"{self._base(is_a, stage, wt)}"
                                         f"[{self._word(is_a, off + row, kw + dk)}]")
 
-    def compute(self, block: Block, stage: str, x: int | None = None) -> None:
+    def compute(self, block: Block, stage: str, x: int = 0) -> None:
         """One stage's fragments (from R's stage, or "r": from register set ``x``), its
         wgmmas, and the wait for all of them."""
         from .mma_ptx import _emulate
@@ -455,11 +430,11 @@ class WgTiles(Tiles):
         qsize = self.size[0 if self.q == 0 else 1]
         lt = "ushort" if self.f16 else "float"
         steps = self.steps()
-        if x is None:
-            for kk in steps:
-                self.frags(body, stage, kk, "")
-        else:
+        if self.r_global:
             self._r_frags(body, x)
+        else:
+            for kk in steps:
+                self._stage_frags(body, stage, kk)
         if not _emulate.value:  # (every value the wgmmas read exists before the first issues)
             for kk in steps:
                 # the descriptor of this stage's k step: its first core-matrix column

@@ -27,7 +27,9 @@ _queue = fusejit.default_queue()
 _mma = mma_probe.unavailable(_queue) is None
 _wg_why = mma_probe.wgmma_unavailable(_queue)
 # tensor cores without wgmma (an A100, say) build neither the PTX nor its emulation here
-_skip = pytest.mark.skipif(_mma and _wg_why is not None, reason=f"no wgmma: {_wg_why}")
+_skip = pytest.mark.skipif(_mma and _wg_why is not None,
+                           reason=f"this GPU runs mma.sync but not wgmma ({_wg_why}); the "
+                                  "kernels run emulated on PoCL and for real on an H100/H200")
 _long = pytest.mark.skipif(os.environ.get("FUSEJIT_FUZZ_LONG") != "1",
                            reason="long: set FUSEJIT_FUZZ_LONG=1 (PoCL builds emulated MMAs "
                                   "slowly)")
@@ -118,5 +120,6 @@ def test_space_offers_wgmma_only_where_the_probe_passed():
 
 def test_probe_says_why_not_off_hopper():
     if _wg_why is None:
-        pytest.skip("this device runs wgmma")
+        pytest.skip("this device runs wgmma, so the probe has no reason to give; the other "
+                    "tests here run its kernels")
     assert isinstance(_wg_why, str) and _wg_why

@@ -2,20 +2,19 @@
 first time a function asks for ``matmul_precision="tf32"`` or ``"3xtf32"``: the vendor is NVIDIA,
 ``cl_nv_device_attribute_query`` reports compute capability 8.0 or more, and a one-warp kernel
 with one ``mma.sync`` of each kind (tf32 m16n8k8 and f16 m16n8k16, the fragments loaded by the
-same macros the GEMM uses) builds and computes exactly. Functions that never ask pay nothing."""
+same macros the GEMM uses) builds and computes exactly. Functions that never ask pay nothing.
+Where that passes, compute capability 9.0 and a kernel with one ``wgmma`` of each kind
+(built through runtime/build.py's sm_90a rebuild) decide whether gemm_wgmma.py's tiles run."""
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 import pyopencl as cl
 
+from .probes import PerDevice, kernel_verdict
+
 COMPUTE_CAPABILITY_MAJOR_NV = 0x4000
 COMPUTE_CAPABILITY_MINOR_NV = 0x4001
-
-_lock = threading.Lock()
-_results: dict[int, str | None] = {}
 
 
 def _kernel_source() -> str:
@@ -72,6 +71,18 @@ def nvidia_capability(dev: cl.Device) -> tuple[int, int] | str:
         return f"compute capability unreadable ({exc})"
 
 
+def _launch(queue: cl.CommandQueue, kernel: cl.Kernel, inputs: tuple[np.ndarray, ...],
+            out: np.ndarray, size: int) -> np.ndarray:
+    """``out`` filled by one work-group of ``size`` running ``kernel(*inputs, out)``."""
+    mf = cl.mem_flags
+    bufs = [cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x) for x in inputs]
+    ob = cl.Buffer(queue.context, mf.WRITE_ONLY, out.nbytes)
+    kernel(queue, (size,), (size,), *bufs, ob)
+    cl.enqueue_copy(queue, out, ob)
+    queue.finish()
+    return out
+
+
 def _probe(queue: cl.CommandQueue) -> str | None:
     cc = nvidia_capability(queue.device)
     if isinstance(cc, str):
@@ -79,22 +90,14 @@ def _probe(queue: cl.CommandQueue) -> str | None:
     major, minor = cc
     if major < 8:
         return f"compute capability {major}.{minor} < 8.0 (mma.sync tf32 needs sm_80)"
-    try:
+    a, b, want = probe_inputs()
+
+    def mismatches() -> int:
         prg = cl.Program(queue.context, _kernel_source()).build()
-        a, b, want = probe_inputs()
-        mf = cl.mem_flags
-        ab = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
-        bb = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=b)
-        got = np.empty_like(want)
-        db = cl.Buffer(queue.context, mf.WRITE_ONLY, got.nbytes)
-        prg.fj_mma_probe(queue, (32,), (32,), ab, bb, db)
-        cl.enqueue_copy(queue, got, db)
-        queue.finish()
-    except cl.Error as exc:
-        return f"the one-MMA probe kernel failed to build or run ({str(exc).splitlines()[0]})"
-    if not np.array_equal(got, want):
-        return "the one-MMA probe kernel computed a wrong product"
-    return None
+        got = _launch(queue, prg.fj_mma_probe, (a, b), np.empty_like(want), 32)
+        return int((got != want).sum())
+
+    return kernel_verdict("one-MMA", mismatches, "the exact product")
 
 
 def _wgmma_source() -> str:
@@ -152,25 +155,24 @@ def _wgmma_probe(queue: cl.CommandQueue) -> str | None:
         return cc
     if cc != (9, 0):
         return f"compute capability {cc[0]}.{cc[1]}: wgmma is sm_90a's alone"
+    from ..errors import KernelBuildError
     from .build import build_program
 
-    mf = cl.mem_flags
     try:
         prg = build_program(queue.context, _wgmma_source(), [], "wgmma probe")
+    except KernelBuildError as exc:
+        return f"the one-wgmma probe kernel failed to build ({str(exc).splitlines()[0]})"
+
+    def mismatches() -> int:
+        bad = 0
         for kind, depth in (("tf32", 8), ("f16", 16)):
             x, y = _ints((64, depth), 5), _ints((8, depth), 6)
-            xb = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
-            yb = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=y)
-            got = np.empty((64, 8), np.float32)
-            db = cl.Buffer(queue.context, mf.WRITE_ONLY, got.nbytes)
-            getattr(prg, f"fj_wgmma_{kind}")(queue, (128,), (128,), xb, yb, db)
-            cl.enqueue_copy(queue, got, db)
-            queue.finish()
-            if not np.array_equal(got, x @ y.T):
-                return f"the one-wgmma probe kernel computed a wrong {kind} product"
-    except Exception as exc:  # noqa: BLE001 - any failure means: no wgmma here
-        return f"the one-wgmma probe kernel failed to build or run ({str(exc).splitlines()[0]})"
-    return None
+            got = _launch(queue, getattr(prg, f"fj_wgmma_{kind}"), (x, y),
+                          np.empty((64, 8), np.float32), 128)
+            bad += int((got != x @ y.T).sum())
+        return bad
+
+    return kernel_verdict("one-wgmma", mismatches, "the exact products")
 
 
 def _ints(shape: tuple[int, int], seed: int) -> np.ndarray:
@@ -180,37 +182,22 @@ def _ints(shape: tuple[int, int], seed: int) -> np.ndarray:
     return ((k >> np.uint64(40)) % np.uint64(17)).astype(np.float32).reshape(shape) - 8
 
 
-_wgmma: dict[int, str | None] = {}
-
-
-def wgmma_unavailable(queue: object) -> str | None:
-    """None when the wgmma kernels (gemm_wgmma.py) run on ``queue``'s device, else why not;
-    probed once per device, after the mma.sync probe passes."""
-    why = unavailable(queue)
-    if why is not None:
-        return why
-    key = queue.device.int_ptr  # type: ignore[attr-defined]
-    with _lock:
-        if key in _wgmma:
-            return _wgmma[key]
-    result = _wgmma_probe(queue)  # type: ignore[arg-type]
-    with _lock:
-        _wgmma.setdefault(key, result)
-        return _wgmma[key]
+_mma = PerDevice(_probe)
+_wgmma = PerDevice(_wgmma_probe)
 
 
 def unavailable(queue: object) -> str | None:
     """None when the tensor-core kernels run on ``queue``'s device, else why not."""
     if not isinstance(queue, cl.CommandQueue):
         return "not an OpenCL device"
-    key = queue.device.int_ptr
-    with _lock:
-        if key in _results:
-            return _results[key]
-    result = _probe(queue)
-    with _lock:
-        _results.setdefault(key, result)
-        return _results[key]
+    return _mma(queue)
+
+
+def wgmma_unavailable(queue: object) -> str | None:
+    """None when the wgmma kernels (gemm_wgmma.py) run on ``queue``'s device, else why not;
+    probed once per device, after the mma.sync probe passes."""
+    why = unavailable(queue)
+    return why if why is not None else _wgmma(queue)  # type: ignore[arg-type]
 
 
 __all__ = ["nvidia_capability", "unavailable", "wgmma_unavailable"]
