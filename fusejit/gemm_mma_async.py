@@ -233,9 +233,10 @@ class Tiles:
         return (f"{e} / {ck}", f"{e} % {ck}",
                 f"{o} * {KW} + (({c} ^ (({o} / {lr}) & {mask})) * {self.E})")
 
-    def landed(self, block: Block, pending: int) -> None:
-        """Wait until at most ``pending`` copy groups of this work-item are in flight, then
-        a barrier: the stage every work-item copied is complete and visible."""
+    def landed(self, block: Block, pending: int, step: str) -> None:
+        """Wait until at most ``pending`` copy groups of this work-item are in flight (step
+        ``step``'s have landed), then a barrier: the stage every work-item copied is complete
+        and visible."""
         _emit(block, f"FJ_CP_WAIT({pending});")
         _emit(block, self.g.t.barrier_local)
 
@@ -297,7 +298,7 @@ class Tiles:
             k = f"kt + {x}" if x else "kt"
             body = loop.nested(f"if ({k} < {steps}) {{") if x else loop
             self.ahead(body, x, steps)
-            self.landed(body, S - 2)
+            self.landed(body, S - 2, k)
             nxt = body.nested(f"if ({k} + {S - 1} < {steps}) {{")
             self.loads(nxt, f"{k} + {S - 1}", f"({k} + {S - 1}) % {S}")
             _emit(body, "FJ_CP_COMMIT();")

@@ -1,5 +1,5 @@
 """Hopper's warpgroup MMA (``wgmma.mma_async``, sm_90a) for the tensor-core GEMM: ``GemmConfig.
-mma_opts`` "g", on the cp.async ring of gemm_mma_async.py, for tf32 and float16.
+mma_opts`` "g", on the cp.async ring of gemm_mma_async.py, for tf32, 3xTF32 and float16.
 
 **Getting sm_90a from OpenCL.** NVIDIA's OpenCL compiler targets sm_90 on an H100/H200 and
 ptxas refuses wgmma there. The kernel therefore writes each wgmma statement as a PTX comment
@@ -53,6 +53,26 @@ kernel; the tensor cores read Q's float32 values from local memory and use their
 (rounding toward zero). So a tf32 product's operands err by up to 2**-11 (R) and under 2**-10
 (Q); tests/test_gemm_mma.py's bound covers both. float16 products are exact either way.
 
+**3xTF32.** R's fragments are split in registers (big = tf32(x), small = tf32(x - big)), as
+the mma.sync kernel splits both operands. Q's must be in local memory: once a stage lands,
+each work-item splits the chunks it copied itself (its own copies are complete after its
+wait, so no barrier comes first), big in place and small into ``Qs[step % 2]``: two buffers,
+as a warpgroup still computing the previous step reads the other. Per 8-deep k step, three
+wgmmas (small x big, big x small, big x big) sum into partial sums from zero (the first one's
+scale-d off), added to the accumulators in float32 after the wait, as the mma.sync kernel
+does (the tensor cores' sums round toward zero: carrying the whole sum, that bias grows with
+K). The partials are 64 registers a work-item ("h": 32), so a wide Q runs in chunks of
+columns, a commit and wait each (``chunk``). The sums are the mma.sync kernel's, and so are
+the errors: on an H200, 256 x 8192 x 256 in one K pass, max 4.80e-4 and RMS 5.23e-5 for both
+kernels (the float64 reference's; K = 1024: 6.07e-5, 7.15e-6). Measured (4096^3 + bias +
+ReLU, ms; the mma.sync ring 2.63, 2.86 for ``a @ b.T``): 256 x 128 "agr" (2 blocks a
+warpgroup, 255 registers) 1.99, ``a @ b.T`` 2.27 (spilling 24 bytes); "agrh" 2.10, 2.12;
+128 x 256 "agr" 2.24, 2.26, "agrh" 2.12; 256 x 128 "ag" 2.39, 2.49; 192 x 128 "agr" over 3
+warpgroups 2.63 (168 registers, the cap for 384 work-items); 192 x 256 6.29 (spills). So
+3xTF32 gains 24%, still far from its goal of 1.4 ms: at about 2000 cycles a stage for 770 of
+tensor-core work, the split, the barrier and the waits are not hidden behind MMAs (one
+work-group a multiprocessor).
+
 ``emulated()`` spells the wgmma as OpenCL C over the same layouts (the R fragments exchanged
 through local memory, Q read through the descriptor's layout, truncated to tf32 as the hardware
 does), so PoCL runs these kernels on CI.
@@ -60,6 +80,7 @@ does), so PoCL runs these kernels on CI.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -86,6 +107,11 @@ def extents(cfg: GemmConfig) -> tuple[int, int]:
     return cfg.mwg, cfg.nwg
 
 
+def small_bytes(cfg: GemmConfig) -> int:
+    """3xTF32: local memory of Q's small parts, two buffers of one Q tile (module docstring)."""
+    return 2 * cfg.kwg * extents(cfg)[1] * 4 if cfg.mma == "3xtf32" else 0
+
+
 def stage_bytes(cfg: GemmConfig) -> int:
     """Local memory of one ring stage ("r": Q's tile alone)."""
     r, q = extents(cfg)
@@ -94,12 +120,31 @@ def stage_bytes(cfg: GemmConfig) -> int:
 
 
 def stages(cfg: GemmConfig) -> int:
-    """Ring stages of an R x Q configuration: as many as 48 KiB holds (at most 8)."""
-    return max(1, min(MAX_STAGES, LOCAL // stage_bytes(cfg)))
+    """Ring stages of an R x Q configuration: as many as 48 KiB holds beside the small parts
+    (at most 8)."""
+    return max(1, min(MAX_STAGES, (LOCAL - small_bytes(cfg)) // stage_bytes(cfg)))
 
 
 def local_bytes(cfg: GemmConfig) -> int:
-    return stages(cfg) * stage_bytes(cfg)
+    return stages(cfg) * stage_bytes(cfg) + small_bytes(cfg)
+
+
+PARTIALS = 64  # 3xTF32: partial-sum registers a work-item holds beside its accumulators
+
+
+def partials(cfg: GemmConfig) -> int:
+    """3xTF32: a work-item's partial-sum registers at most ("h": half of ``PARTIALS``)."""
+    return PARTIALS // 2 if "h" in cfg.mma_opts else PARTIALS
+
+
+def chunk(cfg: GemmConfig) -> int:
+    """wgmma's N: Q, or for 3xTF32 Q in equal parts of whole 8-column groups, halved until a
+    work-item's partial sums (N/2 for each of its 64-row blocks) fit ``partials``."""
+    r, n = extents(cfg)
+    blocks = r // (64 * groups(cfg))
+    while cfg.mma == "3xtf32" and blocks * n // 2 > partials(cfg) and n % 16 == 0:
+        n //= 2
+    return n
 
 
 def groups(cfg: GemmConfig) -> int:
@@ -112,15 +157,18 @@ def valid(cfg: GemmConfig) -> bool:
     GR warpgroups; R (MWG: the register operand's extent) whole 64-row blocks of every
     warpgroup; Q (NWG: the local-memory operand's, wgmma's N) a multiple of 8 up to 256; at
     least 3 stages. ``oriented`` turns it into the kernel's C tile."""
-    if cfg.mma not in ("tf32", "f16") or "a" not in cfg.mma_opts:
+    if cfg.mma not in ("tf32", "3xtf32", "f16") or "a" not in cfg.mma_opts:
         return False
     if cfg.ndimc != 4 or cfg.mdimc % 32 or cfg.threads % 128:
         return False
     if cfg.kwg % (16 if cfg.mma == "f16" else 8):
         return False
     gr = groups(cfg)
-    return (cfg.mwg % (64 * gr) == 0 and cfg.nwg % 8 == 0 and cfg.nwg <= 256 and
-            stages(cfg) >= 3)
+    if cfg.mwg % (64 * gr) or cfg.nwg % 8 or cfg.nwg > 256 or stages(cfg) < 3:
+        return False
+    if cfg.mma != "3xtf32":
+        return "h" not in cfg.mma_opts
+    return cfg.mwg // (64 * gr) * chunk(cfg) // 2 <= partials(cfg)
 
 
 def q_operand(ops: tuple[Operand, Operand]) -> int | None:
@@ -141,9 +189,12 @@ def oriented(cfg: GemmConfig, q: int) -> GemmConfig:
 
 
 def describe(cfg: GemmConfig) -> str:
-    inst = "k8 tf32" if cfg.mma == "tf32" else "k16 f16, float32 accumulators"
+    n = chunk(cfg)
+    inst = {"tf32": "k8 tf32", "f16": "k16 f16, float32 accumulators",
+            "3xtf32": f"k8 tf32, three products a step (3xTF32) into partial sums, {n} "
+                      "columns at a time"}[cfg.mma]
     r, q = extents(cfg)
-    return (f"tensor cores (wgmma m64n{q}{inst}: the k-contiguous operand's {q} rows read "
+    return (f"tensor cores (wgmma m64n{n}{inst}: the k-contiguous operand's {q} rows read "
             f"from local memory, the other's {r} from registers): tile "
             f"{cfg.mwg}x{cfg.nwg}x{cfg.kwg}, {groups(cfg)} warpgroup(s), cp.async ring of "
             f"{stages(cfg)} stages, launch grouped by {cfg.group_m} tile rows" +
@@ -235,6 +286,9 @@ class WgTiles(Tiles):
         self.rw, self.qw = extents(cfg)  # R's extent (wgmma's M), Q's (wgmma's N)
         self.blocks = self.rw // (64 * self.gr)
         self.ck = cfg.kwg // self.E  # chunks a row of Q's stage
+        self.split = cfg.mma == "3xtf32"
+        self.n = chunk(cfg)  # wgmma's N (3xTF32: the partial sums' columns)
+        self.parts = ("h", "l") if self.split else ("h",)  # fragment parts: big, small
         self.r_global = "r" in cfg.mma_opts
         if self.r_global:  # (R has no local tiles: its fragments come from global memory)
             self.copied = (q == 0, q == 1)
@@ -270,10 +324,36 @@ class WgTiles(Tiles):
         # row e % 8 of the group
         return (f"({e} / {8 * ck}) * 8 + {e} % 8", f"({e} / 8) % {ck}", f"{e} * {self.E}")
 
-    def landed(self, block: Block, pending: int) -> None:
+    def landed(self, block: Block, pending: int, step: str) -> None:
         _emit(block, f"FJ_CP_WAIT({pending});")
+        if self.split:
+            self._split_q(block, step)
         _emit(block, "FJ_PROXY_FENCE();")
         _emit(block, self.g.t.barrier_local)
+
+    def _split_q(self, block: Block, step: str) -> None:
+        """3xTF32: Q's values of step ``step`` as big and small tf32 parts, big = tf32(x) in
+        place, small = tf32(x - big) at the same place of ``Qs[step % 2]``. Each work-item
+        splits the chunks it copied (its own copies have landed once it waited), so no
+        barrier comes before; two small buffers, as another warpgroup may still read step - 1's
+        when this one writes (step - 2's readers all passed the barrier of step - 1)."""
+        cfg = self.g.cfg
+        is_a = self.q == 0
+        c = "ca" if is_a else "cb"
+        size, T = self.size[self.q], cfg.threads
+        total = (cfg.mwg if is_a else cfg.nwg) * cfg.kwg // self.E
+        for r in range(math.ceil(total / T)):
+            inner = block.nested("{" if (r + 1) * T <= total else
+                                 f"if (tid + {r * T} < {total}) {{")
+            _emit(inner, f"__local float4 *fj_q = (__local float4 *)({self._q_local()} + "
+                         f"(({step}) % {self.S}) * {size} + {c}d{r});")
+            _emit(inner, f"__local float4 *fj_s = (__local float4 *)(Qs + (({step}) & 1) * "
+                         f"{size} + {c}d{r});")
+            _emit(inner, "float4 x_ = *fj_q, h_, l_;")
+            for e in "xyzw":
+                _emit(inner, f"{{ uint h, l; FJ_TF32(h, x_.{e}); FJ_TF32(l, x_.{e} - as_float(h)); "
+                             f"h_.{e} = as_float(h); l_.{e} = as_float(l); }}")
+            _emit(inner, "*fj_q = h_; *fj_s = l_;")
 
     def pipeline(self) -> None:
         g, cfg = self.g, self.g.cfg
@@ -286,6 +366,11 @@ class WgTiles(Tiles):
             g.pre += lines
         else:
             g.pre += list(ptx_macros())
+        if self.split:  # (Q's small parts; the partial sums, kept through the loop)
+            g.pre.append(f"__local float Qs[{2 * self.size[self.q]}] "
+                         "__attribute__((aligned(16)));")
+            g.pre += [f"float {' = 0.0f, '.join(self._partials(b))} = 0.0f;"
+                      for b in range(self.blocks)]
         super().pipeline()
         if not emulate:  # (after the ring's declarations)
             g.pre += self.descriptor()
@@ -381,14 +466,16 @@ class WgTiles(Tiles):
                         _emit(inner, f"  {name} = rq{b}_{h} && kq < {kend} ? {load} : 0; }}")
 
     def _r_frags(self, s: Block, x: int) -> None:
-        """Fragment registers ``wr<kk>_<b>_<r>`` from set ``x``'s loaded values."""
+        """Fragment registers ``wr<part><kk>_<b>_<r>`` from set ``x``'s loaded values."""
         for kk in self.steps():
             for b in range(self.blocks):
                 for r in range(4):
-                    name = f"wr{kk}_{b}_{r}"
+                    name = f"wrh{kk}_{b}_{r}"
                     raw = [f"rv{kk}_{b}_{r}_{h}_{x}" for h in range(self._parts())]
                     if not self.f16:
-                        _emit(s, f"uint {name}; FJ_TF32({name}, {raw[0]});")
+                        tmpl = f"wr{{p}}{kk}_{b}_{r}"
+                        _emit(s, f"uint {', '.join(tmpl.format(p=p) for p in self.parts)}; " +
+                              self._tf32(tmpl, raw[0]))
                     elif len(raw) == 1:
                         _emit(s, f"const uint {name} = {raw[0]};")
                     else:
@@ -399,16 +486,17 @@ class WgTiles(Tiles):
         return "Al" if self.q == 0 else "Bl"
 
     def _stage_frags(self, s: Block, stage: str, kk: int) -> None:
-        """This k step's R fragments from R's ring stage: ``wr<kk>_<block>_<0..3>``
-        (mma.sync's A layout)."""
+        """This k step's R fragments from R's ring stage: ``wr<part><kk>_<block>_<0..3>``
+        (mma.sync's A layout; part h, and for 3xTF32 l: big and small)."""
         g = self.g
         is_a, op = self._r_op()
         kw = kk // 2 if self.f16 else kk
         wt = "uint" if self.f16 else "float"
         for b in range(self.blocks):
             off = 64 * self.gr * b
-            regs = [f"wr{kk}_{b}_{r}" for r in range(4)]
-            _emit(s, "uint " + ", ".join(regs) + ";")
+            tmpl = [f"wr{{p}}{kk}_{b}_{r}" for r in range(4)]
+            regs = [t.format(p="h") for t in tmpl]
+            _emit(s, "uint " + ", ".join(t.format(p=p) for p in self.parts for t in tmpl) + ";")
             if self.f16 and op.layout == "outer":  # (k pairs transposed by ldmatrix)
                 base = self._base(is_a, stage, "ushort")
                 # (b's x4: matrices (rows lo, k lo), (k hi), (rows hi, k lo), (k hi))
@@ -417,64 +505,105 @@ class WgTiles(Tiles):
                          f"{self._ldsm(is_a, off, kk, True)});")
                 continue
             for r, (row, dk) in enumerate(((0, 0), (8, 0), (0, 4), (8, 4))):
-                g._fragment(s, regs[r], f"{self._base(is_a, stage, wt)}"
+                g._fragment(s, tmpl[r], f"{self._base(is_a, stage, wt)}"
                                         f"[{self._word(is_a, off + row, kw + dk)}]")
+
+    def _partials(self, b: int) -> list[str]:
+        """3xTF32: block ``b``'s partial sums of one chunk of Q's columns."""
+        return [f"p{b}_{r}" for r in range(self.n // 2)]
 
     def compute(self, block: Block, stage: str, x: int = 0) -> None:
         """One stage's fragments (from R's stage, or "r": from register set ``x``), its
-        wgmmas, and the wait for all of them."""
+        wgmmas, and the wait for all of them. 3xTF32: per chunk of ``n`` columns of Q, the
+        small cross terms first and the big product last into partial sums from zero (the
+        first wgmma's scale-d off), added to the accumulators after the wait (as the mma.sync
+        kernel does: the tensor cores round their sums toward zero)."""
         from .mma_ptx import _emulate
 
-        g = self.g
+        g, emulate = self.g, _emulate.value
         body = block.nested("{")
         qsize = self.size[0 if self.q == 0 else 1]
-        lt = "ushort" if self.f16 else "float"
         steps = self.steps()
+        step = f"kt + {x}" if x else "kt"
         if self.r_global:
             self._r_frags(body, x)
         else:
             for kk in steps:
                 self._stage_frags(body, stage, kk)
-        if not _emulate.value:  # (every value the wgmmas read exists before the first issues)
+        # Q's parts: h (the ring stage; 3xTF32: its big parts) and l (3xTF32's small parts)
+        bases = {"h": f"({stage}) * {qsize}", "l": f"(({step}) & 1) * {qsize}"}
+        if not emulate:  # (every value the wgmmas read exists before the first issues)
             for kk in steps:
-                # the descriptor of this stage's k step: its first core-matrix column
-                _emit(body, f"const ulong qd{kk} = fj_qd + (ulong)(((({stage}) * {qsize} + "
-                            f"{kk // self.E * 8 * self.E}) * {self.item}) >> 4);")
-        _emit(body, "FJ_WG_FENCE();")
-        if _emulate.value:
-            qb = f"((__local const {lt} *){self._q_local()} + ({stage}) * {qsize})"
-            for kk in steps:
+                # the descriptors of this stage's k step: its first core-matrix column
+                for part, desc in zip(self.parts, ("fj_qd", "fj_qs")):
+                    _emit(body, f"const ulong q{part}{kk} = {desc} + (ulong)((({bases[part]} + "
+                                f"{kk // self.E * 8 * self.E}) * {self.item}) >> 4);")
+        terms = (("l", "h"), ("h", "l"), ("h", "h")) if self.split else (("h", "h"),)
+        half = self.n // 2  # accumulator registers of a chunk, per 64-row block
+
+        def dst(b: int, c: int) -> list[str]:
+            return self._partials(b) if self.split else [
+                self._acc(b, c * half + r) for r in range(half)]
+
+        for c in range(self.qw // self.n):
+            _emit(body, "FJ_WG_FENCE();")
+            if emulate:
+                self._emulated(body, c, terms, dst, bases)
+            else:
+                for kk in steps:
+                    for b in range(self.blocks):
+                        for n, (rp, qp) in enumerate(terms):
+                            first = self.split and n == 0 and kk == steps[0]
+                            regs = [f"wr{rp}{kk}_{b}_{r}" for r in range(4)]
+                            desc = f"q{qp}{kk}" + (f" + {c * self.n * self.ck}" if c else "")
+                            ops = (", ".join(f'"+f"({a})' for a in dst(b, c)) + " : " +
+                                   ", ".join(f'"r"({r})' for r in regs) +
+                                   f', "l"({desc}), "r"({0 if first else 1})')
+                            _emit(body, f'asm volatile("{_wgmma_asm(g.kind, self.n)}" : {ops} : '
+                                        '"memory");')
+            # (the wait follows the commit at once: nothing the wgmmas read or write is
+            # touched while they run, whatever registers ptxas gives the values around them)
+            _emit(body, "FJ_WG_COMMIT();")
+            _emit(body, "FJ_WG_WAIT();")
+            if self.split:
                 for b in range(self.blocks):
-                    s = body.nested("{")
-                    _emit(s, "__local uint *fj_x = fj_wx + (tid - lane) * 4;")
-                    _emit(s, " ".join(f"fj_wx[tid * 4 + {r}] = wr{kk}_{b}_{r};"
+                    if not emulate:
+                        _fence(body, self._partials(b))
+                    for r0 in range(0, half, 8):
+                        _emit(body, " ".join(f"{self._acc(b, c * half + r)} += p{b}_{r};"
+                                             for r in range(r0, min(half, r0 + 8))))
+
+    def _emulated(self, body: Block, c: int, terms: tuple, dst, bases: dict[str, str]) -> None:
+        """Chunk ``c``'s wgmmas as OpenCL C: per k step, block and term, the warp's R
+        fragments through local memory, then each accumulator's products."""
+        lt = "ushort" if self.f16 else "float"
+        g = self.g
+        for kk in self.steps():
+            for b in range(self.blocks):
+                s = body.nested("{")
+                _emit(s, "__local uint *fj_x = fj_wx + (tid - lane) * 4;")
+                if self.split and kk == 0:  # (the PTX's first wgmma: scale-d off)
+                    _emit(s, " ".join(f"{p} = 0.0f;" for p in dst(b, c)))
+                for rp, qp in terms:
+                    local = self._q_local() if qp == "h" else "Qs"
+                    qb = f"((__local const {lt} *){local} + {bases[qp]})"
+                    _emit(s, " ".join(f"fj_wx[tid * 4 + {r}] = wr{rp}{kk}_{b}_{r};"
                                       for r in range(4)))
                     _emit(s, g.t.barrier_local)
-                    for reg in range(self.qw // 2):
-                        rr = f"(mg + {8 * ((reg % 4) // 2)})"
-                        cc = f"({8 * (reg // 4) + reg % 2} + mt * 2)"
-                        _emit(s, f"FJ_WG_ACC({self._acc(b, reg)}, {rr}, {cc}, {qb}, {kk});")
+                    for reg, acc in enumerate(dst(b, c)):
+                        col = c * (self.n // 2) + reg  # (the register of the whole Q)
+                        rr = f"(mg + {8 * ((col % 4) // 2)})"
+                        cc = f"({8 * (col // 4) + col % 2} + mt * 2)"
+                        _emit(s, f"FJ_WG_ACC({acc}, {rr}, {cc}, {qb}, {kk});")
                     _emit(s, g.t.barrier_local)
-        else:
-            for kk in steps:
-                for b in range(self.blocks):
-                    d = [self._acc(b, r) for r in range(self.qw // 2)]
-                    regs = [f"wr{kk}_{b}_{r}" for r in range(4)]
-                    ops = (", ".join(f'"+f"({a})' for a in d) + " : " +
-                           ", ".join(f'"r"({r})' for r in regs) + f', "l"(qd{kk}), "r"(1)')
-                    _emit(body, f'asm volatile("{_wgmma_asm(g.kind, self.qw)}" : {ops} : '
-                                '"memory");')
-        # (the wait follows the commit at once: nothing the wgmmas read or write is touched
-        # while they run, whatever registers ptxas gives the values around them)
-        _emit(body, "FJ_WG_COMMIT();")
-        _emit(body, "FJ_WG_WAIT();")
 
     def descriptor(self) -> list[str]:
-        """The kernel's base descriptor of Q's ring (stage 0, k 0): the local address >> 4,
-        leading offset 128 bytes (the next chunk of k), stride offset 128 * chunks (the next
-        8 rows), no swizzle."""
-        return [(f"const ulong fj_qd = (ulong)((((uint)(ulong){self._q_local()}) & 0x3FFFFu) "
-                 f">> 4) | ((ulong)8 << 16) | ((ulong){8 * self.ck} << 32);")]
+        """The kernel's base descriptors of Q's ring (stage 0, k 0; 3xTF32 also of its small
+        parts): the local address >> 4, leading offset 128 bytes (the next chunk of k), stride
+        offset 128 * chunks (the next 8 rows), no swizzle."""
+        return [(f"const ulong fj_q{d} = (ulong)((((uint)(ulong){local}) & 0x3FFFFu) "
+                 f">> 4) | ((ulong)8 << 16) | ((ulong){8 * self.ck} << 32);")
+                for d, local in zip("ds", (self._q_local(), "Qs")[:len(self.parts)])]
 
 
 __all__ = ["WgTiles", "describe", "groups", "oriented", "q_operand", "stages", "valid"]
