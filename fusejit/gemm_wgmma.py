@@ -38,7 +38,10 @@ the mma.sync ring 1.13-1.14); float16 0.510 on 256 x 128 (mma.sync 0.517; "r" 0.
 outer-contiguous R takes 16-bit loads and packing). So the kernels are bound by feeding the
 tiles, not by the MMAs: 256 x 128 float16 tiles run about 1000 cycles a 16-deep stage, 4x the
 tensor cores' time, moving 3-4 TB/s from L2 whatever the instruction. Larger tiles need more
-than 48 KiB, and sharing tiles between work-groups needs clusters (not tried).
+than 48 KiB, and sharing tiles between work-groups needs clusters, which NVIDIA's OpenCL does
+not launch (benchmarks/cluster_probe.py: a PTX ``.reqnctapercluster 2`` runs unclustered).
+Nor do more work-groups a multiprocessor help: 128 x 128 tiles at 2 a multiprocessor (tf32
+"agr" 114 registers, float16 "ag" 104) take 1.17 and 0.595 ms.
 
 **Not kept: retiring a stage's wgmmas one stage later** (``wait_group 1``, fragments in two
 register sets): tf32 1.10 -> 0.985-1.02 ms, float16 0.510 -> 0.489-0.503, but it gave wrong
