@@ -39,6 +39,7 @@ distribution through local memory) so PoCL runs these kernels on CI.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from . import dtypes as dt
@@ -243,20 +244,15 @@ class Tiles:
     def loads(self, block: Block, step: str, stage: str) -> None:
         """The copies of step ``step`` (k tile) into ring stage ``stage``."""
         g, cfg, it, E, item = self.g, self.g.cfg, self.g.it, self.E, self.item
-        T, KW = cfg.threads, cfg.kwg
+        KW = cfg.kwg
         kbase = "kbase + " if g.S > 1 else ""
         kend = f"(kbase + {g.Kc})" if g.S > 1 else str(g.Kc)
         for is_a, op in zip((True, False), self.ops):
             if not self.copied[0 if is_a else 1]:
                 continue
             q = "ca" if is_a else "cb"
-            OW = cfg.mwg if is_a else cfg.nwg
             local, size = ("Al", self.size[0]) if is_a else ("Bl", self.size[1])
-            total = OW * KW // E
-            for r in range(math.ceil(total / T)):
-                inner = block
-                if (r + 1) * T > total:
-                    inner = block.nested(f"if (tid + {r * T} < {total}) {{")
+            for r, inner in self.rounds(block, is_a):
                 if op.layout == "k":
                     kg = f"{kbase}({step}) * {KW} + {q}c{r} * {E}"
                     nb = (f"{q}v{r} && kq < {kend} ? min((uint)({kend} - kq) * {item}u, 16u) "
@@ -269,6 +265,16 @@ class Tiles:
                 _emit(inner, f"{{ const {it} kq = {kg}; FJ_CP_ASYNC({local} + ({stage}) * "
                              f"{size} + {q}d{r}, (__global const uchar *){op.ptr} + ({src}) * "
                              f"{item}, {nb}); }}")
+
+    def rounds(self, block: Block, is_a: bool) -> Iterator[tuple[int, Block]]:
+        """Copy rounds of operand a (``is_a``) or b: (round, the block of its copies, guarded
+        where the last round has fewer chunks than work-items)."""
+        cfg = self.g.cfg
+        T = cfg.threads
+        total = (cfg.mwg if is_a else cfg.nwg) * cfg.kwg // self.E
+        for r in range(math.ceil(total / T)):
+            yield r, (block if (r + 1) * T <= total else
+                      block.nested(f"if (tid + {r * T} < {total}) {{"))
 
     unroll = 1  # k steps a loop iteration (a subclass's register sets rotate through them)
 

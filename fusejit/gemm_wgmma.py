@@ -91,11 +91,11 @@ does), so PoCL runs these kernels on CI.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .gemm_mma_async import Operand, Tiles, _emit
+from .mma_ptx import _emulate, wgmma_asm, wgmma_emulated, wgmma_macros
 
 if TYPE_CHECKING:
     from .gemm_mma import MmaGen
@@ -214,69 +214,6 @@ def describe(cfg: GemmConfig) -> str:
             (f", K split over {cfg.split} work-groups per tile" if cfg.split > 1 else ""))
 
 
-def _wgmma_asm(kind: str, n: int) -> str:
-    """The wgmma statement (marked for build.py's sm_90a rebuild): D (n/2 floats) += R (4
-    registers) x Q (descriptor)."""
-    from .runtime.build import SM90A_MARK
-
-    d = ", ".join(f"%{i}" for i in range(n // 2))
-    a = ", ".join(f"%{n // 2 + i}" for i in range(4))
-    desc, one = f"%{n // 2 + 4}", f"%{n // 2 + 5}"
-    if kind == "f16":
-        inst, tail = f"m64n{n}k16.f32.f16.f16", "p, 1, 1, 0"
-    else:
-        inst, tail = f"m64n{n}k8.f32.tf32.tf32", "p, 1, 1"
-    return (f"{SM90A_MARK}{{ .reg .pred p; setp.ne.b32 p, {one}, 0; "
-            f"wgmma.mma_async.sync.aligned.{inst} {{{d}}}, {{{a}}}, {desc}, {tail}; }}")
-
-
-def ptx_macros() -> tuple[str, ...]:
-    from .runtime.build import SM90A_MARK as M
-
-    return (
-        f'#define FJ_WG_FENCE() asm volatile("{M}wgmma.fence.sync.aligned;" ::: "memory")',
-        (f'#define FJ_WG_COMMIT() asm volatile("{M}wgmma.commit_group.sync.aligned;" ::: '
-         '"memory")'),
-        (f'#define FJ_WG_WAIT() asm volatile("{M}wgmma.wait_group.sync.aligned 0;" ::: '
-         '"memory")'),
-        '#define FJ_PROXY_FENCE() asm volatile("fence.proxy.async.shared::cta;" ::: "memory")',
-    )
-
-
-def emulated_macros(cfg: GemmConfig, ck: int, name: str) -> tuple[list[str], list[str]]:
-    """(program-level helper, kernel lines): the wgmma as OpenCL C. A warp's R fragments go
-    through local memory (``fj_wx``); ``fj_wg_dot_<name>`` sums one accumulator's products,
-    Q read through the unswizzled k-major layout of ``ck`` chunks a row (tf32: truncated to
-    19 bits, as the tensor cores read float32). (A function, not inlined: PoCL builds the
-    kernel in a fraction of the time a macro per accumulator takes.)"""
-    E = 16 // _item(cfg.mma)
-    q = f"qb[(cc >> 3) * {ck * 8 * E} + (ka / {E}) * {8 * E} + (cc & 7) * {E} + ka % {E}]"
-    if cfg.mma == "f16":
-        a = ("vload_half((((rr & 7) * 4 + ((k & 7) >> 1)) * 4 + (rr >> 3) + 2 * (k >> 3)) * 2 "
-             "+ (k & 1), (__local const half *)x)")
-        b = f"vload_half(0, (__local const half *)&{q})"
-        depth, qt = 16, "ushort"
-    else:
-        a = "as_float(x[((rr & 7) * 4 + (k & 3)) * 4 + (rr >> 3) + 2 * (k >> 2)])"
-        b = f"as_float(as_uint({q}) & 0xffffe000u)"
-        depth, qt = 8, "float"
-    fn = f"fj_wg_dot_{name}"
-    head = [(f"__attribute__((noinline)) float {fn}(__local const uint *x, __local const {qt} "
-             "*qb, int rr, int cc, int kk) {"),
-            "    float s = 0.0f;",
-            f"    for (int k = 0; k < {depth}; k++) {{ const int ka = kk + k; s += {a} * {b}; }}",
-            "    return s;", "}"]
-    lines = [
-        f"__local uint fj_wx[{cfg.threads * 4}];",
-        "#define FJ_WG_FENCE()",
-        "#define FJ_WG_COMMIT()",
-        "#define FJ_WG_WAIT()",
-        "#define FJ_PROXY_FENCE()",
-        f"#define FJ_WG_ACC(acc, rr, cc, qb, kk) acc += {fn}(fj_x, qb, rr, cc, kk)",
-    ]
-    return head, lines
-
-
 def _fence(block: Block, names: list[str]) -> None:
     """Empty asm statements that read and write ``names`` (the accumulators, after the last
     wait): the compiler moves nothing the tensor cores wrote across them."""
@@ -348,35 +285,29 @@ class WgTiles(Tiles):
         splits the chunks it copied (its own copies have landed once it waited), so no
         barrier comes before; two small buffers, as another warpgroup may still read step - 1's
         when this one writes (step - 2's readers all passed the barrier of step - 1)."""
-        cfg = self.g.cfg
         is_a = self.q == 0
-        c = "ca" if is_a else "cb"
-        size, T = self.size[self.q], cfg.threads
-        total = (cfg.mwg if is_a else cfg.nwg) * cfg.kwg // self.E
-        for r in range(math.ceil(total / T)):
-            inner = block.nested("{" if (r + 1) * T <= total else
-                                 f"if (tid + {r * T} < {total}) {{")
+        c, size = ("ca" if is_a else "cb"), self.size[self.q]
+        for r, guarded in self.rounds(block, is_a):
+            inner = guarded.nested("{")
             _emit(inner, f"__local float4 *fj_q = (__local float4 *)({self._q_local()} + "
                          f"(({step}) % {self.S}) * {size} + {c}d{r});")
             _emit(inner, f"__local float4 *fj_s = (__local float4 *)(Qs + (({step}) & 1) * "
                          f"{size} + {c}d{r});")
-            _emit(inner, "float4 x_ = *fj_q, h_, l_;")
+            _emit(inner, "const float4 v_ = *fj_q; float4 h_, l_;")
             for e in "xyzw":
-                _emit(inner, f"{{ uint h, l; FJ_TF32(h, x_.{e}); FJ_TF32(l, x_.{e} - as_float(h)); "
-                             f"h_.{e} = as_float(h); l_.{e} = as_float(l); }}")
+                _emit(inner, f"{{ uint qh, ql; {self._tf32('q{p}', f'v_.{e}')} "
+                             f"h_.{e} = as_float(qh); l_.{e} = as_float(ql); }}")
             _emit(inner, "*fj_q = h_; *fj_s = l_;")
 
     def pipeline(self) -> None:
         g, cfg = self.g, self.g.cfg
-        from .mma_ptx import _emulate
-
         emulate = _emulate.value
         if emulate:
-            head, lines = emulated_macros(cfg, self.ck, g.name)
+            head, lines = wgmma_emulated(cfg.mma, cfg.threads, self.ck, g.name)
             g.head += head
             g.pre += lines
         else:
-            g.pre += list(ptx_macros())
+            g.pre += list(wgmma_macros())
         if self.split:  # (Q's small parts; the partial sums, kept through the loop)
             g.pre.append(f"__local float Qs[{2 * self.size[self.q]}] "
                          "__attribute__((aligned(16)));")
@@ -529,8 +460,6 @@ class WgTiles(Tiles):
         small cross terms first and the big product last into partial sums from zero (the
         first wgmma's scale-d off), added to the accumulators after the wait (as the mma.sync
         kernel does: the tensor cores round their sums toward zero)."""
-        from .mma_ptx import _emulate
-
         g, emulate = self.g, _emulate.value
         body = block.nested("{")
         qsize = self.size[0 if self.q == 0 else 1]
@@ -570,7 +499,7 @@ class WgTiles(Tiles):
                             ops = (", ".join(f'"+f"({a})' for a in dst(b, c)) + " : " +
                                    ", ".join(f'"r"({r})' for r in regs) +
                                    f', "l"({desc}), "r"({0 if first else 1})')
-                            _emit(body, f'asm volatile("{_wgmma_asm(g.kind, self.n)}" : {ops} : '
+                            _emit(body, f'asm volatile("{wgmma_asm(g.kind, self.n)}" : {ops} : '
                                         '"memory");')
             # (the wait follows the commit at once: nothing the wgmmas read or write is
             # touched while they run, whatever registers ptxas gives the values around them)

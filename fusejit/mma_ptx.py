@@ -1,8 +1,9 @@
-"""The PTX the tensor-core GEMM (fusejit/gemm_mma.py) spells through macros, and their emulation:
-``emulated()`` makes the MMA kernels generated inside it define the macros as OpenCL C that
-exchanges the fragments through local memory and computes the same products, so PoCL runs
-the whole kernel (fragment layouts, edge tiles, prologue, epilogue) on CI; the NVIDIA driver
-builds the PTX."""
+"""The PTX the tensor-core GEMM spells through macros, and their emulation: ``mma.sync``
+(fusejit/gemm_mma.py) and Hopper's ``wgmma`` (fusejit/gemm_wgmma.py, its statements marked for
+runtime/build.py's sm_90a rebuild). ``emulated()`` makes the MMA kernels generated inside it
+define the macros as OpenCL C that exchanges the fragments through local memory and computes
+the same products, so PoCL runs the whole kernel (fragment layouts, edge tiles, prologue,
+epilogue) on CI; the NVIDIA driver builds the PTX."""
 
 from __future__ import annotations
 
@@ -67,6 +68,70 @@ def emulated_macros(threads: int) -> tuple[str, ...]:
     )
 
 
+def wgmma_asm(kind: str, n: int) -> str:
+    """The wgmma statement (marked for build.py's sm_90a rebuild): D (n/2 floats) += R (4
+    registers) x Q (descriptor)."""
+    from .runtime.build import SM90A_MARK
+
+    d = ", ".join(f"%{i}" for i in range(n // 2))
+    a = ", ".join(f"%{n // 2 + i}" for i in range(4))
+    desc, one = f"%{n // 2 + 4}", f"%{n // 2 + 5}"
+    if kind == "f16":
+        inst, tail = f"m64n{n}k16.f32.f16.f16", "p, 1, 1, 0"
+    else:
+        inst, tail = f"m64n{n}k8.f32.tf32.tf32", "p, 1, 1"
+    return (f"{SM90A_MARK}{{ .reg .pred p; setp.ne.b32 p, {one}, 0; "
+            f"wgmma.mma_async.sync.aligned.{inst} {{{d}}}, {{{a}}}, {desc}, {tail}; }}")
+
+
+def wgmma_macros() -> tuple[str, ...]:
+    """wgmma's fence, commit and wait (marked), and the generic-to-async proxy fence."""
+    from .runtime.build import SM90A_MARK as M
+
+    return (
+        f'#define FJ_WG_FENCE() asm volatile("{M}wgmma.fence.sync.aligned;" ::: "memory")',
+        (f'#define FJ_WG_COMMIT() asm volatile("{M}wgmma.commit_group.sync.aligned;" ::: '
+         '"memory")'),
+        (f'#define FJ_WG_WAIT() asm volatile("{M}wgmma.wait_group.sync.aligned 0;" ::: '
+         '"memory")'),
+        '#define FJ_PROXY_FENCE() asm volatile("fence.proxy.async.shared::cta;" ::: "memory")',
+    )
+
+
+def wgmma_emulated(kind: str, threads: int, ck: int, name: str) -> tuple[list[str], list[str]]:
+    """(program-level helper, kernel lines): the wgmma as OpenCL C. A warp's R fragments go
+    through local memory (``fj_wx``); ``fj_wg_dot_<name>`` sums one accumulator's products,
+    Q read through the unswizzled k-major layout of ``ck`` chunks a row (tf32: truncated to
+    19 bits, as the tensor cores read float32). (A function, not inlined: PoCL builds the
+    kernel in a fraction of the time a macro per accumulator takes.)"""
+    E = 8 if kind == "f16" else 4  # (elements a 16-byte chunk)
+    q = f"qb[(cc >> 3) * {ck * 8 * E} + (ka / {E}) * {8 * E} + (cc & 7) * {E} + ka % {E}]"
+    if kind == "f16":
+        a = ("vload_half((((rr & 7) * 4 + ((k & 7) >> 1)) * 4 + (rr >> 3) + 2 * (k >> 3)) * 2 "
+             "+ (k & 1), (__local const half *)x)")
+        b = f"vload_half(0, (__local const half *)&{q})"
+        depth, qt = 16, "ushort"
+    else:
+        a = "as_float(x[((rr & 7) * 4 + (k & 3)) * 4 + (rr >> 3) + 2 * (k >> 2)])"
+        b = f"as_float(as_uint({q}) & 0xffffe000u)"
+        depth, qt = 8, "float"
+    fn = f"fj_wg_dot_{name}"
+    head = [(f"__attribute__((noinline)) float {fn}(__local const uint *x, __local const {qt} "
+             "*qb, int rr, int cc, int kk) {"),
+            "    float s = 0.0f;",
+            f"    for (int k = 0; k < {depth}; k++) {{ const int ka = kk + k; s += {a} * {b}; }}",
+            "    return s;", "}"]
+    lines = [
+        f"__local uint fj_wx[{threads * 4}];",
+        "#define FJ_WG_FENCE()",
+        "#define FJ_WG_COMMIT()",
+        "#define FJ_WG_WAIT()",
+        "#define FJ_PROXY_FENCE()",
+        f"#define FJ_WG_ACC(acc, rr, cc, qb, kk) acc += {fn}(fj_x, qb, rr, cc, kk)",
+    ]
+    return head, lines
+
+
 _emulate = Scoped(False)
 
 
@@ -76,4 +141,5 @@ def emulated() -> contextlib.AbstractContextManager[None]:
     return _emulate.set(True)
 
 
-__all__ = ["PTX_MACROS", "emulated", "emulated_macros"]
+__all__ = ["PTX_MACROS", "emulated", "emulated_macros", "wgmma_asm", "wgmma_emulated",
+           "wgmma_macros"]

@@ -34,8 +34,9 @@ _skip = pytest.mark.skipif(_mma and _wg_why is not None,
                            reason=f"this GPU runs mma.sync but not wgmma ({_wg_why}); the "
                                   "kernels run emulated on PoCL and for real on an H100/H200")
 _long = pytest.mark.skipif(os.environ.get("FUSEJIT_FUZZ_LONG") != "1",
-                           reason="long: set FUSEJIT_FUZZ_LONG=1 (PoCL builds emulated MMAs "
-                                  "slowly)")
+                           reason="long: PoCL builds each emulated wgmma kernel in 10-20 s, and "
+                                  "these repeat the default cases' paths with other shapes and "
+                                  "layouts (set FUSEJIT_FUZZ_LONG=1; an H200 runs them all)")
 
 
 def _run(kind: str, shape: tuple, fn, *args):
@@ -98,8 +99,9 @@ def test_3xtf32_partial_sums_in_chunks_of_q(monkeypatch):
 
 
 @pytest.mark.skipif(not _mma or _wg_why is not None,
-                    reason="the tensor cores' own rounding: an H100/H200 (PoCL's emulation "
-                           "sums in float32; the CASES above run its index math)")
+                    reason="needs an H100/H200: it compares the tensor cores' own rounding, "
+                           "which PoCL's float32 emulation does not have (the CASES above "
+                           "check the kernels' index math there)")
 @pytest.mark.parametrize("k", [256, 1024, 4096, 8192])
 @pytest.mark.parametrize("shape, layout", [((128, 256, 8, 8, 1, "agr"), "nn"),
                                            ((256, 128, 8, 8, 1, "ag"), "nt")])
@@ -174,6 +176,6 @@ def test_space_offers_wgmma_only_where_the_probe_passed():
 
 def test_probe_says_why_not_off_hopper():
     if _wg_why is None:
-        pytest.skip("this device runs wgmma, so the probe has no reason to give; the other "
-                    "tests here run its kernels")
+        pytest.skip("the probe passed on this device (an H100/H200), so it has no refusal to "
+                    "check; the other tests here run the wgmma kernels for real")
     assert isinstance(_wg_why, str) and _wg_why

@@ -104,8 +104,7 @@ def _wgmma_source() -> str:
     """One wgmma of each kind as the GEMM spells it (gemm_wgmma.py): R (64 x k) from
     registers in mma.sync's A layout, Q (8 x k, k-major) from local memory in the unswizzled
     core-matrix layout; D = R Q^T, 64 x 8."""
-    from ..gemm_wgmma import _wgmma_asm, ptx_macros
-    from ..mma_ptx import PTX_MACROS
+    from ..mma_ptx import PTX_MACROS, wgmma_asm, wgmma_macros
 
     def one(kind: str, depth: int) -> str:
         e = 4 if kind == "tf32" else 8  # elements a 16-byte chunk
@@ -118,7 +117,7 @@ def _wgmma_source() -> str:
         store = ("q[((c / {e}) * 8 + n) * {e} + c % {e}] = y[n * {d} + c];" if kind == "tf32"
                  else "vstore_half(y[n * {d} + c], ((c / {e}) * 8 + n) * {e} + c % {e}, "
                  "(__local half *)q);")
-        asm = _wgmma_asm(kind, 8)
+        asm = wgmma_asm(kind, 8)
         return f"""
 __kernel __attribute__((reqd_work_group_size(128, 1, 1)))
 void fj_wgmma_{kind}(__global const float *x, __global const float *y, __global float *d) {{
@@ -144,7 +143,7 @@ void fj_wgmma_{kind}(__global const float *x, __global const float *y, __global 
     d[(row + 8) * 8 + 2 * t] = d2; d[(row + 8) * 8 + 2 * t + 1] = d3;
 }}
 """
-    return "\n".join(PTX_MACROS + ptx_macros()) + one("tf32", 8) + one("f16", 16)
+    return "\n".join(PTX_MACROS + wgmma_macros()) + one("tf32", 8) + one("f16", 16)
 
 
 def _wgmma_probe(queue: cl.CommandQueue) -> str | None:
