@@ -40,6 +40,10 @@ tiles, not by the MMAs: 256 x 128 float16 tiles run about 1000 cycles a 16-deep 
 tensor cores' time, moving 3-4 TB/s from L2 whatever the instruction. Larger tiles need more
 than 48 KiB, and sharing tiles between work-groups needs clusters, which NVIDIA's OpenCL does
 not launch (benchmarks/cluster_probe.py: a PTX ``.reqnctapercluster 2`` runs unclustered).
+No attribute raises the 48 KiB (benchmarks/local_memory_probe.py: ``clSetKernelAttributeNV``
+sets the carveout only), and kernels launched through the CUDA driver on memory shared with
+OpenCL, which have 227 KiB and clusters, pay ~270 us a round trip between the two contexts,
+half the float16 product's time (benchmarks/cuda_interop_probe.py).
 Nor do more work-groups a multiprocessor help: 128 x 128 tiles at 2 a multiprocessor (tf32
 "agr" 114 registers, float16 "ag" 104) take 1.17 and 0.595 ms.
 
