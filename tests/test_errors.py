@@ -229,3 +229,53 @@ def test_kernel_build_error_shows_numbered_source_and_log(queue):
     assert "   3 |     x[0] = undeclared_y;" in message  # numbered source
     assert "--- compiler log ---" in message and "undeclared_y" in error.value.log
     assert error.value.log.strip() in message and error.value.source == source
+
+
+# -- a device whose compiler cannot build at all ---------------------------------------------------
+
+
+class _FakeDevice:
+    """What ``devices.usable`` reads of a device: its type, name and platform version."""
+
+    def __init__(self, name: str, kind: int = cl.device_type.CPU) -> None:
+        self.name, self.type = name, kind
+        self.platform = type("P", (), {"version": "OpenCL 3.0 fake"})()
+
+
+def test_device_choice_skips_a_cpu_device_that_cannot_build(monkeypatch, caplog):
+    """Two PoCL platforms (the wheel's, whose LLVM does not know a newer processor, and the
+    system's): the default is the first that builds a kernel, the other logged; a GPU and a
+    lone device are never probed."""
+    from fusejit.runtime import devices
+
+    broken, good, gpu = _FakeDevice("old"), _FakeDevice("new"), _FakeDevice(
+        "gpu", cl.device_type.GPU)
+    probed = []
+
+    def failure(d):
+        probed.append(d.name)
+        return "error: unknown target CPU 'generic'" if d is broken else None
+
+    monkeypatch.setattr(devices, "build_failure", failure)
+    with caplog.at_level("INFO", logger="fusejit"):
+        assert devices.usable([broken, good]) == [good]
+    assert "skipping OpenCL device 'old'" in caplog.text and "unknown target CPU" in caplog.text
+    assert devices.usable([broken]) == [broken] and probed == ["old", "new"]  # (alone: kept)
+    assert devices.usable([gpu, good]) == [gpu, good] and probed[-1] == "new"
+    with pytest.raises(fusejit.DeviceUnavailableError, match="apt install pocl-opencl-icd"):
+        devices.usable([broken, broken])
+
+
+def test_a_compiler_that_knows_no_target_is_the_devices_error_not_a_fusejit_bug(queue):
+    """PoCL answers every build with "unknown target CPU 'generic'" on a processor its LLVM
+    predates: that is the setup's error (DeviceUnavailableError, saying what to install), not
+    a KernelBuildError asking for a bug report."""
+    from fusejit.runtime import build
+
+    exc = cl.RuntimeError("clBuildProgram failed: BUILD_PROGRAM_FAILURE\n"
+                          "error: unknown target CPU 'generic'")
+    err = build._build_error(queue.context, "k", "__kernel void k() {}", exc)
+    assert isinstance(err, fusejit.DeviceUnavailableError)
+    assert "pocl-opencl-icd" in str(err) and "bug" not in str(err)
+    other = build._build_error(queue.context, "k", "src", cl.RuntimeError("error: x undeclared"))
+    assert isinstance(other, fusejit.KernelBuildError)

@@ -8,7 +8,7 @@ from typing import Any
 import pyopencl as cl
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from ..runtime.devices import use_device
+from ..runtime.devices import usable, use_device
 
 
 def _devices(kind: str) -> list[cl.Device]:
@@ -23,7 +23,7 @@ def _devices(kind: str) -> list[cl.Device]:
     if not (pocl or cpus):
         raise RuntimeError("DevicePlugin: this worker sees no OpenCL CPU device; "
                            "`pip install pocl-binary-distribution` provides one")
-    return pocl or cpus
+    return usable(pocl or cpus)
 
 
 def pick_device(index: int, kind: str = "auto") -> cl.Device:

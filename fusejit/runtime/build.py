@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 import pyopencl as cl
 
-from ..errors import KernelBuildError
+from ..errors import DeviceUnavailableError, KernelBuildError
 from . import cache
-from .devices import DeviceInfo, device_info
+from .devices import UNKNOWN_CPU_HINT, DeviceInfo, device_info
 
 _KERNEL = re.compile(r"__kernel void (\w+)\(")
 
@@ -62,7 +62,17 @@ def _build(ctx: cl.Context, source: str, options: list[str], name: str) -> cl.Pr
             log.debug("OpenCL build log of %s: %s", name, w.message)
         return program
     except cl.RuntimeError as exc:
-        raise KernelBuildError(name, source, str(exc)) from None
+        raise _build_error(ctx, name, source, exc) from None
+
+
+def _build_error(ctx: cl.Context, name: str, source: str, exc: cl.Error) -> Exception:
+    """A failed source build's error: KernelBuildError (the source's: a fusejit bug), or,
+    when the device's compiler cannot build any kernel, DeviceUnavailableError (the setup's,
+    saying what to install)."""
+    if "unknown target CPU" in str(exc):
+        return DeviceUnavailableError(f"the OpenCL device {ctx.devices[0].name.strip()!r} "
+                                      f"cannot build kernels here. {UNKNOWN_CPU_HINT}")
+    return KernelBuildError(name, source, str(exc))
 
 
 # -- Hopper-only PTX ------------------------------------------------------------------------------
@@ -247,7 +257,7 @@ def _build_uncached(ctx: cl.Context, source: str, options: list[str], name: str)
             program = cl.Program(cl._cl._Program(ctx, source)).build(options=options)
             return _sm90a(ctx, program, source, options, name)
     except cl.RuntimeError as exc:
-        raise KernelBuildError(name, source, str(exc)) from None
+        raise _build_error(ctx, name, source, exc) from None
 
 
 def _is_pocl(device: cl.Device) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import warnings
@@ -10,6 +11,7 @@ from functools import cache
 
 import pyopencl as cl
 
+from ..errors import DeviceUnavailableError
 from ..passes.partition import DeviceLimits
 from .cache import place_pocl_cache
 from .fastdiv_probe import unavailable as fastdiv_unavailable
@@ -18,20 +20,68 @@ from .half2_probe import unavailable as half2_unavailable
 place_pocl_cache()  # before PoCL initialises: its kernel cache lives where fusejit can recover it
 
 _lock = threading.Lock()
+_log = logging.getLogger("fusejit")
 _default_queue: cl.CommandQueue | None = None
+
+
+_PROBE = "__kernel void fj_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
+
+UNKNOWN_CPU_HINT = (
+    "PoCL's compiler does not know this processor ('unknown target CPU': the pocl wheel's "
+    "LLVM 14 predates it, e.g. AMD Zen 5); install a PoCL that selects its target by the CPU's "
+    "features, such as Debian's or Ubuntu's (`apt install pocl-opencl-icd`): fusejit then "
+    "picks the CPU device that builds")
+
+
+@cache
+def build_failure(device: cl.Device) -> str | None:
+    """Why ``device`` cannot build a one-line kernel (the log's first line), or None."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cl.Program(cl.Context(devices=[device]), _PROBE).build()
+    except cl.Error as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if "error" in ln.lower()]
+        return (lines[-1] if lines else str(exc).splitlines()[0])[:200]
+    return None
+
+
+def usable(devices: list[cl.Device]) -> list[cl.Device]:
+    """``devices`` less the CPU devices whose compiler fails on a one-line kernel (logged at
+    INFO on the "fusejit" logger), when there is a choice: two PoCL platforms, say, the wheel's and the
+    system's, of which only one knows this processor. A single device is not probed (a
+    process's first call should not pay for a build); GPUs are never probed here (a context
+    made and released beside a working one crashed a GPU driver, rarely)."""
+    if len(devices) < 2:
+        return devices
+    keep = []
+    for d in devices:
+        why = build_failure(d) if d.type & cl.device_type.CPU else None
+        if why is None:
+            keep.append(d)
+        else:
+            _log.info("skipping OpenCL device %r (%s): it cannot build a kernel: %s",
+                      d.name.strip(), d.platform.version.strip(), why)
+    if not keep:
+        raise DeviceUnavailableError(
+            "no OpenCL device can build a kernel here: " +
+            "; ".join(f"{d.name.strip()}: {build_failure(d)}" for d in devices) +
+            (f". {UNKNOWN_CPU_HINT}" if any("unknown target CPU" in (build_failure(d) or "")
+                                            for d in devices) else ""))
+    return keep
 
 
 def _pick_device() -> cl.Device:
     platforms = cl.get_platforms()
     devices = [d for p in platforms for d in p.get_devices()]
     if not devices:
-        raise RuntimeError("no OpenCL device found; `pip install pocl-binary-distribution` "
-                           "provides a CPU device")
+        raise DeviceUnavailableError("no OpenCL device found; `pip install "
+                                     "pocl-binary-distribution` provides a CPU device")
     gpus = [d for d in devices if d.type & cl.device_type.GPU]
     if gpus:
         return gpus[0]
     pocl = [d for d in devices if "Portable Computing Language" in d.platform.name]
-    return (pocl or devices)[0]
+    return usable(pocl or devices)[0]
 
 
 def default_queue() -> cl.CommandQueue:
