@@ -28,7 +28,7 @@ Measured on an H200 (driver 580.159.04, OpenCL 3.0 CUDA 13.0.98), 2026-12-02:
 2. yes: imported, acquired and released without error, and the 200 KiB kernel's result is exact;
 3. yes: ranks 0, 1 of 2 in every cluster; ``cuTensorMapEncodeTiled`` succeeds;
 4. a tiny OpenCL kernel + finish 12-15 us, the CUDA kernel + synchronize 49-53 us, acquire +
-   release + finish 35-58 us, but the two alternating 331-337 us (351-375 with acquire and
+   release + finish 35-59 us, but the two alternating 331-339 us (351-385 with acquire and
    release): about 270 us a round trip for switching between the two contexts;
 5. not possible: the device lists no exportable semaphore handle types and
    ``clCreateSemaphoreWithPropertiesKHR`` answers CL_INVALID_PROPERTY (-64) for an exportable
@@ -37,12 +37,15 @@ Measured on an H200 (driver 580.159.04, OpenCL 3.0 CUDA 13.0.98), 2026-12-02:
 So the memory can be shared, but a GEMM launched in CUDA between OpenCL kernels pays about a
 quarter of a millisecond a round trip, half of what the float16 4096^3 product takes on the
 wgmma kernel (0.52 ms): a kernel as fast as cuBLAS's (0.26 ms) would only break even. It pays
-only where a whole program runs in one context: an execution target on
-the CUDA driver, launching and allocating through CUDA. The PTX NVIDIA's OpenCL compiler
-returns does not load there as it is: ``cuModuleLoadDataEx`` rejects it
-(CUDA_ERROR_INVALID_IMAGE, empty log, with or without ``texmode_independent``), and its
-``get_global_id`` and friends read ``%envreg0``, ``%envreg3`` and ``%envreg6``, which the OpenCL
-runtime sets (6); ``__local`` arguments are ``.ptr .shared`` parameters.
+only where a whole program runs in one context: an execution target on the CUDA driver,
+launching and allocating through CUDA. The PTX NVIDIA's OpenCL compiler returns loads there
+after two edits (6): ``cuModuleLoadDataEx`` rejects it as it is, without
+``texmode_independent`` and with ``.visible`` entries (CUDA_ERROR_INVALID_IMAGE, empty log), and
+takes it once the parameters' ``.ptr .global .align N`` attributes go too; a launch then gives
+the right ``get_global_id`` and ``get_local_size`` (``%envreg3``, the global offset, reads 0)
+but a garbage ``get_group_id`` (58995400 + the group: ``%envreg0``, set by the OpenCL runtime),
+so the environment registers would need rewriting too; ``__local`` arguments are ``.ptr
+.shared`` parameters.
 """
 
 from __future__ import annotations
