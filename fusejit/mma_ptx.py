@@ -55,14 +55,27 @@ def _emulated_mma(name: str, f16: bool, threads: int) -> str:
         "d0 = fj_d[0]; d1 = fj_d[1]; d2 = fj_d[2]; d3 = fj_d[3]; }")
 
 
+# float -> float16 bits, rounded to nearest even (cvt.rn.f16 / vstore_half_rte) in integer
+# arithmetic: NaN (quiet, signed), overflow to inf from 65520 up, subnormals as rint(|x| 2^24)
+# (exact: a power-of-two scale), normals rebiased with the tie to even. Not through memory: a
+# half store read back as a uint is type punning, which LLVM 15's alias analysis (PoCL 3.1)
+# reorders, so the word read its old value.
+F2H = ("#define FJ_F2H(d, f) { const uint fj_x = as_uint(f), fj_a = fj_x & 0x7fffffffu, "
+       "fj_m = fj_a - 0x38000000u, fj_r = fj_m & 0x1fffu; "
+       "d = ((fj_x >> 16) & 0x8000u) | (fj_a > 0x7f800000u ? 0x7e00u : "
+       "fj_a >= 0x477ff000u ? 0x7c00u : "
+       "fj_a < 0x38800000u ? (uint)rint(as_float(fj_a) * 16777216.0f) : "
+       "(fj_m >> 13) + (uint)(fj_r > 0x1000u || (fj_r == 0x1000u && ((fj_m >> 13) & 1u)))); }")
+
+
 def emulated_macros(threads: int) -> tuple[str, ...]:
     return (
         f"__local uint fj_mma[{2 * threads * 6}];",
-        f"__local uint fj_pk[{threads}];",
         "int fj_par = 0;",
         "#define FJ_TF32(d, x) d = (as_uint(x) + 0x1000u) & 0xffffe000u",
-        ("#define FJ_F16X2(d, lo, hi) { vstore_half_rte(lo, 2 * tid, (__local half *)fj_pk); "
-         "vstore_half_rte(hi, 2 * tid + 1, (__local half *)fj_pk); d = fj_pk[tid]; }"),
+        F2H,
+        ("#define FJ_F16X2(d, lo, hi) { uint fj_l, fj_h; FJ_F2H(fj_l, lo); FJ_F2H(fj_h, hi); "
+         "d = fj_l | (fj_h << 16); }"),
         _emulated_mma("FJ_MMA_TF32", False, threads),
         _emulated_mma("FJ_MMA_F16", True, threads),
     )

@@ -193,6 +193,44 @@ def test_emulated_mma_store_and_fragment_variants(kind, opts):
     _check(kind, got, np.maximum(ref, 0), a, b)
 
 
+def test_emulated_float16_packing_rounds_as_numpy():
+    """The emulation's float -> float16 bits (FJ_F2H, behind FJ_F16X2, which packs the "v"
+    and "w" stores' words): NumPy's round-to-nearest-even over every tie, the subnormals,
+    the overflow edge and the specials, in arithmetic (a half store read back as a uint was
+    type punning: PoCL 3.1's LLVM 15 reordered it, and those kernels summed stale words)."""
+    import pyopencl as cl
+
+    from fusejit.mma_ptx import F2H
+
+    rng = np.random.default_rng(3)
+    halves = np.arange(0x10000, dtype=np.uint32)
+    base = (halves.astype(np.uint16).view(np.float16).astype(np.float32).view(np.uint32))
+    base = base[np.isfinite(base.view(np.float32))]
+    ties = np.concatenate([base + d for d in (0, 1, 0x1000 - 1, 0x1000, 0x1000 + 1)])
+    special = np.array([0, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001,
+                        0x477fefff, 0x477ff000, 0x477fffff, 0x38800000, 0x387fffff, 1,
+                        0x33000000, 0x33000001, 0x32ffffff], np.uint32)
+    bits = np.concatenate([ties.astype(np.uint32), special,
+                           rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)])
+    x = bits.view(np.float32)
+    queue = fusejit.default_queue()
+    src = (f"{F2H}\n__kernel void k(__global const float *x, __global uint *h) {{ "
+           "const int i = get_global_id(0); uint d; FJ_F2H(d, x[i]); h[i] = d; }")
+    prg = cl.Program(queue.context, src).build()
+    mf = cl.mem_flags
+    xb = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
+    hb = cl.Buffer(queue.context, mf.WRITE_ONLY, x.nbytes)
+    prg.k(queue, (x.size,), None, xb, hb)
+    got = np.empty(x.size, np.uint32)
+    cl.enqueue_copy(queue, got, hb)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16).view(np.uint16).astype(np.uint32)
+    nan = np.isnan(x)
+    assert np.array_equal(got[~nan], want[~nan])
+    assert np.all((got[nan] & 0x7fff) == 0x7e00) and np.array_equal(got[nan] >> 15,
+                                                                     want[nan] >> 15)
+
+
 # -- on tensor cores (an NVIDIA GPU where the probe passes) ---------------------------------------
 
 _why = mma_probe.unavailable(fusejit.default_queue())
