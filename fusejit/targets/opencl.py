@@ -31,6 +31,7 @@ from .opencl_helpers import (
     _HALF_HELPERS,
     _HALF_VECTOR,
     _HALF_VECTOR_IO,
+    _HALF_VECTOR_IO_AT,
     _PHILOX_HELPER,
     _POW_HELPER,
     _SIGNED_HELPERS,
@@ -513,13 +514,15 @@ class OpenCLTarget(Target):
 
     def vector_load_at(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str | None:
         if dtype == dt.FLOAT16:
-            return f"vload_half{n}(0, {ptr} + {index})"
+            self.helpers[f"half_io_at{n}"] = _HALF_VECTOR_IO_AT.format(n=n)
+            return f"fj_ldhu{n}({ptr} + {index})"
         vec = f"(*(__global const {self._unaligned(dtype, n)} *)({ptr} + {index}))"
         return f"convert_uchar{n}(-({vec} != (uchar{n})(0)))" if dtype.kind == "b" else vec
 
     def vector_store_at(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str | None:
         if dtype == dt.FLOAT16:
-            return f"vstore_half{n}_rte({{0}}, 0, {ptr} + {index});"
+            self.helpers[f"half_io_at{n}"] = _HALF_VECTOR_IO_AT.format(n=n)
+            return f"fj_sthu{n}({{0}}, {ptr} + {index});"
         return f"*(__global {self._unaligned(dtype, n)} *)({ptr} + {index}) = {{0}};"
 
     def vector_store(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str:
