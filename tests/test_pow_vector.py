@@ -68,7 +68,14 @@ def test_special_lanes_are_numpys_bit_for_bit() -> None:
     got = fusejit.fuse(np.power)(x, y)
     with np.errstate(all="ignore"):
         want = np.power(x, y)
-    assert np.array_equal(got[:, 5], want[:, 5], equal_nan=True), (a, b, got[:, 5])
+        exact = a.astype(np.float64) ** b.astype(np.float64)
+    # the builtin's lanes bit for bit; a positive finite base to a finite exponent is fusejit's
+    # own power, within an ULP of the exact one: NumPy's float32 power is the platform's (its
+    # AVX-512 build gives 3.4e38 ** 0.5 one ULP low, 0.56 of the way to the value it rounds to)
+    kept = (a <= 0) | ~np.isfinite(a) | ~np.isfinite(b)
+    assert np.array_equal(got[kept, 5], want[kept, 5], equal_nan=True), (a, b, got[:, 5])
+    with np.errstate(over="ignore"):
+        assert np.all(ulp_distance(got[~kept, 5], exact[~kept].astype(np.float32)) <= 1)
     number = ~np.isnan(want[:, 5])  # (a NaN's sign is the builtin's, as before)
     assert np.array_equal(np.signbit(got[number, 5]), np.signbit(want[number, 5]))
     assert_matches(got, want, ulp=BOUND)
