@@ -28,8 +28,9 @@ Measured on an H200 (driver 580.159.04, OpenCL 3.0 CUDA 13.0.98), 2026-12-02:
 2. yes: imported, acquired and released without error, and the 200 KiB kernel's result is exact;
 3. yes: ranks 0, 1 of 2 in every cluster; ``cuTensorMapEncodeTiled`` succeeds;
 4. a tiny OpenCL kernel + finish 12-15 us, the CUDA kernel + synchronize 49-53 us, acquire +
-   release + finish 35-59 us, but the two alternating 331-339 us (351-385 with acquire and
-   release): about 270 us a round trip for switching between the two contexts;
+   release + finish 7 us (35-59 before the extension functions were looked up once rather
+   than per call), but the two alternating 330-339 us (334 with acquire and release): about
+   270 us a round trip for switching between the two contexts;
 5. not possible: the device lists no exportable semaphore handle types and
    ``clCreateSemaphoreWithPropertiesKHR`` answers CL_INVALID_PROPERTY (-64) for an exportable
    opaque fd, with or without a device list; CUDA imports semaphores but makes none to export.
@@ -54,6 +55,7 @@ import ctypes as C
 import json
 import re
 import time
+from functools import cache
 
 import numpy as np
 import pyopencl as cl
@@ -199,10 +201,25 @@ def exported(cu: Cuda, size: int, out: dict, tag: str) -> tuple[int, int]:
     return ptr.value, fd.value
 
 
+@cache
+def opencl() -> C.CDLL:
+    return C.CDLL("libOpenCL.so.1")
+
+
+@cache
+def cl_ext(plat: cl.Platform, name: bytes, restype: object, *argtypes: object) -> object:
+    """The extension function ``name`` of ``plat``, looked up once (None: the platform has
+    none of that name)."""
+    get = opencl().clGetExtensionFunctionAddressForPlatform
+    get.restype = C.c_void_p
+    address = get(C.c_void_p(plat.int_ptr), name)
+    return C.CFUNCTYPE(restype, *argtypes)(address) if address else None
+
+
 def imported(ctx: cl.Context, plat: cl.Platform, fd: int, size: int, out: dict,
              tag: str) -> cl.Buffer | None:
     """An OpenCL buffer over an exported descriptor (cl_khr_external_memory_opaque_fd)."""
-    lib = C.CDLL("libOpenCL.so.1")
+    lib = opencl()
     lib.clCreateBufferWithProperties.restype = C.c_void_p
     props = (C.c_ulonglong * 3)(0x2060, fd, 0)  # CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR
     err = C.c_int(0)
@@ -214,13 +231,10 @@ def imported(ctx: cl.Context, plat: cl.Platform, fd: int, size: int, out: dict,
 
 
 def acquire(plat: cl.Platform, q: cl.CommandQueue, bufs: list[cl.Buffer], release: bool) -> int:
-    lib = C.CDLL("libOpenCL.so.1")
-    get = lib.clGetExtensionFunctionAddressForPlatform
-    get.restype = C.c_void_p
     name = b"clEnqueueReleaseExternalMemObjectsKHR" if release else \
         b"clEnqueueAcquireExternalMemObjectsKHR"
-    fn = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_uint, C.c_void_p, C.c_uint, C.c_void_p,
-                     C.c_void_p)(get(C.c_void_p(plat.int_ptr), name))
+    fn = cl_ext(plat, name, C.c_int, C.c_void_p, C.c_uint, C.c_void_p, C.c_uint, C.c_void_p,
+                C.c_void_p)
     mems = (C.c_void_p * len(bufs))(*(b.int_ptr for b in bufs))
     return fn(C.c_void_p(q.int_ptr), len(bufs), mems, 0, None, None)
 
@@ -228,14 +242,11 @@ def acquire(plat: cl.Platform, q: cl.CommandQueue, bufs: list[cl.Buffer], releas
 def semaphore(ctx: cl.Context, plat: cl.Platform, dev: cl.Device,
               out: dict) -> tuple[int, int] | None:
     """A binary OpenCL semaphore exportable as an opaque fd: (the semaphore, its fd)."""
-    lib = C.CDLL("libOpenCL.so.1")
-    get = lib.clGetExtensionFunctionAddressForPlatform
-    get.restype = C.c_void_p
-    create = C.CFUNCTYPE(C.c_void_p, C.c_void_p, C.c_void_p, C.POINTER(C.c_int))(
-        get(C.c_void_p(plat.int_ptr), b"clCreateSemaphoreWithPropertiesKHR"))
-    handle = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_uint, C.c_size_t, C.c_void_p,
-                         C.c_void_p)(get(C.c_void_p(plat.int_ptr),
-                                         b"clGetSemaphoreHandleForTypeKHR"))
+    lib = opencl()
+    create = cl_ext(plat, b"clCreateSemaphoreWithPropertiesKHR", C.c_void_p, C.c_void_p,
+                    C.c_void_p, C.POINTER(C.c_int))
+    handle = cl_ext(plat, b"clGetSemaphoreHandleForTypeKHR", C.c_int, C.c_void_p, C.c_void_p,
+                    C.c_uint, C.c_size_t, C.c_void_p, C.c_void_p)
     if "semaphore_export_types" not in out:
         for key, what in ((0x204C, "semaphore_types"), (0x204E, "semaphore_export_types")):
             vals, n = (C.c_uint * 8)(), C.c_size_t()
@@ -398,13 +409,10 @@ def main() -> None:
     sems = [semaphore(ctx, plat, dev, out) for _ in range(2)]
     if all(sems):
         cuda_sems = [cuda_semaphore(cu, fd, out) for _, fd in sems]
-        lib = C.CDLL("libOpenCL.so.1")
-        get = lib.clGetExtensionFunctionAddressForPlatform
-        get.restype = C.c_void_p
-        proto = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_uint, C.c_void_p, C.c_void_p, C.c_uint,
-                            C.c_void_p, C.c_void_p)
-        signal = proto(get(C.c_void_p(plat.int_ptr), b"clEnqueueSignalSemaphoresKHR"))
-        wait = proto(get(C.c_void_p(plat.int_ptr), b"clEnqueueWaitSemaphoresKHR"))
+        types = (C.c_int, C.c_void_p, C.c_uint, C.c_void_p, C.c_void_p, C.c_uint, C.c_void_p,
+                 C.c_void_p)
+        signal = cl_ext(plat, b"clEnqueueSignalSemaphoresKHR", *types)
+        wait = cl_ext(plat, b"clEnqueueWaitSemaphoresKHR", *types)
         zeros = (C.c_ubyte * 512)()
 
         def step(k: int) -> None:

@@ -27,6 +27,7 @@ import json
 
 import numpy as np
 import pyopencl as cl
+from cuda_interop_probe import cl_ext, opencl
 from wgmma_probe import LOCAL_ARG as SOURCE  # (the same kernel: fill, barrier, read back)
 
 PREFERRED_LOCAL_MEMORY_SIZE_NV = 0
@@ -35,7 +36,7 @@ MAX_LOCAL_MEMORY_PER_SM_NV = 0x400B
 
 def main() -> None:
     out: dict[str, object] = {}
-    lib = C.CDLL("libOpenCL.so.1")
+    lib = opencl()
     plat = next(p for p in cl.get_platforms() if "NVIDIA" in p.name)
     dev = plat.get_devices()[0]
     ctx = cl.Context([dev])
@@ -46,18 +47,14 @@ def main() -> None:
                             C.c_size_t(8), C.byref(val), C.byref(size))
     out["MAX_LOCAL_MEMORY_PER_SM_NV"] = (r, val.value, size.value)
     out["LOCAL_MEM_SIZE"] = dev.local_mem_size
-    get_addr = lib.clGetExtensionFunctionAddressForPlatform
-    get_addr.restype = C.c_void_p
-    proto_set = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_int, C.c_size_t, C.c_void_p)
-    proto_get = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_int, C.c_size_t, C.c_void_p,
-                            C.POINTER(C.c_size_t))
-    p_set = get_addr(C.c_void_p(plat.int_ptr), b"clSetKernelAttributeNV")
-    p_get = get_addr(C.c_void_p(plat.int_ptr), b"clGetKernelAttributeNV")
-    out["functions"] = (hex(p_set or 0), hex(p_get or 0))
-    if not (p_set and p_get):
+    set_attr = cl_ext(plat, b"clSetKernelAttributeNV", C.c_int, C.c_void_p, C.c_void_p,
+                      C.c_int, C.c_size_t, C.c_void_p)
+    get_attr = cl_ext(plat, b"clGetKernelAttributeNV", C.c_int, C.c_void_p, C.c_void_p, C.c_int,
+                      C.c_size_t, C.c_void_p, C.POINTER(C.c_size_t))
+    out["functions"] = (set_attr is not None, get_attr is not None)
+    if set_attr is None or get_attr is None:
         print(json.dumps(out))
         return
-    set_attr, get_attr = proto_set(p_set), proto_get(p_get)
     prg = cl.Program(ctx, SOURCE).build()
     mf = cl.mem_flags
     o = cl.Buffer(ctx, mf.READ_WRITE, 256 * 4)
