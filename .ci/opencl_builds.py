@@ -2,30 +2,29 @@
 
 .ci/run asks before the tests: the pocl wheel's LLVM 14 does not know processors newer than it
 (AMD Zen 5 builds nothing: "unknown target CPU 'generic'"), and then CI installs the system's
-PoCL, which picks its target by the CPU's features. Standalone (only pyopencl), as it runs
-before fusejit is installed.
+PoCL, which picks its target by the CPU's features. It runs before fusejit is installed, with
+only its runtime dependencies, on fusejit's own probe (runtime/devices.py ``build_failure``).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # (the checkout's fusejit)
 
 import pyopencl as cl
 
-SOURCE = "__kernel void k(__global float *a) { a[get_global_id(0)] += 1.0f; }"
+from fusejit.runtime.devices import build_failure
 
 
 def main() -> int:
     for platform in cl.get_platforms():
         for device in platform.get_devices(cl.device_type.CPU):
-            try:
-                cl.Program(cl.Context([device]), SOURCE).build()
-            except cl.Error as exc:
-                lines = [ln for ln in str(exc).splitlines() if "error" in ln.lower()]
-                print(f"{device.name.strip()} ({platform.version.strip()}): "
-                      f"{(lines or [str(exc)])[-1].strip()}", file=sys.stderr)
-            else:
+            why = build_failure(device)
+            if why is None:
                 return 0
+            print(f"{device.name.strip()} ({platform.version.strip()}): {why}", file=sys.stderr)
     return 1
 
 

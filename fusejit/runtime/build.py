@@ -18,7 +18,7 @@ import pyopencl as cl
 
 from ..errors import DeviceUnavailableError, KernelBuildError
 from . import cache
-from .devices import UNKNOWN_CPU_HINT, DeviceInfo, device_info
+from .devices import DeviceInfo, device_info, setup_hint
 
 _KERNEL = re.compile(r"__kernel void (\w+)\(")
 
@@ -69,9 +69,10 @@ def _build_error(ctx: cl.Context, name: str, source: str, exc: cl.Error) -> Exce
     """A failed source build's error: KernelBuildError (the source's: a fusejit bug), or,
     when the device's compiler cannot build any kernel, DeviceUnavailableError (the setup's,
     saying what to install)."""
-    if "unknown target CPU" in str(exc):
+    hint = setup_hint(str(exc))
+    if hint is not None:
         return DeviceUnavailableError(f"the OpenCL device {ctx.devices[0].name.strip()!r} "
-                                      f"cannot build kernels here. {UNKNOWN_CPU_HINT}")
+                                      f"cannot build kernels here. {hint}")
     return KernelBuildError(name, source, str(exc))
 
 

@@ -26,11 +26,17 @@ _default_queue: cl.CommandQueue | None = None
 
 _PROBE = "__kernel void fj_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
 
-UNKNOWN_CPU_HINT = (
+_UNKNOWN_CPU_HINT = (
     "PoCL's compiler does not know this processor ('unknown target CPU': the pocl wheel's "
     "LLVM 14 predates it, e.g. AMD Zen 5); install a PoCL that selects its target by the CPU's "
     "features, such as Debian's or Ubuntu's (`apt install pocl-opencl-icd`): fusejit then "
     "picks the CPU device that builds")
+
+
+def setup_hint(log: str) -> str | None:
+    """What to install when a build log says the compiler cannot build any kernel on this
+    machine (PoCL's "unknown target CPU"), else None: the setup's error, not the source's."""
+    return _UNKNOWN_CPU_HINT if "unknown target CPU" in log else None
 
 
 @cache
@@ -48,26 +54,23 @@ def build_failure(device: cl.Device) -> str | None:
 
 def usable(devices: list[cl.Device]) -> list[cl.Device]:
     """``devices`` less the CPU devices whose compiler fails on a one-line kernel (logged at
-    INFO on the "fusejit" logger), when there is a choice: two PoCL platforms, say, the wheel's and the
-    system's, of which only one knows this processor. A single device is not probed (a
-    process's first call should not pay for a build); GPUs are never probed here (a context
-    made and released beside a working one crashed a GPU driver, rarely)."""
+    INFO on the "fusejit" logger), when there is a choice: two PoCL platforms, say, the
+    wheel's and the system's, of which only one knows this processor. A single device is not
+    probed (a process's first call should not pay for a build); GPUs are never probed here (a
+    context made and released beside a working one crashed a GPU driver, rarely)."""
     if len(devices) < 2:
         return devices
-    keep = []
-    for d in devices:
-        why = build_failure(d) if d.type & cl.device_type.CPU else None
-        if why is None:
-            keep.append(d)
-        else:
+    why = {d: build_failure(d) if d.type & cl.device_type.CPU else None for d in devices}
+    for d, reason in why.items():
+        if reason is not None:
             _log.info("skipping OpenCL device %r (%s): it cannot build a kernel: %s",
-                      d.name.strip(), d.platform.version.strip(), why)
+                      d.name.strip(), d.platform.version.strip(), reason)
+    keep = [d for d in devices if why[d] is None]
     if not keep:
-        raise DeviceUnavailableError(
-            "no OpenCL device can build a kernel here: " +
-            "; ".join(f"{d.name.strip()}: {build_failure(d)}" for d in devices) +
-            (f". {UNKNOWN_CPU_HINT}" if any("unknown target CPU" in (build_failure(d) or "")
-                                            for d in devices) else ""))
+        reasons = "; ".join(f"{d.name.strip()}: {r}" for d, r in why.items())
+        hint = setup_hint(reasons)
+        raise DeviceUnavailableError(f"no OpenCL device can build a kernel here: {reasons}" +
+                                     (f". {hint}" if hint else ""))
     return keep
 
 

@@ -512,16 +512,22 @@ class OpenCLTarget(Target):
                               f"__attribute__((aligned({dtype.itemsize})));\n")
         return name
 
+    def _half_io_at(self, n: int) -> None:
+        """float16 vectors at any element offset (opencl_helpers._HALF_VECTOR_IO_AT), through
+        the unaligned ushort vector type the other 16-bit accesses share."""
+        self.helpers[f"half_io_at{n}"] = _HALF_VECTOR_IO_AT.format(
+            n=n, u=self._unaligned(np.dtype(np.uint16), n))
+
     def vector_load_at(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str | None:
         if dtype == dt.FLOAT16:
-            self.helpers[f"half_io_at{n}"] = _HALF_VECTOR_IO_AT.format(n=n)
+            self._half_io_at(n)
             return f"fj_ldhu{n}({ptr} + {index})"
         vec = f"(*(__global const {self._unaligned(dtype, n)} *)({ptr} + {index}))"
         return f"convert_uchar{n}(-({vec} != (uchar{n})(0)))" if dtype.kind == "b" else vec
 
     def vector_store_at(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str | None:
         if dtype == dt.FLOAT16:
-            self.helpers[f"half_io_at{n}"] = _HALF_VECTOR_IO_AT.format(n=n)
+            self._half_io_at(n)
             return f"fj_sthu{n}({{0}}, {ptr} + {index});"
         return f"*(__global {self._unaligned(dtype, n)} *)({ptr} + {index}) = {{0}};"
 

@@ -259,17 +259,17 @@ inline void fj_sth{n}(float{n} v, size_t i, __global half *p) {{
 # The same at any element offset (``vector_load_at``): PoCL's vload_half8 assumes a 16-byte
 # aligned pointer, which OpenCL does not ask of it (the AVX-512 build of its kernel library
 # made that a vmovdqa, and a row 300 halves wide a segfault on its second row), so the memory
-# access is through a ushort vector aligned as its elements, converted on the private copy.
+# access is through a ushort vector aligned as its elements ({u}: the target's unaligned
+# ushort{n}), converted on the private copy.
 _HALF_VECTOR_IO_AT = """
-typedef ushort{n} fj_uushort{n} __attribute__((aligned(2)));
 inline float{n} fj_ldhu{n}(const __global half *p) {{
-    ushort{n} u = *(const __global fj_uushort{n} *)p;
+    ushort{n} u = *(const __global {u} *)p;
     return vload_half{n}(0, (const half *)&u);
 }}
 inline void fj_sthu{n}(float{n} v, __global half *p) {{
     ushort{n} u;
     vstore_half{n}_rte(v, 0, (half *)&u);
-    *(__global fj_uushort{n} *)p = u;
+    *(__global {u} *)p = u;
 }}
 """
 _HALF_FROM_DOUBLE = """
