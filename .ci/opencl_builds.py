@@ -3,7 +3,7 @@
 .ci/run asks before the tests: the pocl wheel's LLVM 14 does not know processors newer than it
 (AMD Zen 5 builds nothing: "unknown target CPU 'generic'"), and then CI installs the system's
 PoCL, which picks its target by the CPU's features. It runs before fusejit is installed, with
-only its runtime dependencies, on fusejit's own probe (runtime/devices.py ``build_failure``).
+only its runtime dependencies, on fusejit's own probe (runtime/opencl/devices.py ``build_failure``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # (the checkout
 
 import pyopencl as cl
 
-from fusejit.runtime.devices import build_failure
+from fusejit.runtime.opencl.devices import build_failure
 
 
 def main() -> int:

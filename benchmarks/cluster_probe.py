@@ -1,13 +1,13 @@
 """Can NVIDIA's OpenCL launch Hopper thread-block clusters, with distributed shared memory?
 
 The tensor-core GEMM is bound by feeding its tiles at 48 KiB of local memory a work-group
-(fusejit/gemm_wgmma.py); two work-groups of a cluster could share one operand's tile through
+(fusejit/codegen/gemm/wgmma.py); two work-groups of a cluster could share one operand's tile through
 distributed shared memory (each loads half, both read both). OpenCL has no cluster launch, but
 a kernel whose PTX carries ``.reqnctapercluster`` is launched in clusters by the driver
 whatever the launch call. So: the kernel below reads its cluster registers, writes a value to
 its local memory, syncs the cluster, and reads its neighbour's value through ``mapa`` +
 ``ld.shared::cluster``. It is built as fusejit builds sm_90a code (the cluster statements
-marked as PTX comments, restored in the driver's PTX, runtime/build.py), once as it is and
+marked as PTX comments, restored in the driver's PTX, runtime/opencl/build.py), once as it is and
 once with ``.reqnctapercluster 2, 1, 1`` added to the entry, and each result is checked.
 
     python benchmarks/cluster_probe.py [OUT_DIR]   (prints one JSON line per route)
@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
-from fusejit.runtime.build import SM90A_MARK as M
-from fusejit.runtime.build import sm90a_ptx
+from fusejit.runtime.opencl.build import SM90A_MARK as M
+from fusejit.runtime.opencl.build import sm90a_ptx
 
 GROUPS = 8
 

@@ -3,7 +3,7 @@ what does a hand-over between the two cost?
 
 NVIDIA's OpenCL gives a work-group 48 KiB of local memory (benchmarks/local_memory_probe.py) and
 launches no thread-block clusters (benchmarks/cluster_probe.py); those two limits bound the
-tensor-core GEMM (fusejit/gemm_wgmma.py). The CUDA driver API has neither (``cuFuncSetAttribute``
+tensor-core GEMM (fusejit/codegen/gemm/wgmma.py). The CUDA driver API has neither (``cuFuncSetAttribute``
 opts a kernel in to 227 KiB of dynamic shared memory, ``cuLaunchKernelEx`` launches clusters, and
 ``cuTensorMapEncodeTiled`` makes the bulk tensor copies' maps). So, through ctypes and
 ``libcuda.so.1``:

@@ -4,9 +4,9 @@
 
 For chain8 (1-D, 2^log2 elements), softmax and layernorm (rows x 1024, and rows x ``--row``,
 a length that is not its bucket's: the dynamic kernel is sized for 1024 and takes the length
-at launch, fusejit/rows.py; float32), and elementwise kernels over rows x ``--row``
+at launch, fusejit/ir/rows.py; float32), and elementwise kernels over rows x ``--row``
 (``x * 1.5 + 0.5`` contiguous and on a view of a rows x 1024 buffer, ``x * w + b`` with row
-weights: they take the row length at launch, fusejit/source_rows.py), times ``@fuse(dynamic=False)`` and
+weights: they take the row length at launch, fusejit/codegen/rows.py), times ``@fuse(dynamic=False)`` and
 ``@fuse(dynamic=True)`` with ``fusejit.bench.timing.measure`` (synchronized calls; the best of
 ``--rounds`` alternating medians) and checks both give the same result (``same_result``:
 bitwise; ``max_rel_diff``: the largest difference over the largest magnitude). Prints one
@@ -56,7 +56,7 @@ def main() -> None:
         (f"softmax/{args.rows}x{args.row}", softmax, (dev(args.rows, args.row),)),
         (f"layernorm/{args.rows}x{args.row}", layernorm,
          (dev(args.rows, args.row), dev(args.row), dev(args.row))),
-        # elementwise kernels over rows of a runtime length (fusejit/source_rows.py): the flat
+        # elementwise kernels over rows of a runtime length (fusejit/codegen/rows.py): the flat
         # form (contiguous, 2-D), the rows form (row weights; a view of a wider buffer)
         (f"scale/{args.rows}x{args.row}", _scale, (dev(args.rows, args.row),)),
         (f"bias/{args.rows}x{args.row}", _bias,

@@ -58,16 +58,16 @@ def timed(module, attr, label):
 for module, attr, label in [
         ("fusejit.api", "Fused._lower", "lower"),
         ("fusejit.api", "run_pipeline", "passes"),
-        ("fusejit.source", "SourceModule.build", "codegen"),
+        ("fusejit.codegen.source", "SourceModule.build", "codegen"),
         ("fusejit.runtime.cache", "ProgramCache.get", "disk_read"),
-        ("fusejit.runtime.build", "from_binary", "from_binary"),
+        ("fusejit.runtime.opencl.build", "from_binary", "from_binary"),
         ("pyopencl", "Program.__init__", "cl_create_program"),
         ("pyopencl", "Program.build", "cl_build_program"),
-        ("fusejit.runtime.build", "_build_uncached", "compile"),
+        ("fusejit.runtime.opencl.build", "_build_uncached", "compile"),
         ("fusejit.runtime.opencl", "Executable", "executable"),
-        ("fusejit.aot", "executable_from", "executable"),
-        ("fusejit.trace_cache", "entry_key", "trace_key"),
-        ("fusejit.trace_cache", "load", "trace_cache_load"),
+        ("fusejit.compile.aot", "executable_from", "executable"),
+        ("fusejit.compile.trace_cache", "entry_key", "trace_key"),
+        ("fusejit.compile.trace_cache", "load", "trace_cache_load"),
         ("fusejit.runtime.executable", "Executable.run", "launch")]:
     try:
         timed(module, attr, label)

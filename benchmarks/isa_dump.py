@@ -97,8 +97,8 @@ if __name__ == "__main__":
 
     import fusejit
     from fusejit.bench.workloads import black_scholes, gelu
-    from fusejit.runtime.build import build_options
-    from fusejit.runtime.devices import device_info
+    from fusejit.runtime.opencl.build import build_options
+    from fusejit.runtime.opencl.devices import device_info
 
     q = fusejit.default_queue()
     opts = build_options(device_info(q.device))

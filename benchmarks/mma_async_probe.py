@@ -1,5 +1,5 @@
 """Which inline-PTX spellings of cp.async and ldmatrix work in NVIDIA's OpenCL C (the probe behind
-fusejit/gemm_mma.py's multistage kernel). Each spelling is its own program, so one that fails to
+fusejit/codegen/gemm/mma.py's multistage kernel). Each spelling is its own program, so one that fails to
 build does not hide the others; each copies known data and the result is checked in NumPy.
 
     python benchmarks/mma_async_probe.py [OUT_DIR]   (writes probe.json and the PTX of each)

@@ -2,7 +2,7 @@
 steady time of n^3 + bias + ReLU, its largest difference from the first configuration of its
 kind (a tile that computes wrongly shows it; products agree bit for bit across tiles when
 their k order is the same), and ptxas's registers and spills (from a ``-cl-nv-verbose``
-build, through runtime/build.py's sm_90a rebuild where the kernel holds wgmma).
+build, through runtime/opencl/build.py's sm_90a rebuild where the kernel holds wgmma).
 
     python benchmarks/mma_tiles.py '[("tf32", (192, 256, 8, 12, 1, "agr")),
                                       ("f16", (256, 128, 16, 8, 1, "ag"), "nt")]'
@@ -23,9 +23,10 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 import fusejit
-from fusejit import fuse, gemm_mma, gemm_tune
+from fusejit import fuse
+from fusejit.codegen.gemm import mma as gemm_mma, tune as gemm_tune
 from fusejit.bench.gemm import _steady
-from fusejit.runtime import build
+from fusejit.runtime.opencl import build
 
 
 def _ptxas(queue: cl.CommandQueue, source: str) -> list[str]:

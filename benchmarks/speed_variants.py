@@ -3,7 +3,7 @@ arrays, ms synchronized and throughput as fusejit.bench times them):
 
 * float16 GELU at 2^26: float16 computed in float and rounded after every op (OpenCLTarget's
   spelling, "before") against packed float16 lanes with native f16x2 arithmetic
-  (targets/opencl_half2.py), 8 and 16 lanes, a cheaper tanh candidate, and a bound with tanh
+  (targets/opencl/half2.py), 8 and 16 lanes, a cheaper tanh candidate, and a bound with tanh
   left out; every result compared bit for bit with "before" and with NumPy's float16;
 * tanh16: np.tanh over all 65536 float16 values, each spelling against this host's NumPy;
 * Black-Scholes at 2^24: 4 lanes (the default) and 2; exp's NaN test as a select instead of a
@@ -34,14 +34,14 @@ import numpy as np
 import pyopencl.array as cla
 
 import fusejit
-import fusejit.runtime.build as fbuild
-import fusejit.runtime.opencl as focl
-import fusejit.source as fsource
-import fusejit.targets.opencl_half2 as half2
+import fusejit.runtime.opencl.build as fbuild
+import fusejit.runtime.opencl.backend as focl
+import fusejit.codegen.source as fsource
+import fusejit.targets.opencl.half2 as half2
 from fusejit.bench.timing import measure, measure_batched
 from fusejit.bench.workloads import black_scholes, gelu
-from fusejit.ops import Op
-from fusejit.runtime import half2_probe
+from fusejit.ir.ops import Op
+from fusejit.runtime.opencl import half2_probe
 
 
 @contextmanager
@@ -84,7 +84,7 @@ def timed(call: Callable[[], Any], queue: Any) -> str:
     return f"sync {t.median_s * 1e3:.4f} ms  throughput {b.median_s * 1e3:.4f} ms"
 
 
-# -- float16: packed lanes (targets/opencl_half2.py) against the float spelling -----------------
+# -- float16: packed lanes (targets/opencl/half2.py) against the float spelling -----------------
 
 # a float32 tanh for float16 arguments (an exhaustively checked candidate, see tanh16): an odd
 # polynomial below 0.6 (IEEE float ops only), 1 - 2 / (2^(2|x|/ln 2) + 1) with the device's
@@ -332,7 +332,7 @@ def main(argv: list[str]) -> None:
         DUMP_DIR, argv = argv[i + 1], argv[:i] + argv[i + 2:]
     queue = fusejit.default_queue()
     print(f"device: {queue.device.name.strip()}")
-    print(f"packed float16 (runtime/half2_probe.py): "
+    print(f"packed float16 (runtime/opencl/half2_probe.py): "
           f"{half2_probe.unavailable(queue) or 'available'}")
     cases = {"gelu16": gelu16, "tanh16": tanh16, "black_scholes": black_scholes_cases,
              "black_scholes_more": lambda q: black_scholes_cases(q, BLACK_SCHOLES_MORE),

@@ -20,7 +20,7 @@ napoleon_numpy_docstring = False
 
 
 def _write_api_table(app: object) -> None:
-    from fusejit.api_table import render_rst
+    from fusejit.inspect.api_table import render_rst
 
     out = os.path.join(os.path.dirname(__file__), "_generated")
     os.makedirs(out, exist_ok=True)

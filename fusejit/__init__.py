@@ -6,19 +6,19 @@
     ...     return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
 """
 
-from . import numpy_api  # noqa: F401 - the traced NumPy surface, loaded now, not in a first call
-from . import random  # fusejit.random: keyed Philox random numbers (in __all__)
-from . import linalg  # noqa: F401 - matrix products (@, matmul, dot, einsum, ...)
-from . import numpy_einsum  # noqa: F401 - np.einsum beyond matrix products (after linalg)
+from fusejit.frontend.numpy import api as numpy_api  # noqa: F401 - the traced NumPy surface, loaded now, not in a first call
+from fusejit import random  # fusejit.random: keyed Philox random numbers (in __all__)
+from fusejit.frontend.numpy import linalg  # noqa: F401 - matrix products (@, matmul, dot, einsum, ...)
+from fusejit.frontend.numpy import einsum as numpy_einsum  # noqa: F401 - np.einsum beyond matrix products (after linalg)
 # what every first call needs, loaded now (not in it): the OpenCL backend (with PyOpenCL's
 # kernel invoker module, which cl.Kernel imports on first use), the schedule verifier, the
 # GEMM tuner's runtime half
-from .runtime import opencl as _opencl  # noqa: F401
-from .passes.verify import verify_module as _verify_module  # noqa: F401
-from .runtime import gemm_bench as _gemm_bench  # noqa: F401
-from .aot import BundleError, ShapeDtype, export, load
-from .api import CacheInfo, Fused, Lowered, fuse
-from .errors import (
+from fusejit.runtime.opencl import backend as _opencl  # noqa: F401
+from fusejit.passes.verify import verify_module as _verify_module  # noqa: F401
+from fusejit.runtime.opencl import gemm_bench as _gemm_bench  # noqa: F401
+from fusejit.compile.aot import BundleError, ShapeDtype, export, load
+from fusejit.api import CacheInfo, Fused, Lowered, fuse
+from fusejit.errors import (
     BroadcastError,
     CapturedStateError,
     ContextMismatchError,
@@ -39,13 +39,13 @@ from .errors import (
     UnsupportedOperationError,
     ValidationError,
 )
-from .quant import dequantize_linear, quantize_linear
-from .runtime.backend import get_default_device, set_default_device
-from .runtime.devices import default_queue
+from fusejit.quant import dequantize_linear, quantize_linear
+from fusejit.runtime.backend import get_default_device, set_default_device
+from fusejit.runtime.opencl.devices import default_queue
 
 __version__ = "0.1.0"
 
-from . import trace_cache as _trace_cache  # noqa: E402
+from fusejit.compile import trace_cache as _trace_cache  # noqa: E402
 
 _trace_cache.note_library(__version__)  # (the trace cache's key: what fusejit is made of)
 

@@ -14,25 +14,32 @@ from typing import Any
 
 import pyopencl as cl
 
-from . import trace_cache, validate
-from .aot import Compiled, ShapeDtype
-from .captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values
-from .errors import ContextMismatchError
-from .internal import internal_errors
-from .overlay import substituted
-from .ir import Node, toposort
-from .passes import run_pipeline
-from . import gemm_tune
-from .gemm_mma import check_precision, mma_unavailable, with_wgmma
-from .passes.gemm import partition_gemm
-from .passes.host_gemm import host_blas
-from .recompiles import DEFAULT_CACHE_SIZE, DEFAULT_LIMIT, CallStats, SignatureLRU, env_int
-from .runtime import autotune
-from .runtime.backend import backend_of, default_queue
-from .shapes import row_major_strides
-from .runtime.executable import NO_QUEUE, Executable, OutSpec
-from .runtime.memory import check_call, compact_strides
-from .signature import (
+from fusejit.compile import trace_cache
+from fusejit.inspect import validate
+from fusejit.compile.aot import Compiled, ShapeDtype
+from fusejit.frontend.captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values
+from fusejit.errors import ContextMismatchError
+from fusejit.internal import internal_errors
+from fusejit.frontend.overlay import substituted
+from fusejit.ir.graph import Node, toposort
+from fusejit.passes import run_pipeline
+from fusejit.codegen.gemm import tune as gemm_tune
+from fusejit.codegen.gemm.mma import check_precision, mma_unavailable, with_wgmma
+from fusejit.passes.gemm import partition_gemm
+from fusejit.passes.host_gemm import host_blas
+from fusejit.compile.recompiles import (
+    DEFAULT_CACHE_SIZE,
+    DEFAULT_LIMIT,
+    CallStats,
+    SignatureLRU,
+    env_int,
+)
+from fusejit.runtime import autotune
+from fusejit.runtime.backend import backend_of, default_queue
+from fusejit.ir.shapes import row_major_strides
+from fusejit.runtime.executable import NO_QUEUE, Executable, OutSpec
+from fusejit.runtime.memory import check_call, compact_strides
+from fusejit.compile.signature import (
     CacheInfo,
     CallKey,
     DeviceArraySpec,
@@ -45,10 +52,10 @@ from .signature import (
     arg_spec,
     fast_key,
 )
-from .source import SourceModule
-from .trace import TensorProxy, Tracer, current_tracer, lift
-from .lowered import KernelInfo, Lowered  # noqa: F401  (fusejit.api.Lowered, as before)
-from .pytree import tree_flatten, tree_unflatten  # noqa: F401  (dask, aot import them here)
+from fusejit.codegen.source import SourceModule
+from fusejit.frontend.trace import TensorProxy, Tracer, current_tracer, lift
+from fusejit.inspect.lowered import KernelInfo, Lowered  # noqa: F401  (fusejit.api.Lowered, as before)
+from fusejit.frontend.pytree import tree_flatten, tree_unflatten  # noqa: F401  (dask, aot import them here)
 
 _current_tracer = current_tracer
 _MISS = object()  # a guarded launcher's answer when the arguments changed signature
@@ -73,7 +80,7 @@ class Fused:
                  cache_size: int | None = None, dynamic: bool | None = None,
                  matmul_precision: str = "highest") -> None:
         functools.update_wrapper(self, fn)
-        self.matmul_precision = check_precision(matmul_precision)  # (gemm_mma.py)
+        self.matmul_precision = check_precision(matmul_precision)  # (codegen/gemm/mma.py)
         self._fn = fn
         sig = inspect.signature(fn)
         names = [n for n, p in sig.parameters.items()
@@ -88,7 +95,7 @@ class Fused:
         self.autotune = autotune
         self._validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
-        # reads from outside the arguments (fusejit.captured), found on the first call
+        # reads from outside the arguments (fusejit.frontend.captured), found on the first call
         self._guards: list[Capture] | None = None
         self._cache = SignatureLRU(
             env_int("FUSEJIT_CACHE_SIZE", DEFAULT_CACHE_SIZE) if cache_size is None
@@ -96,7 +103,7 @@ class Fused:
         self._stats = CallStats(getattr(fn, "__qualname__", "function"),
                                 env_int("FUSEJIT_RECOMPILE_LIMIT", DEFAULT_LIMIT)
                                 if recompile_limit is None else recompile_limit, dynamic)
-        self._code_refs: tuple = ()  # the helpers it names, checked on each call (captured.py)
+        self._code_refs: tuple = ()  # the helpers it names, checked on each call (frontend/captured.py)
         # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
         self._fast: dict[tuple, _Compiled] = {}
         # (raw attribute tuple, guard values) -> compiled, for functions reading captured values
@@ -111,7 +118,7 @@ class Fused:
 
     @property
     def validate(self) -> bool:
-        """Check every call against a float64 NumPy evaluation of its graph (fusejit.validate).
+        """Check every call against a float64 NumPy evaluation of its graph (fusejit.inspect.validate).
         While on, calls take the full path; turning it on drops the fast paths' entries."""
         return self._validate
 
@@ -130,7 +137,7 @@ class Fused:
     def __reduce__(self) -> tuple:
         """Pickled as the Python function and options, never as compiled kernels: the copy
         compiles (or finds the disk cache) where it is unpickled (fusejit.dask's workers)."""
-        from .serialize import reduce_fused
+        from fusejit.compile.serialize import reduce_fused
 
         return reduce_fused(self)
 
@@ -254,7 +261,7 @@ class Fused:
         if self._code_refs:
             self._code_changed()
         if "dask.array" in sys.modules and not bound:  # (no dask imported: no dask argument)
-            from . import dask as fdask
+            from fusejit import dask as fdask
 
             if fdask.has_dask_array(args, kwargs):
                 return fdask.call(self, args, kwargs)
@@ -293,7 +300,7 @@ class Fused:
             self._stats.note_miss(lambda: reversed(list(self._cache)), key)
             backend = backend_of(queue)  # builds, allocates, copies and launches
             pre = self._lowered.pop(key, None)
-            # a signature lowered in an earlier process: no trace (fusejit/trace_cache.py)
+            # a signature lowered in an earlier process: no trace (fusejit/compile/trace_cache.py)
             stored = None if pre is not None else trace_cache.load(
                 self, key, queue, autotune.enabled(self.autotune))
             if stored is not None:
@@ -427,11 +434,11 @@ class Fused:
     def explain(self, *args: Any, **kwargs: Any) -> Any:
         """A readable report of what fusejit makes of a call with these arguments (graph, passes,
         fusion groups and why they split, bytes moved, kernel sources; ``.dot`` for a picture);
-        see ``fusejit.explain``. Launches nothing."""
-        from .explain import explain
+        see ``fusejit.inspect.explain``. Launches nothing."""
+        from fusejit.inspect.explain import explain
 
         if "dask.array" in sys.modules:
-            from . import dask as fdask
+            from fusejit import dask as fdask
 
             if fdask.has_dask_array(args, kwargs):  # the dask plan: blockwise, reduction...
                 return fdask.explain(self, args, kwargs)

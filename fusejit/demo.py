@@ -17,9 +17,9 @@ import pyopencl as cl
 import pyopencl.array as cla
 from pyopencl import clmath
 
-from . import default_queue, fuse
-from .bench.timing import median_ms
-from .runtime.devices import device_info
+from fusejit import default_queue, fuse
+from fusejit.bench.timing import median_ms
+from fusejit.runtime.opencl.devices import device_info
 
 
 def gelu(x: Any) -> Any:

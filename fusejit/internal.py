@@ -10,12 +10,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .errors import FusejitError, InternalError
+from fusejit.errors import FusejitError, InternalError
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 # modules that only ever run fusejit's own code (after tracing): whatever they raise is a bug
-_BACKEND = ("passes", "source.py", "lowering.py", "lowering_blocks.py", "reduce_source.py",
-            "render.py", "kernels.py", "targets")
+_BACKEND = ("passes", "codegen/source.py", "codegen/lowering.py", "codegen/blocks.py", "codegen/reduce.py",
+            "codegen/render.py", "codegen/kernels.py", "targets")
 
 F = TypeVar("F", bound=Callable[..., Any])
 

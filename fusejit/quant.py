@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .api import fuse
+from fusejit.api import fuse
 
 _QUANT_TYPES = (np.uint8, np.int8, np.uint16, np.int16)
 

@@ -35,12 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes as dt
-from .api import fuse
-from .ir import Node, broadcast_view, const
-from .ops import Op
-from .philox import philox as _philox_host
-from .trace import TensorProxy, as_node, current_tracer, lift, reshape
+from fusejit.ir import dtypes as dt
+from fusejit.api import fuse
+from fusejit.ir.graph import Node, broadcast_view, const
+from fusejit.ir.ops import Op
+from fusejit.ir.philox import philox as _philox_host
+from fusejit.frontend.trace import TensorProxy, as_node, current_tracer, lift, reshape
 
 __all__ = ["bernoulli", "fold_in", "integers", "key", "normal", "split", "uniform"]
 

@@ -12,8 +12,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .ops import OPS, Op
-from .runtime.backend import DeviceArray
+from fusejit.ir.ops import OPS, Op
+from fusejit.runtime.backend import DeviceArray
 
 _INT_OF = {2: np.int16, 4: np.int32, 8: np.int64}
 
@@ -155,14 +155,14 @@ def flushes_subnormals() -> bool:
     """Does the default device flush float32 subnormals in arithmetic (NVIDIA's Vulkan may;
     PoCL and lavapipe do not)? Where it does, subnormal inputs and results are outside the
     promise of its transcendental ops."""
-    from . import get_default_device
+    from fusejit import get_default_device
 
     return _flushes_subnormals(get_default_device())
 
 
 @functools.cache
 def _flushes_subnormals(device: str) -> bool:
-    from . import fuse
+    from fusejit import fuse
 
     tiny = np.array([np.finfo(np.float32).smallest_subnormal], np.float32)
     return bool(np.asarray(fuse(lambda x, y: x * y)(tiny, np.ones(1, np.float32)))[0] == 0)

@@ -9,8 +9,8 @@ shaders and return ``fusejit.vulkan.Array`` results (``.get()`` copies one back)
 
 from __future__ import annotations
 
-from .runtime.vulkan.array import Array, empty, supported_dtypes, to_device
-from .runtime.vulkan.device import VulkanDevice, default_device, vulkan_available
+from fusejit.runtime.vulkan.array import Array, empty, supported_dtypes, to_device
+from fusejit.runtime.vulkan.device import VulkanDevice, default_device, vulkan_available
 
 __all__ = ["Array", "VulkanDevice", "default_device", "empty", "supported_dtypes", "to_device",
            "vulkan_available"]

@@ -38,7 +38,7 @@ def queue():
 
 @pytest.fixture(scope="session")
 def has_fp64(queue) -> bool:
-    from fusejit.runtime.devices import device_info
+    from fusejit.runtime.opencl.devices import device_info
 
     return device_info(queue.device).has_fp64
 
@@ -134,7 +134,7 @@ def _fake_gpu(monkeypatch, **limits: Any) -> None:
     """Lower with a GPU's limits (is_gpu and the given ones) while running on the test device."""
     import dataclasses
 
-    from fusejit.runtime import opencl
+    from fusejit.runtime.opencl import backend as opencl
 
     real = opencl.device_info
 
@@ -164,11 +164,11 @@ def gpu_style(monkeypatch):
 # what a fresh process that loads an AOT bundle may not do: trace or build from source
 _NO_TRACE_NO_BUILD = textwrap.dedent("""
     import sys, numpy as np, pyopencl.array as cla
-    import fusejit, fusejit.trace, fusejit.runtime.build as build
-    from fusejit.aot import BundleError
+    import fusejit, fusejit.frontend.trace, fusejit.runtime.opencl.build as build
+    from fusejit.compile.aot import BundleError
     def forbidden(*a, **k):  # no trace, no build from source in this process
         raise SystemExit("a trace or a source build happened")
-    fusejit.trace.Tracer.__enter__ = build._build_uncached = forbidden
+    fusejit.frontend.trace.Tracer.__enter__ = build._build_uncached = forbidden
 """)
 
 

@@ -498,7 +498,7 @@ def _readonly(x: np.ndarray) -> np.ndarray:
 
 
 def _no_fp64(mp: pytest.MonkeyPatch) -> None:
-    from fusejit.runtime import opencl  # the backend that asks for device facts and builds
+    from fusejit.runtime.opencl import backend as opencl  # the backend that asks for device facts and builds
 
     real = opencl.device_info
 
@@ -680,7 +680,7 @@ def test_exception_during_tracing_leaves_no_half_built_cache_entry() -> None:
     with pytest.raises(RuntimeError):
         fused(x)
     assert fused.cache_info().currsize == 0
-    assert fusejit.trace.current_tracer() is None  # the tracing context was left
+    assert fusejit.frontend.trace.current_tracer() is None  # the tracing context was left
     _compare_values(fused(x), x * 2 + 1)
     assert fused.trace_count == 2 and fused.cache_info().currsize == 1
     RESULTS["exception during tracing leaves no half-built cache entry"] = "parity"

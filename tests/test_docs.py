@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import fusejit
-from fusejit import numpy_api
-from fusejit.api_table import render_rst, supported_api
+from fusejit.frontend.numpy import api as numpy_api
+from fusejit.inspect.api_table import render_rst, supported_api
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 
@@ -76,7 +76,7 @@ def test_compiler_chatter_goes_to_the_logger_not_stderr(capfd, caplog):
     import logging
     import os
 
-    from fusejit.runtime.build import _stderr_to_log
+    from fusejit.runtime.opencl.build import _stderr_to_log
 
     with caplog.at_level(logging.DEBUG, logger="fusejit"):
         with _stderr_to_log("fj_test"):

@@ -14,8 +14,8 @@ import fusejit
 import fusejit.errors
 import fusejit.runtime.executable
 from fusejit import fuse
-from fusejit.runtime.build import build_options, build_program
-from fusejit.runtime.devices import device_info
+from fusejit.runtime.opencl.build import build_options, build_program
+from fusejit.runtime.opencl.devices import device_info
 from fusejit.testing import assert_matches
 
 BUILTIN_OF = {
@@ -246,7 +246,7 @@ def test_device_choice_skips_a_cpu_device_that_cannot_build(monkeypatch, caplog)
     """Two PoCL platforms (the wheel's, whose LLVM does not know a newer processor, and the
     system's): the default is the first that builds a kernel, the other logged; a GPU and a
     lone device are never probed."""
-    from fusejit.runtime import devices
+    from fusejit.runtime.opencl import devices
 
     broken, good, gpu = _FakeDevice("old"), _FakeDevice("new"), _FakeDevice(
         "gpu", cl.device_type.GPU)
@@ -270,7 +270,7 @@ def test_a_compiler_that_knows_no_target_is_the_devices_error_not_a_fusejit_bug(
     """PoCL answers every build with "unknown target CPU 'generic'" on a processor its LLVM
     predates: that is the setup's error (DeviceUnavailableError, saying what to install), not
     a KernelBuildError asking for a bug report."""
-    from fusejit.runtime import build
+    from fusejit.runtime.opencl import build
 
     exc = cl.RuntimeError("clBuildProgram failed: BUILD_PROGRAM_FAILURE\n"
                           "error: unknown target CPU 'generic'")

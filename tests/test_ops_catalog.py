@@ -14,7 +14,7 @@ and the correctly rounded + - * / sqrt), except the transcendental ops, which ge
 documented bound ``op_ulp(op, dtype)`` from the op table.
 
 The scalar layout also runs on Vulkan (the ``device`` fixture), with the Vulkan target's
-documented tolerances (``fusejit.targets.glsl.TOLERANCES``). A case with a dtype the Vulkan
+documented tolerances (``fusejit.targets.glsl.target.TOLERANCES``). A case with a dtype the Vulkan
 target lacks must raise UnsupportedDTypeError there; every other case must match.
 """
 
@@ -30,8 +30,8 @@ import pytest
 
 import fusejit
 from fusejit import UnsupportedDTypeError, fuse
-from fusejit.ops import ELEMENTWISE, OP_OF_UFUNC, Op
-from fusejit.targets import glsl, glsl_double, glsl_narrow
+from fusejit.ir.ops import ELEMENTWISE, OP_OF_UFUNC, Op
+from fusejit.targets.glsl import target as glsl, double as glsl_double, narrow as glsl_narrow
 from fusejit.testing import assert_matches, flushes_subnormals, op_ulp, ulp_distance
 
 DTYPES = tuple(np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",

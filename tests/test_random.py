@@ -61,7 +61,7 @@ def _host(x):
 def test_op_references_are_numpys_philox_and_exact_products():
     """The PHILOX and MULHI rows of the op table (eval_graph, validate, folding) against
     NumPy's Philox outputs and Python's exact integers."""
-    from fusejit.philox import mulhi, philox
+    from fusejit.ir.philox import mulhi, philox
 
     for seed in KEYS:
         k = fr.key(seed)
@@ -124,7 +124,7 @@ def test_flat_prefix_does_not_depend_on_shape():
 def _gpu_style(monkeypatch):
     """Lower as for a GPU (16-byte vectors, per-lane scalar ops, work-groups of 256, tree
     reductions in local memory) while running on the test device."""
-    from fusejit.runtime import opencl  # the backend that asks for device facts
+    from fusejit.runtime.opencl import backend as opencl  # the backend that asks for device facts
 
     real = opencl.device_info
 
@@ -191,7 +191,7 @@ def test_same_values_with_autotuned_launches(monkeypatch, tmp_path):
 
 
 def test_float64_streams_need_fp64_and_float32_ones_do_not(monkeypatch):
-    from fusejit.runtime import opencl  # the backend that asks for device facts
+    from fusejit.runtime.opencl import backend as opencl  # the backend that asks for device facts
 
     real = opencl.device_info
     monkeypatch.setattr(opencl, "device_info",

@@ -208,7 +208,7 @@ def test_a_build_without_its_kernels_is_a_build_error(queue, monkeypatch, tmp_pa
     from collections import OrderedDict
 
     from fusejit.errors import KernelBuildError
-    from fusejit.runtime import build
+    from fusejit.runtime.opencl import build
 
     # a real build: not the program memo, not a disk entry (another test may have built it)
     monkeypatch.setattr(build, "_memo", OrderedDict())

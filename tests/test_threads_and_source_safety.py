@@ -11,7 +11,7 @@ import pyopencl.array as cla
 import pytest
 
 from fusejit import fuse
-from fusejit.targets import opencl_fastdiv as fastdiv
+from fusejit.targets.opencl import fastdiv as fastdiv
 from fusejit.testing import assert_matches
 
 

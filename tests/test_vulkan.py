@@ -11,7 +11,7 @@ import pytest
 
 import fusejit
 from fusejit import UnsupportedDTypeError, fuse
-from fusejit.ops import Op
+from fusejit.ir.ops import Op
 from fusejit.testing import assert_matches, flushes_subnormals, op_ulp
 
 # every test here runs on the Vulkan device (skipped with the reason where there is none)
@@ -82,7 +82,7 @@ def test_default_device_picks_the_target_for_numpy_inputs(fv) -> None:
 
 def test_missing_dtypes_name_what_is_missing(fv) -> None:
     # an adapter without shader-f16 names the feature (lavapipe and the H200 have it)
-    from fusejit.targets.glsl import GLSLTarget
+    from fusejit.targets.glsl.target import GLSLTarget
 
     with pytest.raises(UnsupportedDTypeError, match="shader-int64"):
         GLSLTarget(frozenset()).storage_type(np.dtype(np.int64))
@@ -229,7 +229,7 @@ def _layernorm(a):
 def test_rows_kept_in_registers_are_unrolled(fv, rng, cols) -> None:
     """Row fusion keeps each row in registers over loops unrolled in the GLSL text (naga has
     no unroll hint); rows that do not split evenly over the lanes leave the copies early."""
-    from fusejit.targets.glsl import unroll
+    from fusejit.targets.glsl.target import unroll
 
     x = rng.standard_normal((37, cols)).astype(np.float32)
     d = fv.to_device(x)
@@ -320,7 +320,7 @@ def test_float64_division_and_sqrt_round_correctly_from_a_driver_an_ulp_off(fv, 
     if "shader-f64" not in fv.default_device().features:
         pytest.skip("this Vulkan adapter has no shader-f64, so no float64 at all (its arrays raise "
                     "UnsupportedDTypeError, which test_missing_dtypes_name_what_is_missing covers)")
-    from fusejit.targets import glsl_double
+    from fusejit.targets.glsl import double as glsl_double
     nudge = f"(double(1.0) + double({off}) * double({2.0 ** -52!r}))"
     text = glsl_double._HELPERS.replace("q = (a / b) * one;", f"q = (a / b) * {nudge};")
     text = text.replace("s = sqrt(a) * one;", f"s = sqrt(a) * {nudge};")
@@ -394,7 +394,7 @@ def test_trig_reduces_large_arguments_itself(fv, fn) -> None:
     1 ULP of the exact value on lavapipe (the catalog's bound on GPUs, see below) over every int16
     value, the floats nearest multiples of pi/2 (where the result is all reduction error),
     up to 2^20, and for subnormals, zeros and specials; NVIDIA's builtins were 41139 ULP off for an int16 cos below 128."""
-    from fusejit.targets import glsl
+    from fusejit.targets.glsl import target as glsl
 
     extra, domain = glsl.tolerance(Op.SIN, fv.default_device().features)
     if extra:
@@ -444,7 +444,7 @@ def test_float32_division_and_sqrt_round_correctly_from_a_driver_ulps_off(fv, rn
     are pushed two ulps off here, so the correction is what makes them exact; both paths run
     on every adapter with shader-f64 (fma emulated where the driver's is not fused)."""
     from fusejit.runtime.vulkan import device as vk_device
-    from fusejit.targets import glsl_f64
+    from fusejit.targets.glsl import f64 as glsl_f64
 
     dev = fv.default_device()
     if "shader-f64" not in dev.features:
@@ -519,7 +519,7 @@ def test_float_modulo_of_subnormals_ends_and_is_exact(fv, rng, fn) -> None:
 def test_hyperbolic_functions_stay_finite_up_to_their_own_overflow(fv, fn) -> None:
     """The builtins compute e^x, which overflows from 88.7 on, while sinh and cosh stay finite up
     to 89.4: beyond 9 they are (e^(|x|/2) / 2) * e^(|x|/2), within the op's Vulkan tolerance."""
-    from fusejit.targets import glsl
+    from fusejit.targets.glsl import target as glsl
 
     x = np.concatenate([np.linspace(-95, 95, 4001), [88.8, 89.4, -89.41, 9.0001]]).astype(
         np.float32)
@@ -538,7 +538,7 @@ def test_division_by_a_prepared_divisor_rounds_as_numpy(fv, rng, monkeypatch, fo
     q + (a - q b) y (glsl_f64's fj_div_by, where fma rounds once; emulated in double where the
     adapter's does not): NumPy's bits, in range and out of it (fj_div_rn there)."""
     from fusejit.runtime.vulkan import device as vk_device
-    from fusejit.targets import glsl_f64
+    from fusejit.targets.glsl import f64 as glsl_f64
 
     dev = fv.default_device()
     if "shader-f64" not in dev.features:

@@ -6,6 +6,6 @@ and with torch / torch.compile / cupy / cupy.fuse / jax.jit where importable. Se
 ``benchmarks/README.md`` for how to run it and what each column means.
 """
 
-from .runner import Options, run
+from fusejit.bench.runner import Options, run
 
 __all__ = ["Options", "run"]

@@ -7,8 +7,8 @@ import json
 import sys
 from collections.abc import Sequence
 
-from .backends import ALL
-from .workloads import FAMILIES, SCALES
+from fusejit.bench.backends import ALL
+from fusejit.bench.workloads import FAMILIES, SCALES
 
 
 def _list(text: str, allowed: Sequence[str], what: str) -> list[str]:
@@ -56,8 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import fusejit
 
-    from . import report
-    from .runner import Options, run
+    from fusejit.bench import report
+    from fusejit.bench.runner import Options, run
 
     scale = args.scale
     if scale == "auto":

@@ -20,8 +20,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .clshim import ClNamespace
-from .workloads import Workload
+from fusejit.bench.clshim import ClNamespace
+from fusejit.bench.workloads import Workload
 
 # the order of columns in the table
 ALL = ("fused", "vulkan", "unfused", "numpy", "numexpr", "torch", "torch.compile", "cupy",

@@ -18,8 +18,8 @@ def main(size: int) -> dict[str, float]:
     import fusejit
     from fusejit import fuse
 
-    from .backends import _bind
-    from .workloads import gelu
+    from fusejit.bench.backends import _bind
+    from fusejit.bench.workloads import gelu
 
     queue = fusejit.default_queue()
     clock = time.perf_counter

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .workloads import chain_fn, gelu, softmax
+from fusejit.bench.workloads import chain_fn, gelu, softmax
 
 WORKLOADS = ("chain8", "gelu", "softmax", "meanvar")
 IMPLS = ("fusejit", "dask", "single")

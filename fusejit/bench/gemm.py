@@ -24,7 +24,8 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 import fusejit
-from fusejit import fuse, gemm_tune
+from fusejit import fuse
+from fusejit.codegen.gemm import tune as gemm_tune
 from fusejit.bench.workloads import dense_gelu, dense_relu, gelu, mlp_block
 
 
@@ -194,7 +195,7 @@ def run(scale: str, epilogue: bool, sweep: bool) -> dict[str, Any]:
 def _sweep(queue: cl.CommandQueue, fn: Callable[..., Any] = plain, m: int = 4096,
            n: int = 4096, k: int = 4096, top: int | None = None) -> list[dict[str, Any]]:
     """Every candidate of the space (or the ``top`` best-ranked) timed on one product."""
-    from fusejit.runtime.devices import device_info
+    from fusejit.runtime.opencl.devices import device_info
 
     info = device_info(queue.device)
     rng = np.random.default_rng(1)

@@ -24,7 +24,8 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 import fusejit
-from fusejit import fuse, gemm_mma, gemm_tune
+from fusejit import fuse
+from fusejit.codegen.gemm import mma as gemm_mma, tune as gemm_tune
 from fusejit.bench.gemm import _steady, _TorchNs
 from fusejit.bench.workloads import dense_relu, mlp_block
 
@@ -103,7 +104,7 @@ def _mma_sweep(queue: cl.CommandQueue, budget: float, torch: Any) -> list[dict[s
     i-th candidate of each before the (i+1)-th), until ``budget`` seconds are spent; each
     row with its error against a float64 product (torch on the GPU) so a variant that
     computes wrongly shows it."""
-    from fusejit.runtime.devices import device_info
+    from fusejit.runtime.opencl.devices import device_info
 
     info = device_info(queue.device)
     limits = gemm_mma.with_wgmma(queue, info.limits)
@@ -156,7 +157,7 @@ def _mma_sweep(queue: cl.CommandQueue, budget: float, torch: Any) -> list[dict[s
 def run(mlp: bool, sweep: bool, sweep_budget: float = 1e9, table: bool = True
         ) -> dict[str, Any]:
     from fusejit.bench.gemm import _anchor
-    from fusejit.runtime.mma_probe import unavailable
+    from fusejit.runtime.opencl.mma_probe import unavailable
 
     queue = fusejit.default_queue()
     _, torch = _anchor(queue)

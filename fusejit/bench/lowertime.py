@@ -27,8 +27,8 @@ def _lower_ms(family: str, scale: str, reps: int, warm: bool) -> list[float]:
     import fusejit
     from fusejit import fuse
 
-    from .backends import _bind
-    from .workloads import SCALES, workloads
+    from fusejit.bench.backends import _bind
+    from fusejit.bench.workloads import SCALES, workloads
 
     queue = fusejit.default_queue()
     cases = {wl.family: wl for wl in workloads(SCALES[scale], FAMILIES)}

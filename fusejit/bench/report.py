@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .backends import ALL
+from fusejit.bench.backends import ALL
 
 
 def _ms(cell: dict[str, Any] | None, key: str = "ms") -> str:

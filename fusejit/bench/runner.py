@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from . import timing
-from .backends import ALL, BACKENDS, Backend, Unsupported
-from .workloads import FAMILIES, SCALES, Scale, Workload, with_elements, workloads
+from fusejit.bench import timing
+from fusejit.bench.backends import ALL, BACKENDS, Backend, Unsupported
+from fusejit.bench.workloads import FAMILIES, SCALES, Scale, Workload, with_elements, workloads
 
 SCHEMA = 1
 Log = Callable[[str], None]

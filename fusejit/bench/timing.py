@@ -135,9 +135,9 @@ def host_overhead(queue: cl.CommandQueue, n: int = 500) -> dict[str, Any]:
     """µs per call of a cached fused 4-op chain on 1024 elements, vs raw pyopencl launches."""
     from fusejit import fuse
 
-    from .backends import _bind
-    from .clshim import ClNamespace
-    from .workloads import chain_fn
+    from fusejit.bench.backends import _bind
+    from fusejit.bench.clshim import ClNamespace
+    from fusejit.bench.workloads import chain_fn
 
     x = cla.to_device(queue, np.linspace(-2, 2, 1024, dtype=np.float32))
     fused = fuse(_bind(chain_fn(4), np, "chain4"))

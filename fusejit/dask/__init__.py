@@ -34,10 +34,10 @@ import dask
 import dask.array as da
 import numpy as np
 
-from ..api import Fused, tree_unflatten
-from ..errors import FusejitError
-from . import pieces
-from .plan import Recipe, is_dask_array, make_recipe
+from fusejit.api import Fused, tree_unflatten
+from fusejit.errors import FusejitError
+from fusejit.dask import pieces
+from fusejit.dask.plan import Recipe, is_dask_array, make_recipe
 
 __all__ = ["DaskPlan", "DevicePlugin", "RechunkError", "RechunkWarning", "call", "explain",
            "has_dask_array", "pick_device"]
@@ -53,7 +53,7 @@ class RechunkError(FusejitError, ValueError):
 
 def __getattr__(name: str) -> Any:  # distributed is imported only when a plugin is wanted
     if name in ("DevicePlugin", "pick_device"):
-        from . import device
+        from fusejit.dask import device
 
         return getattr(device, name)
     raise AttributeError(f"module 'fusejit.dask' has no attribute {name!r}")

@@ -8,7 +8,7 @@ from typing import Any
 import pyopencl as cl
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from ..runtime.devices import usable, use_device
+from fusejit.runtime.opencl.devices import usable, use_device
 
 
 def _devices(kind: str) -> list[cl.Device]:

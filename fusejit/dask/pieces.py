@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from ..api import Fused, tree_flatten
-from ..errors import FusejitError
-from ..ir import Node, toposort
-from ..ops import REDUCE, Op
-from ..trace import TensorProxy, cast, lift
-from .plan import MERGE, Entry, Recipe
+from fusejit.api import Fused, tree_flatten
+from fusejit.errors import FusejitError
+from fusejit.ir.graph import Node, toposort
+from fusejit.ir.ops import REDUCE, Op
+from fusejit.frontend.trace import TensorProxy, cast, lift
+from fusejit.dask.plan import MERGE, Entry, Recipe
 
 _lock = threading.Lock()
 _pieces: weakref.WeakKeyDictionary[Fused, dict[Recipe, Pieces]] = weakref.WeakKeyDictionary()

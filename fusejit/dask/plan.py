@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from ..api import tree_flatten
-from ..ir import Graph, Node, const_value, toposort
-from ..ops import ELEMENTWISE, REDUCE, Op
-from ..passes.plan import leaves_of
-from ..shapes import row_major_strides
-from ..signature import ScalarSpec, arg_spec
-from ..trace import TensorProxy, Tracer, lift
+from fusejit.api import tree_flatten
+from fusejit.ir.graph import Graph, Node, const_value, toposort
+from fusejit.ir.ops import ELEMENTWISE, REDUCE, Op
+from fusejit.passes.plan import leaves_of
+from fusejit.ir.shapes import row_major_strides
+from fusejit.compile.signature import ScalarSpec, arg_spec
+from fusejit.frontend.trace import TensorProxy, Tracer, lift
 
 MERGE = {Op.SUM: "sum", Op.PROD: "prod", Op.MAX: "max", Op.MIN: "min", Op.ANY: "any",
          Op.ALL: "all", Op.ARGMAX: "argmax", Op.ARGMIN: "argmin"}
@@ -284,7 +284,7 @@ def make_recipe(fn: Any, args: tuple, static_nums: frozenset[int]) -> tuple[Reci
     """Trace at full shapes and decide the dask plan; also returns the output treedef."""
     graph, treedef, outputs = trace_full(fn, args, static_nums)
     if graph.writes:
-        from ..errors import UnsupportedOperationError
+        from fusejit.errors import UnsupportedOperationError
 
         raise UnsupportedOperationError(
             "a fused function called on dask arrays writes into an argument in place; dask "

@@ -7,12 +7,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir import Graph, verify
-from .cse import cse
-from .dce import dce
-from .fold import fold
-from .hoist import hoist
-from .simplify import simplify
+from fusejit.ir.graph import Graph, verify
+from fusejit.passes.cse import cse
+from fusejit.passes.dce import dce
+from fusejit.passes.fold import fold
+from fusejit.passes.hoist import hoist
+from fusejit.passes.simplify import simplify
 
 Pass = Callable[[Graph], tuple[Graph, int]]
 

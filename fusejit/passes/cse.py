@@ -7,9 +7,9 @@ operand order: commutative ops get their operands in a canonical (first-seen) or
 
 from __future__ import annotations
 
-from ..ir import Graph, Node
-from ..ops import COMMUTATIVE
-from .rewrite import rewrite
+from fusejit.ir.graph import Graph, Node
+from fusejit.ir.ops import COMMUTATIVE
+from fusejit.passes.rewrite import rewrite
 
 
 def cse(graph: Graph) -> tuple[Graph, int]:

@@ -7,8 +7,8 @@ argument's own unchanged value (``x[...] = x``, ``x += 0`` after folding)."""
 
 from __future__ import annotations
 
-from ..ir import Graph
-from ..ops import Op
+from fusejit.ir.graph import Graph
+from fusejit.ir.ops import Op
 
 
 def dce(graph: Graph) -> tuple[Graph, int]:

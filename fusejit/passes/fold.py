@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, const, const_value
-from ..ops import LEAVES, REDUCE, Op
-from ..reference import eval_node
-from .rewrite import rewrite
+from fusejit.ir.graph import Graph, Node, const, const_value
+from fusejit.ir.ops import LEAVES, REDUCE, Op
+from fusejit.ir.reference import eval_node
+from fusejit.passes.rewrite import rewrite
 
 _FOLD_REDUCE_LIMIT = 1 << 16  # elements; larger constant reductions stay on the device
 

@@ -17,7 +17,7 @@
    parameters), mapped back to the graph's nodes afterwards.
 
 Scans (SCAN nodes) follow the same rules as products: a scan reads whole rows of its operand
-and its epilogue reads it at its own index, so each is a "scan" group (fusejit/scan_source.py).
+and its epilogue reads it at its own index, so each is a "scan" group (fusejit/codegen/scan.py).
 
 In-place writes are then checked across all kernels: a write that a later kernel, or the
 GEMM's own tile loads, could still read goes through a temporary copied back at the end.
@@ -29,20 +29,20 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..indexing import Index, unravel
-from ..ir import Graph, Node, Param
-from ..ops import MOVEMENT, REDUCE, Op
-from ..shapes import row_major_strides
-from ..symbolic import Expr
-from .inplace import stage
-from .partition import Dest, DeviceLimits, Group, Plan, Store, partition
-from .plan import leaves_of, reads_of
+from fusejit.ir.indexing import Index, unravel
+from fusejit.ir.graph import Graph, Node, Param
+from fusejit.ir.ops import MOVEMENT, REDUCE, Op
+from fusejit.ir.shapes import row_major_strides
+from fusejit.ir.symbolic import Expr
+from fusejit.passes.inplace import stage
+from fusejit.passes.partition import Dest, DeviceLimits, Group, Plan, Store, partition
+from fusejit.passes.plan import leaves_of, reads_of
 
 
 def partition_gemm(graph: Graph, limits: DeviceLimits | None = None,
                    aliases: Sequence[frozenset[int]] = (), rows: bool = False) -> Plan:
     """``partition`` for graphs with matrix products (see the module docstring); ``rows``:
-    row reductions take their length at launch (fusejit/rows.py; not with matrix products)."""
+    row reductions take their length at launch (fusejit/ir/rows.py; not with matrix products)."""
     order = graph.toposort()
     # scans are kernels of this shape too: a whole-row prologue, an epilogue at their own index
     mms = [n for n in order if n.op in (Op.MATMUL, Op.SCAN, Op.SVDVALS)]
@@ -215,7 +215,7 @@ class _GemmPartition:
                 stores = list(epilogue[m]) + [Store(p, Dest("temp", temp_of[p]))
                                               for p, g in stored_by.items() if g is m]
                 if m.op is Op.SCAN:
-                    from ..scan_source import scan_reason
+                    from fusejit.codegen.scan import scan_reason
 
                     groups.append(Group("scan", m.shape, tuple(stores),
                                         scan_reason(m, stores, _ops(m.srcs[0], stored)),

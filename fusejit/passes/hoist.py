@@ -13,10 +13,10 @@ where they cost less than a host evaluation per call, unless they compute in flo
 
 from __future__ import annotations
 
-from ..dtypes import FLOAT64
-from ..ir import Graph, Node, Param
-from ..ops import COST, ELEMENTWISE, Op
-from .rewrite import rewrite
+from fusejit.ir.dtypes import FLOAT64
+from fusejit.ir.graph import Graph, Node, Param
+from fusejit.ir.ops import COST, ELEMENTWISE, Op
+from fusejit.passes.rewrite import rewrite
 
 # an expression is hoisted when evaluating it per work-item costs about this many simple ops
 # (one transcendental function, a division or a square root already does)

@@ -27,14 +27,14 @@ import math
 import os
 from dataclasses import dataclass, replace
 
-from .. import dtypes as dt
-from ..indexing import src_index
-from ..ir import Graph, Node
-from ..ops import MOVEMENT, Op
-from ..shapes import broadcast_shapes, row_major_strides
-from ..symbolic import Expr
-from .. import gemm_tune
-from .plan import Dest, DeviceLimits, Group, Plan, Store
+from fusejit.ir import dtypes as dt
+from fusejit.ir.indexing import src_index
+from fusejit.ir.graph import Graph, Node
+from fusejit.ir.ops import MOVEMENT, Op
+from fusejit.ir.shapes import broadcast_shapes, row_major_strides
+from fusejit.ir.symbolic import Expr
+from fusejit.codegen.gemm import tune as gemm_tune
+from fusejit.passes.plan import Dest, DeviceLimits, Group, Plan, Store
 
 # B*M*N*K from which the host's BLAS pays on PoCL (2 shared cores, dense ReLU layers, fastest
 # of 9: the step's finish, maps and unmaps cost ~0.3 ms, so at 128^3 the kernel took 0.12 ms
@@ -46,7 +46,7 @@ DTYPES = (dt.FLOAT32, dt.FLOAT64)  # what BLAS computes (float16 and integers st
 
 @dataclass(frozen=True)
 class HostBlas:
-    """The gemm_config of a group whose product runs on the host (gemm_host.py makes its
+    """The gemm_config of a group whose product runs on the host (codegen/gemm/host.py makes its
     record, runtime/host_steps.py runs it); the group's reason says why."""
 
 

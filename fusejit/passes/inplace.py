@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir import Graph, Node
-from ..ops import Op
-from .plan import Dest, Group, Store, leaves_of
+from fusejit.ir.graph import Graph, Node
+from fusejit.ir.ops import Op
+from fusejit.passes.plan import Dest, Group, Store, leaves_of
 
 _ARG_BYTES = 8  # a buffer, offset or scalar argument takes at most 8 bytes
 

@@ -24,14 +24,14 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from ..errors import BroadcastError
-from ..indexing import unravel
-from ..ir import Graph, Node
-from ..ops import REDUCE, Op
-from ..shapes import broadcast_shapes
-from ..symbolic import Expr
-from .inplace import fit_arguments
-from .plan import (
+from fusejit.errors import BroadcastError
+from fusejit.ir.indexing import unravel
+from fusejit.ir.graph import Graph, Node
+from fusejit.ir.ops import REDUCE, Op
+from fusejit.ir.shapes import broadcast_shapes
+from fusejit.ir.symbolic import Expr
+from fusejit.passes.inplace import fit_arguments
+from fusejit.passes.plan import (
     Dest,
     DeviceLimits,
     Group,
@@ -46,9 +46,9 @@ from .plan import (
     reads_of,
     row_index,
 )
-from .schedule import schedule
-from .visit import visit_group, visit_pays, visit_reason
-from .strategy import (
+from fusejit.passes.schedule import schedule
+from fusejit.passes.visit import visit_group, visit_pays, visit_reason
+from fusejit.passes.strategy import (
     choose_strategy,
     compute_size,
     cpu_vector_strategy,
@@ -65,7 +65,7 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
               aliases: Sequence[frozenset[int]] = (), rows: bool = False) -> Plan:
     """Group the graph's work into kernels (see the module docstring); ``aliases`` are sets of
     array parameters that share memory (the same array passed twice); ``rows``: size row
-    reductions for their row-length bucket (kernels for runtime extents, fusejit/rows.py)."""
+    reductions for their row-length bucket (kernels for runtime extents, fusejit/ir/rows.py)."""
     limits = limits if limits is not None else DeviceLimits()
     roots: list[Store] = [Store(n, Dest("output", i)) for i, n in enumerate(graph.outputs)]
     for p, n in graph.writes:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..indexing import Index, src_index, unravel
-from ..ir import Node
-from ..ops import LEAVES
-from ..symbolic import Expr
+from fusejit.ir.indexing import Index, src_index, unravel
+from fusejit.ir.graph import Node
+from fusejit.ir.ops import LEAVES
+from fusejit.ir.symbolic import Expr
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class DeviceLimits:
     # buffers are host memory the host may compute in once the queue is finished (PoCL's CPU
     # device): large float products run in NumPy's BLAS there (passes/host_gemm.py)
     host_blas: bool = False
-    # Hopper's warpgroup MMA runs here (runtime/mma_probe.py; set once a function asks for
+    # Hopper's warpgroup MMA runs here (runtime/opencl/mma_probe.py; set once a function asks for
     # tensor cores and the probe passes): gemm_mma.space offers the wgmma tiles
     wgmma: bool = False
 
@@ -84,7 +84,7 @@ class ReduceStrategy:
     vec: int = 1
     vec_axis: str = "rows"
     # > 0: sized for rows of up to this length, the true length passed at launch (kernels for
-    # runtime row lengths, fusejit/rows.py)
+    # runtime row lengths, fusejit/ir/rows.py)
     row_bound: int = 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..ir import Graph, Node
+from fusejit.ir.graph import Graph, Node
 
 
 def rewrite(graph: Graph, rule: Callable[[Node], Node | None], max_rounds: int = 8

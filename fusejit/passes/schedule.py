@@ -24,11 +24,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..indexing import Index, broadcast_index, unravel
-from ..ir import Graph, Node
-from ..ops import REDUCE, Op
-from ..symbolic import Expr
-from .plan import Dest, Group, Store, leaves_of, reads_of, row_index
+from fusejit.ir.indexing import Index, broadcast_index, unravel
+from fusejit.ir.graph import Graph, Node
+from fusejit.ir.ops import REDUCE, Op
+from fusejit.ir.symbolic import Expr
+from fusejit.passes.plan import Dest, Group, Store, leaves_of, reads_of, row_index
 
 
 def loaded(temps: Sequence[Node], staged: frozenset[int], group: Group) -> dict[Node, int]:
@@ -223,7 +223,7 @@ def _stable_toposort(after: list[set[int]]) -> list[int]:
             if indegree[s] == 0:
                 heapq.heappush(ready, s)
     if len(out) != len(after):  # pragma: no cover - edges are only added when acyclic
-        from ..errors import ScheduleError
+        from fusejit.errors import ScheduleError
 
         raise ScheduleError("kernel dependencies form a cycle")
     return out

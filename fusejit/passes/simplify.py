@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as dt
-from ..ir import Graph, Node, broadcast_view, const
-from ..ops import Op
-from ..shapes import compose, is_identity
-from .fold import uniform_value
-from .rewrite import rewrite
+from fusejit.ir import dtypes as dt
+from fusejit.ir.graph import Graph, Node, broadcast_view, const
+from fusejit.ir.ops import Op
+from fusejit.ir.shapes import compose, is_identity
+from fusejit.passes.fold import uniform_value
+from fusejit.passes.rewrite import rewrite
 
 _EXACT_WIDENING = {  # casts that preserve every value (so a cast after them composes)
     ("b", "i"), ("b", "u"), ("b", "f"), ("i", "i"), ("u", "u"), ("u", "i"), ("f", "f"),

@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..ir import Graph, Node
-from ..ops import Op
-from ..rows import bucket, row_axis
-from ..shapes import row_major_strides
-from ..symbolic import Expr
-from .plan import DeviceLimits, ReduceStrategy, reads_of
+from fusejit.ir.graph import Graph, Node
+from fusejit.ir.ops import Op
+from fusejit.ir.rows import bucket, row_axis
+from fusejit.ir.shapes import row_major_strides
+from fusejit.ir.symbolic import Expr
+from fusejit.passes.plan import DeviceLimits, ReduceStrategy, reads_of
 
 
 # work-items of a row kernel's work-group (several rows a group when a row has fewer lanes)
@@ -135,7 +135,7 @@ def cpu_vector_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages:
 def sized_strategy(pick: Callable[[tuple[int, ...]], ReduceStrategy], space: tuple[int, ...],
                    axes: tuple[int, ...], rows: bool, limits: DeviceLimits) -> ReduceStrategy:
     """``pick(space)``; for kernels that take their row length at launch (``rows``, see
-    fusejit/rows.py) ``pick`` at the longest row of the length's bucket, so every length
+    fusejit/ir/rows.py) ``pick`` at the longest row of the length's bucket, so every length
     there gets one strategy (its ``row_bound`` set), unless that one splits rows over
     work-groups."""
     if rows and row_axis(space, axes):

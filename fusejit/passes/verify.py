@@ -16,19 +16,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import ScheduleError
-from ..ir import Graph
-from .plan import Plan
-from .schedule import families, loaded, params_read, race
+from fusejit.errors import ScheduleError
+from fusejit.ir.graph import Graph
+from fusejit.passes.plan import Plan
+from fusejit.passes.schedule import families, loaded, params_read, race
 
 if TYPE_CHECKING:
-    from ..kernels import Module
+    from fusejit.codegen.kernels import Module
 
 
 def verify_module(graph: Graph, plan: Plan, module: Module,
                   aliases: Sequence[frozenset[int]] = ()) -> None:
     """Raise ``ScheduleError`` unless ``module`` keeps the order and no-race rules."""
-    from ..kernels import BufferArg  # kernels imports the partitioner, which imports us
+    from fusejit.codegen.kernels import BufferArg  # kernels imports the partitioner, which imports us
 
     fam = families(aliases)
     written: dict[tuple[str, int], str] = {}  # buffer -> the first kernel that wrote it

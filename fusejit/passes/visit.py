@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir import Graph, Node
-from ..ops import Op
-from .plan import Group, ReduceStrategy, Store, depends, leaves_of
+from fusejit.ir.graph import Graph, Node
+from fusejit.ir.ops import Op
+from fusejit.passes.plan import Group, ReduceStrategy, Store, depends, leaves_of
 
 
 def visit_group(graph: Graph, st: Store, deps: set[int], keys: Sequence[tuple],

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyopencl as cl
 
-from . import cache
+from fusejit.runtime import cache
 
 MIN_ITEMS = 1 << 18  # vectors; below this a launch is dominated by overhead, not the config
 _lock = threading.Lock()

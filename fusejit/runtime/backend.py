@@ -18,9 +18,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import DeviceUnavailableError
-from ..targets.base import Target
-from .devices import DeviceInfo
+from fusejit.errors import DeviceUnavailableError
+from fusejit.targets.base import Target
+from fusejit.runtime.opencl.devices import DeviceInfo
 
 DEVICES = ("opencl", "vulkan")
 
@@ -85,13 +85,13 @@ def get_default_device() -> str:
 def default_queue() -> Any:
     """The default device's queue (OpenCL) or device (Vulkan)."""
     if _default == "vulkan":
-        from .vulkan.device import default_device
+        from fusejit.runtime.vulkan.device import default_device
 
         return default_device()
     if _default != "opencl":
         raise DeviceUnavailableError(f"FUSEJIT_DEVICE={_default!r} names no device; choose one "
                                      f"of {', '.join(DEVICES)}")
-    from .devices import default_queue as opencl_queue
+    from fusejit.runtime.opencl.devices import default_queue as opencl_queue
 
     return opencl_queue()
 
@@ -102,7 +102,7 @@ def backend_of(queue: Any) -> Backend:
     if backend is not None:
         return backend
     if not _opencl:
-        from .opencl import OPENCL
+        from fusejit.runtime.opencl.backend import OPENCL
 
         _opencl.append(OPENCL)
     return _opencl[0]

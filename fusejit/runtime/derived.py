@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes as dt
-from .. import reference
-from ..ir import Node, Param, const_value, toposort
-from ..ops import OPS, UFUNC_OPS, Op
+from fusejit.ir import dtypes as dt
+from fusejit.ir import reference
+from fusejit.ir.graph import Node, Param, const_value, toposort
+from fusejit.ir.ops import OPS, UFUNC_OPS, Op
 
 # immutable scalar types: the same object is the same value on every call
 _IMMUTABLE = (bool, int, float, np.generic)

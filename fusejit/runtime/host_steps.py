@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from ..kernels import HostMatmul, HostView, Kernel
+from fusejit.codegen.kernels import HostMatmul, HostView, Kernel
 
 
 def _span(view: HostView) -> tuple[int, int]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DeviceMemoryError
+from fusejit.errors import DeviceMemoryError
 
 
 def zero_axes(value: np.ndarray) -> tuple[int, ...]:
@@ -88,7 +88,7 @@ def check_buffers(graph: Any, plan: Any, module: Any, host_params: Sequence[int]
 def check_call(lowered: Any, specs: Sequence[Any], flat: Sequence[Any]) -> None:
     """``check_buffers`` for a call being compiled: its NumPy inputs are uploaded, its device
     arrays already hold their memory."""
-    from ..signature import HostArraySpec  # (signature imports this module)
+    from fusejit.compile.signature import HostArraySpec  # (signature imports this module)
 
     graph = lowered.graph
     host = [p for p, prm in enumerate(graph.params) if prm.kind == "array"

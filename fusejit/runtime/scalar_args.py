@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from ..dtypes import convert_scalar
+from fusejit.ir.dtypes import convert_scalar
 
 # pyopencl's invokers use it since 2015; fall back to set_arg if a release drops it
 FAST = hasattr(cl.Kernel, "_set_arg_buf")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ops import Op
+from fusejit.ir.ops import Op
 
 
 class Target(abc.ABC):
@@ -106,7 +106,7 @@ class Target(abc.ABC):
 
     def vector_load_at(self, ptr: str, index: str, dtype: np.dtype, n: int) -> str | None:
         """Elements ``index .. index+n-1`` at any alignment as one vector (rows of a runtime
-        length, fusejit/rows.py), or None where the target has no such load (lanes then load
+        length, fusejit/ir/rows.py), or None where the target has no such load (lanes then load
         one by one)."""
         return None
 

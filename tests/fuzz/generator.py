@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 from hypothesis import strategies as st
 
-from fusejit.ops import Op
+from fusejit.ir.ops import Op
 
 T = TypeVar("T")
 

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 import fusejit
-from fusejit.targets import glsl
+from fusejit.targets.glsl import target as glsl
 from fusejit.testing import op_ulp
 
 from .generator import Program, Step

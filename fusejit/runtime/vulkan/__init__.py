@@ -1,20 +1,20 @@
-"""The Vulkan backend: GLSL compute shaders (targets/glsl.py) run through wgpu."""
+"""The Vulkan backend: GLSL compute shaders (targets/glsl/target.py) run through wgpu."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from ...targets.base import Target
-from ..backend import Backend
-from ..devices import DeviceInfo
+from fusejit.targets.base import Target
+from fusejit.runtime.backend import Backend
+from fusejit.runtime.opencl.devices import DeviceInfo
 
 
 class VulkanBackend(Backend):
     name = "vulkan"
 
     def default_queue(self) -> Any:
-        from .device import default_device
+        from fusejit.runtime.vulkan.device import default_device
 
         return default_device()
 
@@ -22,17 +22,17 @@ class VulkanBackend(Backend):
         return queue.info
 
     def target(self, info: DeviceInfo) -> Target:
-        from ...targets.glsl import GLSLTarget
+        from fusejit.targets.glsl.target import GLSLTarget
 
-        from .device import features_of
+        from fusejit.runtime.vulkan.device import features_of
 
         return GLSLTarget(features_of(info))
 
     def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
                    constants: dict[int, Any], queue: Any, host_mode: bool, autotune: bool,
                    name: str) -> Any:
-        from ...errors import UnsupportedOperationError
-        from .executable import VulkanExecutable
+        from fusejit.errors import UnsupportedOperationError
+        from fusejit.runtime.vulkan.executable import VulkanExecutable
 
         if any(g.kind == "gemm" for g in lowered.plan.groups):
             raise UnsupportedOperationError(

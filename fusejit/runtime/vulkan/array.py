@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ... import dtypes as dt
-from ...errors import UnsupportedDTypeError
-from ..backend import DeviceArray
-from .device import VulkanDevice, default_device
+from fusejit.ir import dtypes as dt
+from fusejit.errors import UnsupportedDTypeError
+from fusejit.runtime.backend import DeviceArray
+from fusejit.runtime.vulkan.device import VulkanDevice, default_device
 
 _STORAGE = {np.dtype(np.bool_): np.dtype(np.uint32)}
 SUPPORTED = frozenset(np.dtype(c) for c in ("?", "i1", "u1", "i2", "u2", "i4", "u4", "f4"))
@@ -37,7 +37,7 @@ def supported_dtypes(device: VulkanDevice) -> frozenset[np.dtype]:
 def check_dtype(dtype: np.dtype, device: VulkanDevice) -> np.dtype:
     dtype = np.dtype(dtype)
     if dtype not in SUPPORTED and OPTIONAL.get(dtype) not in device.features:
-        from ...targets.glsl import GLSLTarget
+        from fusejit.targets.glsl.target import GLSLTarget
 
         GLSLTarget(device.features).compute_type(dt.check_supported(dtype, "array"))  # raises
         raise UnsupportedDTypeError(f"{dtype} arrays are not supported on Vulkan")

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import DeviceUnavailableError
-from ...passes.partition import DeviceLimits
-from ..devices import DeviceInfo
+from fusejit.errors import DeviceUnavailableError
+from fusejit.passes.partition import DeviceLimits
+from fusejit.runtime.opencl.devices import DeviceInfo
 
 _FEATURES = ("shader-f16", "shader-f64", "shader-int64", "subgroup", "subgroup-barrier",
              "timestamp-query")
@@ -48,7 +48,7 @@ class VulkanDevice:
     """One wgpu device on a Vulkan adapter, with its pools and staging buffers."""
 
     def __init__(self, adapter: Any) -> None:
-        from . import VULKAN
+        from fusejit.runtime.vulkan import VULKAN
 
         wgpu = _wgpu()
         self.wgpu = wgpu
@@ -64,7 +64,7 @@ class VulkanDevice:
         self.name = f"{info.get('device', '?')} ({info.get('adapter_type', '?')})"
         self.is_cpu = str(info.get("adapter_type", "")).lower().startswith("cpu")
         lim = self.limits
-        from .pipelines import wgsl_mode
+        from fusejit.runtime.vulkan.pipelines import wgsl_mode
 
         self.wgsl_mode = wgsl_mode()
         glsl_barriers = self.wgsl_mode == "off"
@@ -93,7 +93,7 @@ class VulkanDevice:
                 # OpControlBarrier of Subgroup execution scope (naga's Barrier::all() holds
                 # SUB_GROUP), and on an H200 that synchronised only each 32-lane subgroup (row
                 # reductions wrong from lane 32 on). So kernels with barriers compile as WGSL,
-                # whose workgroupBarrier() has Workgroup scope (targets/wgsl.py), and barriers
+                # whose workgroupBarrier() has Workgroup scope (targets/wgsl/translate.py), and barriers
                 # span whole work-groups. FUSEJIT_VULKAN_WGSL=0 keeps GLSL: barriers then
                 # synchronise teams of 32 consecutive work-items (one subgroup on NVIDIA and
                 # AMD), row kernels put several rows of 32 lanes in a work-group and other
@@ -108,8 +108,8 @@ class VulkanDevice:
         if "shader-f64" in self.features and os.environ.get("FUSEJIT_VULKAN_FMA", "1") != "0":
             # (the float32 / and sqrt of targets/glsl_f64 decide in float where fma rounds
             # once; FUSEJIT_VULKAN_FMA=0 keeps them in double)
-            from ...targets.glsl_f64 import FUSED_FMA
-            from .probe import fused_fma
+            from fusejit.targets.glsl.f64 import FUSED_FMA
+            from fusejit.runtime.vulkan.probe import fused_fma
 
             if fused_fma(wgpu, self.device):
                 self.features |= {FUSED_FMA}
@@ -118,7 +118,7 @@ class VulkanDevice:
         self._in_use: dict[int, Any] = {}  # id -> buffer, from allocate until release
         self._staging: dict[int, Any] = {}
         self._sync: Any = None
-        from .record import Recorder
+        from fusejit.runtime.vulkan.record import Recorder
 
         self.recorder = Recorder(self.device)
         self._pool_lock = threading.RLock()  # (an array's __del__ may release inside allocate)

@@ -3,7 +3,7 @@ the buffers they bind, one command buffer per call.
 
 Launch geometry: a kernel's work-groups are numbered linearly and the dispatch folds them over
 (x, y) with x <= 65,535 (Vulkan's guaranteed per-dimension limit); each shader recovers its
-group number from ``gl_WorkGroupID`` and the uniform block's group counts (targets/glsl.py),
+group number from ``gl_WorkGroupID`` and the uniform block's group counts (targets/glsl/target.py),
 and whole work-groups past the last one return at once.
 """
 
@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ContextMismatchError, UnsupportedOperationError
-from ...kernels import BufferArg, Kernel, Module, ScalarArg
-from ..executable import Executable, OutSpec, _deriver, _kernel_arg_scalar
-from .array import Array, _row_major, new_owned, storage_dtype
-from .device import MAX_GROUPS, VulkanDevice
-from .pipelines import pipeline
+from fusejit.errors import ContextMismatchError, UnsupportedOperationError
+from fusejit.codegen.kernels import BufferArg, Kernel, Module, ScalarArg
+from fusejit.runtime.executable import Executable, OutSpec, _deriver, _kernel_arg_scalar
+from fusejit.runtime.vulkan.array import Array, _row_major, new_owned, storage_dtype
+from fusejit.runtime.vulkan.device import MAX_GROUPS, VulkanDevice
+from fusejit.runtime.vulkan.pipelines import pipeline
 
 ELEMENTWISE_GROUPS = 65536  # work-groups an elementwise (grid-stride) kernel launches at most
 _BIND_CACHE = 64  # bind groups kept per kernel (keyed by the buffers they bind)

@@ -15,9 +15,9 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from ...errors import KernelBuildError
-from ...targets.wgsl import translate
-from .trusted import create_module
+from fusejit.errors import KernelBuildError
+from fusejit.targets.wgsl.translate import translate
+from fusejit.runtime.vulkan.trusted import create_module
 
 MAX_PIPELINES = 512  # per device, least recently used dropped
 _lock = threading.Lock()
@@ -25,7 +25,7 @@ _lock = threading.Lock()
 
 def wgsl_needed(device: Any, source: str) -> bool:
     """Is ``source`` compiled as WGSL on ``device``? Kernels with a barrier or 64-bit integers
-    are (targets/wgsl.py says why), unless the device keeps GLSL only (which then has no 64-bit
+    are (targets/wgsl/translate.py says why), unless the device keeps GLSL only (which then has no 64-bit
     integers); in mode "all" every kernel is (the tests run the op catalog so, to check the
     translation)."""
     mode = device.wgsl_mode

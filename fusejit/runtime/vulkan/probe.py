@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .trusted import create_module
+from fusejit.runtime.vulkan.trusted import create_module
 
 _SOURCE = """#version 450
 layout(local_size_x = 1) in;

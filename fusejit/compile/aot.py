@@ -1,0 +1,570 @@
+"""Ahead of time: abstract signatures, ``export`` of compiled signatures to a bundle, ``load``.
+
+``f.lower(fusejit.ShapeDtype((None, 1024), np.float32)).compile()`` builds a signature before
+any data exists (None: a dynamic dimension, see ``@fuse(dynamic=...)``).
+
+``fusejit.export(f, signatures, path)`` writes one self-contained file (the same framing as the
+disk cache: magic, length, SHA-256; JSON and bytes, no pickle, no Python code): per signature
+the argument specs, the graph (as text, for reading), the kernel source, the launch metadata
+(kernels with their typed arguments and geometry, outputs, temporaries, captured constants) and
+the device binary of every device it was built for. ``fusejit.load(path)`` returns a callable
+that needs neither the Python function nor a trace: on a device whose key (device, driver,
+options, source) matches a stored binary nothing is compiled; elsewhere the stored source is
+built (through the disk cache).
+
+A signature with None dimensions exports as entries that serve every extent (Nones at one
+position from the last axis are one extent: a batch size, a row length): it is lowered at
+a few points with runtime-extent kernels (the source must come out the same, else
+BundleError: e.g. a reduction over a None axis other than the row bakes its length in), and
+its launch metadata are stored as multilinear formulas of the extents
+(fusejit/compile/aot_dynamic.py). The loaded callable instantiates them for each call's extents, on
+one program: no trace, no build. A None row length of a function that reduces rows (softmax,
+layernorm) gives one entry per power-of-two row bucket up to ``max_row_length`` (default
+4096; on GPUs two, the bucket's own length having its own program), every one built at
+export, so a loaded bundle compiles nothing for any row length up to the bound (longer rows
+are a named error). Extents 0 and 1, and extents the kernels' vector steps do not divide,
+are named errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import struct
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from fusejit.ir import dtypes as dt
+from fusejit.compile.aot_dynamic import (
+    BundleError,
+    buckets,
+    dynamic_dims,
+    export_dynamic,
+    extents_of,
+    in_range,
+    instantiate,
+    instantiate_args,
+    upgrade,
+)
+from fusejit.ir.graph import Graph, Node, Param, format_graph, toposort
+from fusejit.frontend.keys import StaticKey, static_key
+from fusejit.codegen.kernels import (
+    BufferArg,
+    HostMatmul,
+    HostView,
+    Kernel,
+    KernelSignature,
+    Module,
+    Partial,
+    ScalarArg,
+)
+from fusejit.ir.ops import Op
+from fusejit.passes.plan import Group
+from fusejit.runtime import cache
+from fusejit.runtime.opencl.build import build_cached, from_binary, program_key
+from fusejit.runtime.opencl.devices import default_queue, device_info
+from fusejit.runtime.executable import Executable, OutSpec
+from fusejit.ir.shapes import row_major_strides
+from fusejit.compile.signature import (
+    DeviceArraySpec,
+    HostArraySpec,
+    ScalarSpec,
+    StaticSpec,
+    arg_spec,
+)
+
+MAGIC = b"FJBUNDL1"
+FORMAT = 3  # 2: entries may be templates of a dynamic extent, 3: of several (compile/aot_dynamic.py)
+_HEADER = struct.Struct("<8sQ32s")
+REPRESENTATIVE_EXTENT = 1024  # what a None dimension is lowered at
+
+
+@dataclass(frozen=True)
+class ShapeDtype:
+    """An abstract array argument for ``f.lower``/``fusejit.export``: a shape (None: a
+    dynamic dimension) and a dtype. ``device=True`` (default) stands for a contiguous
+    pyopencl array on the default queue, ``device=False`` for a NumPy array."""
+
+    shape: tuple[int | None, ...]
+    dtype: Any
+    device: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "dtype", dt.check_supported(np.dtype(self.dtype), "ShapeDtype"))
+        for d in self.shape:
+            if d is not None and (not isinstance(d, int) or d < 0):
+                raise ValueError(f"ShapeDtype dimension {d!r} must be a size >= 0 or None")
+
+    @property
+    def dynamic(self) -> bool:
+        return None in self.shape
+
+    @property
+    def queue(self) -> cl.CommandQueue:
+        return default_queue()
+
+    def spec(self) -> DeviceArraySpec | HostArraySpec:
+        """The argument spec this abstract argument traces as (a None dimension at
+        ``REPRESENTATIVE_EXTENT``, with kernels that take their extents at launch)."""
+        shape = tuple(REPRESENTATIVE_EXTENT if d is None else d for d in self.shape)
+        if not self.device:
+            return HostArraySpec(self.dtype, shape, True)
+        return DeviceArraySpec(self.dtype, shape, row_major_strides(shape), False,
+                               math.prod(shape) > 2**31 - 1, default_queue().context)
+
+
+class Compiled:
+    """What ``f.lower(...).compile()`` returns: calls with the lowered signature only launch."""
+
+    def __init__(self, fused: Any) -> None:
+        self._fused = fused
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fused(*args, **kwargs)
+
+    def cache_info(self) -> Any:
+        return self._fused.cache_info()
+
+
+# -- JSON forms ---------------------------------------------------------------------------------
+
+
+def _spec_json(spec: Any) -> dict[str, Any]:
+    if isinstance(spec, DeviceArraySpec):
+        return {"kind": "device", "dtype": spec.dtype.str, "shape": list(spec.shape),
+                "strides": list(spec.strides), "has_offset": spec.has_offset,
+                "wide": spec.wide}
+    if isinstance(spec, HostArraySpec):
+        return {"kind": "host", "dtype": spec.dtype.str, "shape": list(spec.shape)}
+    if isinstance(spec, ScalarSpec):
+        p = spec.ptype
+        if isinstance(p, tuple):  # (int, range) of an int beyond int64 (signature.arg_spec)
+            return {"kind": "scalar", "type": p[0].__name__, "range": p[1]}
+        return {"kind": "scalar", "type": p.__name__ if isinstance(p, type) else p.str}
+    key = spec.value  # a StaticKey (fusejit.frontend.keys): floats by their bits
+    if isinstance(key, StaticKey) and key.type is float:
+        return {"kind": "static", "type": "float", "bits": key.payload.hex(),
+                "value": struct.unpack("<d", key.payload)[0]}
+    if isinstance(key, StaticKey) and key.type in (int, str, bool, type(None)):
+        return {"kind": "static", "type": key.type.__name__, "value": key.payload}
+    raise BundleError(f"static argument {spec.value!r} cannot be exported; only int, float, "
+                      "str, bool and None static values can")
+
+
+def _treedef_json(d: Any) -> Any:
+    if d == "*" or d is None:
+        return d
+    kind, sub = d
+    if kind is dict:
+        keys, defs = sub
+        return {"t": "dict", "k": list(keys), "c": [_treedef_json(x) for x in defs]}
+    return {"t": kind.__name__, "c": [_treedef_json(x) for x in sub]}
+
+
+def _treedef_from(j: Any) -> Any:
+    if j == "*" or j is None:
+        return j
+    kinds = {"tuple": tuple, "list": list, "dict": dict}
+    if not isinstance(j, dict) or j.get("t") not in kinds:
+        raise BundleError(f"malformed output structure {j!r}")
+    if j["t"] == "dict":
+        return (dict, (tuple(j["k"]), tuple(_treedef_from(x) for x in j["c"])))
+    return (kinds[j["t"]], tuple(_treedef_from(x) for x in j["c"]))
+
+
+def _arg_json(a: BufferArg | ScalarArg) -> dict[str, Any]:
+    if isinstance(a, BufferArg):
+        return {"cls": "buffer", "name": a.name, "dtype": a.dtype.str, "role": a.role,
+                "index": a.index, "writable": a.writable, "restrict": a.restrict}
+    return {"cls": "scalar", "name": a.name, "dtype": a.dtype.str, "role": a.role,
+            "index": a.index, "value": a.value}
+
+
+def _arg_from(j: dict[str, Any]) -> BufferArg | ScalarArg:
+    if j["cls"] == "buffer":
+        return BufferArg(j["name"], np.dtype(j["dtype"]), j["role"], int(j["index"]),
+                         bool(j["writable"]), bool(j["restrict"]))
+    dtype = np.dtype(j["dtype"])
+    return ScalarArg(j["name"], dtype, j["role"], int(j["index"]),
+                     float(j["value"]) if dtype.kind == "f" else int(j["value"]))
+
+
+def _host_json(h: HostMatmul | None) -> dict[str, Any] | None:
+    """A host step's views (passes/host_gemm.py), or None for an OpenCL kernel."""
+    if h is None:
+        return None
+    return {"dtype": h.dtype.str, **{k: {"arg": v.arg, "offset_arg": v.offset_arg,
+                                         "offset": v.offset, "shape": list(v.shape),
+                                         "strides": list(v.strides)}
+                                     for k, v in (("a", h.a), ("b", h.b), ("c", h.c))}}
+
+
+def _host_from(j: dict[str, Any] | None) -> HostMatmul | None:
+    if j is None:
+        return None
+    try:
+        views = [HostView(int(v["arg"]), int(v["offset_arg"]), int(v["offset"]),
+                          _shape(v["shape"]), tuple(int(s) for s in v["strides"]))
+                 for v in (j["a"], j["b"], j["c"])]
+        return HostMatmul(*views, np.dtype(j["dtype"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise BundleError(f"malformed host step {j!r}") from e
+
+
+def _shape(j: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in j)
+
+
+# -- export ---------------------------------------------------------------------------------------
+
+
+def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path, *,
+           max_row_length: int = 4096) -> Path:
+    """Compile ``f`` for each signature (a tuple of ShapeDtype, arrays and scalars, as f's
+    positional arguments; ShapeDtypes may have None dimensions) and write the bundle to
+    ``path``; see the module docstring. A None row length (the last axis of a function that
+    reduces rows) is served up to ``max_row_length``, every bucket built now. Returns
+    ``path``."""
+    buckets(max_row_length)  # (a named error for a bad bound, whatever the signatures)
+    entries, blobs = [], []
+
+    def blob(data: bytes) -> int:
+        blobs.append(bytes(data))
+        return len(blobs) - 1
+
+    for sig in signatures:
+        sig = tuple(sig)
+        made = export_dynamic(f, sig, blobs, max_row_length, _export_one) \
+            if dynamic_dims(sig) else [_export_one(f, sig, blob)]
+        for entry, exe, queue in made:
+            binary = exe.program.get_info(cl.program_info.BINARIES)[0]
+            entry["binaries"] = [{"key": program_key(queue.device, exe.module.source,
+                                                     _options(exe)).as_json(),
+                                  "blob": blob(binary)}] if binary else []
+            entries.append(entry)
+    from fusejit import __version__
+
+    manifest = json.dumps({"format": FORMAT, "fusejit": __version__,
+                           "name": getattr(f, "__qualname__", "function"), "entries": entries,
+                           "blobs": [len(b) for b in blobs]}, sort_keys=True).encode()
+    payload = struct.pack("<I", len(manifest)) + manifest + b"".join(blobs)
+    data = _HEADER.pack(MAGIC, len(payload), hashlib.sha256(payload).digest()) + payload
+    path = Path(path)
+    cache.atomic_write(path, data)
+    return path
+
+
+def _export_one(f: Any, sig: tuple, blob: Any) -> tuple[dict[str, Any], Executable, Any]:
+    flat, kwnames, key, queue = f._flatten(sig, {})
+    compiled = f._compile(key, flat, kwnames, queue)
+    exe = compiled.executable
+    return entry_of(exe, key.specs, blob, None if compiled.lowered is None else
+                    format_graph(compiled.lowered.graph)), exe, queue
+
+
+def entry_of(exe: Executable, specs: Sequence[Any], blob: Any, graph_text: str | None
+             ) -> dict[str, Any]:
+    """One compiled signature as JSON (``blob(bytes) -> index`` stores the captured
+    constants): what ``executable_from`` needs to run it again without a trace. Raises
+    BundleError for what JSON cannot hold (a static argument of another type)."""
+    graph, module = exe.graph, exe.module
+    return {
+        "args": [_spec_json(s) for s in specs],
+        "treedef": _treedef_json(exe.treedef),
+        "outputs": [[o.kind, o.index] for o in exe.outputs],
+        "graph": graph_text if graph_text is not None else getattr(exe, "graph_text", ""),
+        "params": [{"kind": p.kind, "dtype": p.dtype.str, "shape": list(p.shape),
+                    "name": p.name, "source": p.source,
+                    "strides": None if p.strides is None else list(p.strides),
+                    "has_offset": p.has_offset, "wide": p.wide,
+                    "expr": None if p.expr is None else _expr_json(p.expr)}
+                   for p in graph.params],
+        "writes": [p for p, _ in graph.writes],
+        "graph_outputs": [{"dtype": n.dtype.str, "shape": list(n.shape)}
+                          for n in graph.outputs],
+        "temps": [{"dtype": np.dtype(d).str, "shape": list(s)} for s, d in exe.temps],
+        "partials": [{"size": p.size, "dtype": p.dtype.str} for p in module.partials],
+        "wide": module.wide, "uses_fp64": module.uses_fp64,
+        "index_dtype": exe.index_dtype.str,
+        "source": module.source, "options": _options(exe),
+        "kernels": [{"name": k.name, "args": [_arg_json(a) for a in k.signature.args],
+                     "global_size": list(k.global_size),
+                     "local_size": None if k.local_size is None else list(k.local_size),
+                     "kind": k.group.kind, "role": k.role, "work": k.work,
+                     "items": k.items, "vec": k.vec, "host": _host_json(k.host)}
+                    for k in module.kernels],
+        "constants": {str(p): {"dtype": a.dtype.str, "shape": list(a.shape),
+                               "blob": blob(np.ascontiguousarray(a).tobytes())}
+                      for p, a in exe.constants.items()},
+    }
+
+
+def _expr_json(expr: Node) -> list[dict[str, Any]]:
+    """A derived scalar's expression (passes/hoist.py) as nodes in topological order: op
+    name, dtype, operand positions and arg (a literal's bytes as hex, a parameter index)."""
+    order = toposort([expr])
+    where = {n: i for i, n in enumerate(order)}
+    out = []
+    for n in order:
+        if n.arg is None:
+            arg = None
+        elif isinstance(n.arg, bytes):
+            arg = {"bytes": n.arg.hex()}
+        elif isinstance(n.arg, tuple) and all(isinstance(a, int) for a in n.arg):
+            arg = {"ints": list(n.arg)}
+        else:
+            raise BundleError(f"cannot export a scalar expression with {n.op.name} {n.arg!r}")
+        out.append({"op": n.op.name, "dtype": n.dtype.str, "shape": list(n.shape),
+                    "srcs": [where[x] for x in n.srcs], "arg": arg})
+    return out
+
+
+def _expr_from(nodes: list[dict[str, Any]]) -> Node:
+    built: list[Node] = []
+    for j in nodes:
+        a = j["arg"]
+        arg = None if a is None else bytes.fromhex(a["bytes"]) if "bytes" in a else \
+            tuple(int(i) for i in a["ints"])
+        built.append(Node.make(Op[j["op"]], np.dtype(j["dtype"]), _shape(j["shape"]),
+                               tuple(built[i] for i in j["srcs"]), arg))
+    return built[-1]
+
+
+def _options(exe: Executable) -> list[str]:
+    from fusejit.runtime.opencl.build import build_options
+
+    return build_options(exe.info)
+
+
+# -- load -----------------------------------------------------------------------------------------
+
+
+def load(path: str | Path) -> Loaded:
+    """The exported function of the bundle at ``path`` (see the module docstring)."""
+    data = cache.read_regular(Path(path))
+    if data is None:
+        raise BundleError(f"no bundle at {path}")
+    if len(data) < _HEADER.size:
+        raise BundleError(f"{path} is not a fusejit bundle (truncated)")
+    magic, length, digest = _HEADER.unpack_from(data)
+    payload = data[_HEADER.size:]
+    if magic != MAGIC or len(payload) != length or hashlib.sha256(payload).digest() != digest:
+        raise BundleError(f"{path} is not a whole fusejit bundle (bad magic, length or "
+                          "checksum): export it again")
+    (mlen,) = struct.unpack_from("<I", payload)
+    try:
+        manifest = json.loads(payload[4:4 + mlen])
+    except ValueError as exc:
+        raise BundleError(f"{path}: unreadable manifest ({exc})") from None
+    if manifest.get("format") not in (1, 2, FORMAT):
+        raise BundleError(f"{path} has bundle format {manifest.get('format')}, this fusejit "
+                          f"reads {FORMAT}")
+    blobs, at = [], 4 + mlen
+    for n in manifest["blobs"]:
+        blobs.append(payload[at:at + n])
+        at += n
+    return Loaded(manifest, blobs)
+
+
+class Loaded:
+    """A loaded bundle: call it like the exported function. ``builds`` counts programs
+    compiled from the stored source, ``binary_loads`` programs made from a stored binary;
+    there are never traces. A signature exported with a None dimension runs every extent
+    its kernels fit (fusejit/compile/aot_dynamic.py) on one program."""
+
+    traces = 0
+    MAX_EXTENTS = 256  # executables (per signature, extent, context) and instances kept
+
+    def __init__(self, manifest: dict[str, Any], blobs: list[bytes]) -> None:
+        self.__name__ = manifest.get("name", "loaded")
+        self._entries = [upgrade(e) for e in manifest["entries"]]
+        self._blobs = blobs
+        self._exes: dict[tuple, Executable] = {}
+        self._programs: dict[tuple[int, cl.Context], cl.Program] = {}
+        self._instances: dict[tuple[int, tuple], dict[str, Any] | BundleError] = {}
+        self._lock = threading.Lock()
+        self.builds = 0
+        self.binary_loads = 0
+
+    def __repr__(self) -> str:
+        return f"<fusejit bundle {self.__name__!r}: {len(self._entries)} signatures>"
+
+    def __call__(self, *args: Any) -> Any:
+        from fusejit.api import tree_unflatten
+
+        i, n = self._match(args)
+        queue = next((a.queue for a in args if isinstance(a, cla.Array)), None) or \
+            default_queue()
+        exe = self._executable(i, n, queue)
+        return tree_unflatten(exe.treedef, exe.launch(list(args), queue))
+
+    def _match(self, args: tuple) -> tuple[int, tuple[int, ...] | None]:
+        """The first entry the arguments match and the dynamic extents they give it (None
+        for a concrete entry). When only a dynamic entry's extents do not fit (and no later
+        entry matches), the BundleError that names them is raised."""
+        refused, rows = None, []
+        for i, entry in enumerate(self._entries):
+            if len(entry["args"]) != len(args):
+                continue
+            xs = None
+            stored = entry["args"]
+            if "dynamic" in entry:
+                xs = extents_of(entry, args)
+                if xs is None:
+                    continue
+                rows += [r for r in entry["dynamic"]["ranges"] if r is not None]
+                if not in_range(entry, xs):
+                    continue
+                try:
+                    if min(xs) < 2:  # (a size-0 array's spec differs anyway: refuse it by name)
+                        self._instance(i, xs)
+                    stored = instantiate_args(stored, xs)
+                except BundleError as exc:
+                    refused = refused or exc
+                    continue
+            if all(_matches(e, a) for e, a in zip(stored, args)):
+                if xs is not None:
+                    try:
+                        self._instance(i, xs)
+                    except BundleError as exc:
+                        refused = refused or exc
+                        continue
+                return i, xs
+        if refused is not None:
+            raise refused
+        given = ", ".join(_describe_value(a) for a in args)
+        served = ""
+        if rows:
+            lo, his = min(r[0] for r in rows), [r[1] for r in rows]
+            served = f" (rows of {lo} or more elements: add a concrete signature for the " \
+                "others)" if None in his else f" (rows of {lo} to {max(his)} elements: " \
+                "export with a larger max_row_length, or add a concrete signature for rows " \
+                "outside it)"
+        raise BundleError(f"no exported signature of {self.__name__} matches ({given}){served}; "
+                          "exported: " + "; ".join(dict.fromkeys(
+                              "(" + ", ".join(map(_describe, e["args"])) + ")"
+                              for e in self._entries)))
+
+    def _instance(self, i: int, xs: tuple[int, ...]) -> dict[str, Any]:
+        """Dynamic entry i at extents xs (fusejit/compile/aot_dynamic.py), made once; BundleError
+        when its kernels cannot run them."""
+        got = self._instances.get((i, xs))
+        if got is None:
+            try:
+                got = instantiate(self._entries[i], xs, self.__name__)
+            except BundleError as exc:
+                got = exc
+            if len(self._instances) >= self.MAX_EXTENTS:
+                self._instances.pop(next(iter(self._instances)))
+            self._instances[(i, xs)] = got
+        if isinstance(got, BundleError):
+            raise got
+        return got
+
+    def _executable(self, i: int, n: tuple[int, ...] | None, queue: cl.CommandQueue
+                    ) -> Executable:
+        key = (i, n, queue.context)
+        exe = self._exes.get(key)
+        if exe is None:
+            with self._lock:
+                exe = self._exes.get(key)
+                if exe is None:
+                    e = self._entries[i] if n is None else self._instance(i, n)
+                    exe = executable_from(e, self._blobs, self._program(i, queue),
+                                          device_info(queue.device), autotune=False)
+                    if len(self._exes) >= self.MAX_EXTENTS:
+                        self._exes.pop(next(iter(self._exes)))
+                    self._exes[key] = exe
+        return exe
+
+    def _program(self, i: int, queue: cl.CommandQueue) -> cl.Program:
+        """Entry i's program on this queue's context, made once: from the stored binary when
+        its key matches this device, else built from the stored source."""
+        program = self._programs.get((i, queue.context))
+        if program is not None:
+            return program
+        e = self._entries[i]
+        ctx, device = queue.context, queue.device
+        source, options = e["source"], list(e["options"])
+        want = program_key(device, source, options).as_json()
+        stored = next((b for b in e["binaries"] if b["key"] == want), None)
+        if stored is not None and len(ctx.devices) == 1:
+            try:
+                program = from_binary(ctx, device, self._blobs[stored["blob"]], options)
+                self.binary_loads += 1
+            except cl.Error:
+                program = None  # a driver that refuses its own binary: rebuild from source
+        if program is None:
+            program, how = build_cached(ctx, source, options, self.__name__)
+            self.builds += how == "compiled"
+            self.binary_loads += how != "compiled"
+        self._programs[(i, ctx)] = program
+        return program
+
+
+def executable_from(e: dict[str, Any], blobs: Sequence[bytes], program: cl.Program,
+                    info: Any, autotune: bool) -> Executable:
+    """The Executable of an ``entry_of`` entry, on ``program`` (built from its source)."""
+    params = tuple(Param(p["kind"], np.dtype(p["dtype"]), _shape(p["shape"]), p["name"],
+                         int(p["source"]),
+                         None if p["strides"] is None else _shape(p["strides"]),
+                         bool(p["has_offset"]), bool(p["wide"]),
+                         _expr_from(p["expr"]) if p.get("expr") else None)
+                   for p in e["params"])
+    # output placeholders: the runtime reads only their shapes and dtypes
+    outputs = tuple(Node.make(Op.INPUT, np.dtype(o["dtype"]), _shape(o["shape"]), (),
+                              ("bundle output", k)) for k, o in enumerate(e["graph_outputs"]))
+    writes = tuple((int(p), Node.make(Op.INPUT, params[int(p)].dtype,
+                                      params[int(p)].shape, (), ("bundle write", p)))
+                   for p in e["writes"])
+    graph = Graph(params, outputs, writes)
+    kernels = tuple(Kernel(k["name"], "", KernelSignature(k["name"], tuple(
+        _arg_from(a) for a in k["args"])), _shape(k["global_size"]),
+        None if k["local_size"] is None else _shape(k["local_size"]),
+        Group(k["kind"], (), (), "loaded from a bundle"), k["role"], int(k["work"]),
+        int(k["items"]), int(k["vec"]), _host_from(k.get("host"))) for k in e["kernels"])
+    module = Module(e["source"], kernels, tuple(Partial(int(p["size"]), np.dtype(p["dtype"]))
+                                           for p in e["partials"]),
+                    bool(e["uses_fp64"]), bool(e["wide"]))
+    constants = {int(p): np.frombuffer(blobs[c["blob"]], np.dtype(c["dtype"]))
+                 .reshape(_shape(c["shape"])) for p, c in e["constants"].items()}
+    host_mode = not any(a["kind"] == "device" for a in e["args"])
+    temps = [(_shape(t["shape"]), np.dtype(t["dtype"])) for t in e["temps"]]
+    exe = Executable(graph, module, program, info,
+                     [OutSpec(k, int(x)) for k, x in e["outputs"]], temps, host_mode,
+                     np.dtype(e["index_dtype"]), _treedef_from(e["treedef"]), constants,
+                     autotune=autotune)
+    exe.graph_text = e.get("graph", "")  # (export of a signature loaded from the trace cache)
+    return exe
+
+
+def _matches(stored: dict[str, Any], value: Any) -> bool:
+    if stored["kind"] == "static":  # equal type and value (a float's bits)
+        if stored["type"] == "float":
+            return type(value) is float and static_key(value).payload.hex() == stored["bits"]
+        return type(value).__name__ == stored["type"] and value == stored["value"]
+    spec = arg_spec(value, False)
+    return not isinstance(spec, StaticSpec) and _spec_json(spec) == stored
+
+
+def _describe_value(value: Any) -> str:
+    spec = arg_spec(value, False)
+    return f"static {value!r}" if isinstance(spec, StaticSpec) else _describe(_spec_json(spec))
+
+
+def _describe(j: dict[str, Any]) -> str:
+    if j["kind"] == "static":
+        return f"static {j['value']!r}"
+    if j["kind"] in ("device", "host"):
+        shape = tuple(None if isinstance(d, dict) else d for d in j["shape"])
+        return f"{j['kind']} {np.dtype(j['dtype']).name}{shape}"
+    return f"{j['kind']} {j.get('type')}"

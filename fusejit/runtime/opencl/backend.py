@@ -1,0 +1,67 @@
+"""The OpenCL backend: pyopencl programs, pooled pyopencl arrays, ``Executable`` launches.
+
+Its modules still live one level up (``runtime/opencl/build.py``, ``devices.py``, ``executable.py``,
+``autotune.py``) while they are edited concurrently; this is the interface they sit behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.invoker  # noqa: F401 - cl.Kernel imports it at first use (~8 ms); now instead
+
+from fusejit.errors import UnsupportedDTypeError
+from fusejit.targets.opencl import fastdiv as fastdiv
+from fusejit.targets.opencl import half2 as half2
+from fusejit.targets.base import Target
+from fusejit.targets.opencl.target import OpenCLTarget
+from fusejit.runtime.backend import Backend
+from fusejit.runtime.opencl.build import build_cached, build_options
+from fusejit.runtime.opencl.devices import DeviceInfo, default_queue, device_info, keep_probe_queue
+from fusejit.runtime.executable import Executable
+
+
+class OpenCLBackend(Backend):
+    name = "opencl"
+
+    def default_queue(self) -> cl.CommandQueue:
+        return default_queue()
+
+    def device_info(self, queue: cl.CommandQueue) -> DeviceInfo:
+        info = device_info(queue.device)  # (this module's name: tests fake a GPU's limits there)
+        keep_probe_queue(info.key, queue)
+        return info
+
+    def target(self, info: DeviceInfo) -> Target:
+        spelling = half2.spelling(info.half2)  # float16 lanes packed (targets/opencl/half2.py)
+        target = half2.Half2OpenCLTarget(native=spelling == "native") if spelling is not None \
+            else OpenCLTarget()
+        # (asked, and probed, only by a kernel with a float32 / or sqrt)
+        target.fast_div = lambda: fastdiv.spelling(
+            lambda: info.fast_div, info.correctly_rounded_div_sqrt and info.has_fp64)
+        return target
+
+    def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
+                   constants: dict[int, Any], queue: cl.CommandQueue, host_mode: bool,
+                   autotune: bool, name: str) -> Executable:
+        info = lowered.device
+        if lowered.module.uses_fp64 and not info.has_fp64:
+            raise UnsupportedDTypeError(
+                f"this function computes in float64 (or complex128), which the device "
+                f"({info.key}) does not support (no cl_khr_fp64); use float32 (complex64) "
+                "inputs or another device")
+        # through the in-process memo and the disk cache (runtime/cache.py)
+        program, how = build_cached(queue.context, lowered.module.source, build_options(info),
+                                    name)
+        temps = [(n.shape, n.dtype) for n in lowered.plan.temps]
+        index_dtype = np.dtype(np.int64 if lowered.module.wide else np.int32)
+        exe = Executable(lowered.graph, lowered.module, program, info, outputs, temps,
+                         host_mode, index_dtype, treedef, constants, autotune=autotune)
+        exe.built_how = how  # "memory" | "disk" | "compiled": cache_info's counters
+        return exe
+
+
+OPENCL = OpenCLBackend()

@@ -1,0 +1,1 @@
+"""The GLSL -> WGSL translation for kernels naga's GLSL frontend cannot take (barriers, int64)."""

@@ -1,0 +1,323 @@
+"""The persistent program cache and the autotune file: every corruption is a miss, one warning
+and a rewrite, never a crash or a wrong result; concurrent processes (one killed mid-write)
+all compute the right answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+import fusejit
+from fusejit.runtime import autotune, cache
+from fusejit.runtime.opencl import build
+from fusejit.runtime.opencl.build import build_options, program_key
+from fusejit.runtime.opencl.devices import device_info
+
+ROOT = Path(__file__).resolve().parents[2]
+# children import this checkout first, then whatever the parent could import
+CHILD_PATH = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+
+X = np.linspace(-3, 3, 3000, dtype=np.float32)
+
+
+@pytest.fixture
+def cache_root(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cache, "_warned", set())
+    return tmp_path
+
+
+def _call(fn=gelu) -> tuple[np.ndarray, fusejit.CacheInfo]:
+    """A first call of a new fused function, as in a new process: the process's memo of
+    built programs is emptied, so the program comes from the disk cache or the compiler."""
+    with build._memo_lock:
+        build._memo.clear()
+    f = fusejit.fuse(fn)
+    out = f(X)
+    np.testing.assert_allclose(out, fn(X), rtol=2e-6, atol=1e-6)
+    return out, f.cache_info()
+
+
+def _entry(root: Path) -> Path:
+    (path,) = (root / "programs").glob("*.fjc")
+    return path
+
+
+def _key(queue) -> cache.ProgramKey:
+    source = fusejit.fuse(gelu).lower(X).source
+    return program_key(queue.device, source, build_options(device_info(queue.device)))
+
+
+def test_entry_roundtrip_and_disk_hit(cache_root):
+    _, info = _call()
+    assert (info.traces, info.compiles, info.disk_hits) == (1, 1, 0)
+    path = _entry(cache_root)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert (cache_root / "programs").stat().st_mode & 0o777 == 0o700
+    assert path.read_bytes().startswith(cache.MAGIC)
+    _, info = _call()
+    assert (info.traces, info.compiles, info.disk_hits) == (1, 0, 1)
+
+
+def test_cache_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", "0")
+    _, info = _call()
+    assert info.disk_hits == 0 and cache.program_cache() is None
+
+
+def _flip(d: bytes) -> bytes:
+    return d[:-1] + bytes([d[-1] ^ 0xFF])
+
+
+def _reencode(d: bytes, meta: bytes, binary: bytes) -> bytes:
+    import hashlib
+    import struct
+
+    payload = struct.pack("<I", len(meta)) + meta + binary
+    return cache.MAGIC + struct.pack("<Q", len(payload)) + hashlib.sha256(payload).digest() + \
+        payload
+
+
+def _other_program_binary(queue) -> bytes:
+    prg = cl.Program(queue.context, "__kernel void other(__global float *x) { x[0] = 1; }")
+    return prg.build().get_info(cl.program_info.BINARIES)[0]
+
+
+# each mode: (entry bytes, key, queue) -> new bytes, or None when it changes the path itself
+CORRUPTIONS = {
+    "empty": lambda d, k, q: b"",
+    "truncated_header": lambda d, k, q: d[:20],
+    "truncated_payload": lambda d, k, q: d[: len(d) // 2],
+    "bad_magic": lambda d, k, q: b"NOTMAGIC" + d[8:],
+    "flipped_byte": lambda d, k, q: _flip(d),
+    "appended_garbage": lambda d, k, q: d + b"garbage",
+    "random_bytes": lambda d, k, q: os.urandom(4096),
+    "metadata_not_json": lambda d, k, q: _reencode(d, b"{not json", b"\0" * 64),
+    "metadata_not_object": lambda d, k, q: _reencode(d, b"[1, 2]", b"\0" * 64),
+    "entry_for_other_key": lambda d, k, q: cache.encode_entry(
+        cache.ProgramKey("0" * 64, (), "p", "d", "v", "0"), cache.Entry(b"x" * 64, ())),
+    "binary_len_lies": lambda d, k, q: _reencode(d, json.dumps(
+        {"key": k.as_json(), "kernels": ["fj_k0"], "binary_len": 5}).encode(), b"\0" * 64),
+    "garbage_binary": lambda d, k, q: cache.encode_entry(
+        k, cache.Entry(b"poclbin\0" + os.urandom(2000), ("fj_k0",))),
+    "binary_of_other_program": lambda d, k, q: cache.encode_entry(
+        k, cache.Entry(_other_program_binary(q), ("fj_k0",))),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(CORRUPTIONS) + ["directory", "symlink"])
+def test_bad_entry_is_a_miss_one_warning_and_rewritten(cache_root, queue, mode):
+    _call()
+    path = _entry(cache_root)
+    good = path.read_bytes()
+    if mode == "directory":
+        path.unlink()
+        (path / "sub").mkdir(parents=True)
+    elif mode == "symlink":
+        elsewhere = cache_root / "elsewhere.fjc"
+        elsewhere.write_bytes(good)
+        path.unlink()
+        path.symlink_to(elsewhere)
+    else:
+        path.write_bytes(CORRUPTIONS[mode](good, _key(queue), queue))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, info = _call()
+    ours = [w for w in caught if issubclass(w.category, cache.CacheWarning)]
+    assert len(ours) == 1, [str(w.message) for w in caught]
+    assert (info.compiles, info.disk_hits) == (1, 0)
+    assert path.is_file() and not path.is_symlink()
+    cache.decode_entry(path.read_bytes(), _key(queue))  # rewritten whole
+    if mode == "symlink":
+        assert (cache_root / "elsewhere.fjc").read_bytes() == good  # target untouched
+    _, info = _call()
+    assert (info.compiles, info.disk_hits) == (0, 1)
+
+
+def test_eviction_keeps_the_cap(cache_root, monkeypatch):
+    monkeypatch.setenv("FUSEJIT_CACHE_MAX_BYTES", "1")
+    _call()
+    _call(lambda x: x * 3 + 1)
+    assert len(list((cache_root / "programs").glob("*.fjc"))) <= 1
+
+
+def test_stale_temp_files_are_swept(cache_root):
+    _call()
+    stale = cache_root / "programs" / ".x.fjc.1.1.dead.tmp"
+    stale.write_bytes(b"half")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    cache.program_cache().evict()
+    assert not stale.exists()
+
+
+# -- autotune.json ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_autotune(cache_root, monkeypatch):
+    monkeypatch.setattr(autotune, "_memory", {})
+    monkeypatch.setattr(autotune, "_loaded", False)
+    return cache_root / "autotune.json"
+
+
+@pytest.mark.parametrize("contents", [b"[]", b"null", b"[0, null]", b"[1, 100000]",
+                                      b'{"k": [0, null]}', b'{"k": [1, 100000, 3]}',
+                                      b'{"k": "x"}', b'{"a": [1,', b"\xff\xfe\x00",
+                                      b'{"k": [true, null]}'])
+def test_autotune_file_validated(fresh_autotune, contents):
+    fresh_autotune.write_bytes(contents)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        autotune._load()
+    assert len([w for w in caught if issubclass(w.category, cache.CacheWarning)]) == 1
+    assert all(autotune._valid(list(v)) for v in autotune._memory.values())
+    assert "k" not in autotune._memory
+
+
+def test_autotune_entry_unfit_for_the_device_is_retuned(fresh_autotune, queue):
+    items = autotune.MIN_ITEMS
+    source = "__kernel void k(__global float *x) { x[get_global_id(0)] = 2.0f; }"
+    knl = cl.Program(queue.context, source).build().k
+    buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, items * 4)
+    knl.set_arg(0, buf)
+    tkey = autotune.key("dev", source, items)
+    fresh_autotune.write_text(json.dumps({tkey: [3, 64]}))  # not a candidate
+    limits = device_info(queue.device).limits
+    cfg = autotune.tune(queue, knl, tkey, items, limits.max_work_group, limits.is_gpu)
+    assert cfg.local_size is None or cfg.local_size[0] <= limits.max_work_group
+    saved = json.loads(fresh_autotune.read_text())
+    assert saved[tkey] != [3, 64] and fresh_autotune.stat().st_mode & 0o777 == 0o600
+
+
+def test_autotune_write_does_not_follow_a_symlink(fresh_autotune):
+    target = fresh_autotune.parent / "victim"
+    target.write_text("precious")
+    fresh_autotune.symlink_to(target)
+    autotune._memory["k"] = (1, None)
+    autotune._save()
+    assert target.read_text() == "precious" and not fresh_autotune.is_symlink()
+
+
+# -- PoCL's kernel cache ----------------------------------------------------------------------------
+
+
+def test_pocl_cache_cleared_after_a_process_died_building(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "_warned", set())  # (a real recovery earlier warned once)
+    kcache = tmp_path / "pocl" / "kcache"
+    (kcache / "AB").mkdir(parents=True)
+    (kcache / "AB" / "program.bc").write_bytes(b"corrupt")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    guard = cache.PoclGuard(kcache)
+    (guard.markers).mkdir(parents=True)
+    (guard.markers / f"{dead.pid}.1").touch()
+    (guard.markers / f"{os.getpid()}.1").touch()  # a live process's build: left alone
+    with pytest.warns(cache.CacheWarning, match="died while PoCL was building"):
+        assert guard.recover()
+    assert kcache.is_dir() and not any(kcache.iterdir())
+    assert sorted(p.name for p in guard.markers.iterdir()) == [f"{os.getpid()}.1"]
+    assert not guard.recover()  # once per process
+
+
+def test_pocl_cache_recovery_waits_for_other_live_users(tmp_path, monkeypatch):
+    """Clearing PoCL's cache under a live process makes PoCL abort it later (it compiles each
+    work-group size of a built program at first launch, in that program's cache directory):
+    a dead builder's marker is acted on only once no other process holds the cache."""
+    monkeypatch.setattr(cache, "_warned", set())
+    kcache = tmp_path / "pocl" / "kcache"
+    (kcache / "AB").mkdir(parents=True)
+    (kcache / "AB" / "program.bc").write_bytes(b"in use")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    guard = cache.PoclGuard(kcache)
+    guard.markers.mkdir(parents=True)
+    (guard.markers / f"{dead.pid}.1").touch()
+    user = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | "
+         "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_SH); print('held', flush=True); "
+         "sys.stdin.read()", str(kcache.parent / "users")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert user.stdout.readline().strip() == "held"
+        assert not guard.recover()  # another live user: the cache stays as it is
+        assert (kcache / "AB" / "program.bc").read_bytes() == b"in use"
+        assert (guard.markers / f"{dead.pid}.1").exists()
+    finally:
+        user.communicate("")
+    later = cache.PoclGuard(kcache)  # the next process, alone now, clears it
+    with pytest.warns(cache.CacheWarning, match="died while PoCL was building"):
+        assert later.recover()
+    assert kcache.is_dir() and not any(kcache.iterdir())
+    assert not (guard.markers / f"{dead.pid}.1").exists()
+
+
+# -- processes racing on one cache ------------------------------------------------------------------
+
+_CHILD = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np
+    import fusejit
+    from fusejit.runtime import cache
+    if sys.argv[1] == "die":  # stop half-way through the first entry write
+        real = cache.atomic_write
+        def stuck(path, data):
+            if path.suffix == ".fjc":
+                tmp = path.parent / f".{path.name}.{os.getpid()}.0.dead.tmp"
+                with open(tmp, "wb") as f:
+                    f.write(data[: len(data) // 2]); f.flush()
+                print("WRITING", flush=True)
+                time.sleep(600)
+            return real(path, data)
+        cache.atomic_write = stuck
+    x = np.linspace(-2, 2, 5000, dtype=np.float32)
+    fns = [lambda x: np.tanh(x) * 2 + 1, lambda x: np.exp(-x * x) - x]
+    for fn in fns:
+        out = fusejit.fuse(fn)(x)
+        np.testing.assert_allclose(out, fn(x), rtol=2e-6, atol=2e-6)
+    print("OK", flush=True)
+""")
+
+
+def test_four_processes_one_killed_mid_write(tmp_path):
+    env = dict(os.environ, FUSEJIT_CACHE_DIR=str(tmp_path), PYTHONPATH=CHILD_PATH)
+    env.pop("POCL_CACHE_DIR", None)
+    cmd = [sys.executable, "-c", _CHILD]
+    victim = subprocess.Popen(cmd + ["die"], env=env, stdout=subprocess.PIPE, text=True)
+    others: list[subprocess.Popen] = []
+    try:
+        # the others start once the victim is stuck in its write (started together, a fast
+        # device let another process store the entry first, and the victim never wrote); all
+        # four then compile the same functions while the victim's half entry is on disk
+        assert victim.stdout.readline().strip() == "WRITING"
+        others += [subprocess.Popen(cmd + ["run"], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        time.sleep(0.5)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        for p in others:
+            out, err = p.communicate(timeout=240)
+            assert p.returncode == 0 and out.strip() == "OK", err
+    finally:
+        for p in (victim, *others):
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    assert list((tmp_path / "programs").glob(".*.tmp"))  # the victim's half entry, ignored
+    after = subprocess.run(cmd + ["run"], env=env, capture_output=True, text=True, timeout=240)
+    assert after.returncode == 0 and after.stdout.strip() == "OK", after.stderr
