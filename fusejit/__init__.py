@@ -6,8 +6,9 @@
     ...     return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
 """
 
-# the tracer's NumPy surface, loaded once and now (not in a first call): importing it fills the
-# tracer's dispatch table (fusejit.frontend.dispatch)
+# the tracer's NumPy surface, loaded once and now (not in a first call): importing these installs
+# the Python operators on TensorProxy and fills its dispatch table (fusejit.frontend.dispatch)
+from fusejit.frontend import operators as _operators  # noqa: F401
 from fusejit.frontend import numpy as _traced_numpy  # noqa: F401
 from fusejit import random  # fusejit.random: keyed Philox random numbers (in __all__)
 # what every first call needs, loaded now (not in it): the OpenCL backend (with PyOpenCL's

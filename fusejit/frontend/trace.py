@@ -6,7 +6,8 @@ up in the tracer's dispatch table (``frontend.dispatch``), which the modules of
 ``frontend.numpy`` fill when imported; this module never imports them. Dtypes follow NumPy
 exactly: every ufunc asks NumPy which loop it would run (``ufunc.resolve_dtypes``) with Python
 scalars passed as weak types (NEP 50), and explicit CAST nodes are inserted so each op sees its
-loop's dtypes (``frontend.ufuncs``; the Python operators are in ``frontend.operators``).
+loop's dtypes (``frontend.ufuncs``; ``frontend.operators`` installs the Python operators on the
+proxy when imported).
 
 A proxy is either a *root* (owns its value; parameters and op results) or a *view* of a root
 (``x[1:]``, ``x.T``): a view reads through an affine map of its root's *current* value, and a
@@ -581,21 +582,3 @@ def is_numpy_scalar(x: Any) -> bool:
     argument, a view (``x[...]``) or a 0-d array a constructor made."""
     return (isinstance(x, TensorProxy) and x._weak is None and x._base is None
             and x._param is None and not x._array0d and not x.shape)
-
-
-
-# The ufunc layer and the Python operators build on the proxy above, so they are imported last
-# (their names stay importable from here: ``from fusejit.frontend.trace import apply_ufunc``); importing
-# trace_operators installs TensorProxy's operators.
-from fusejit.frontend.ufuncs import (
-    GUFUNCS,
-    apply_ufunc,
-    check_output_cast,
-    clip,
-    elementwise,
-    power,
-    resolve,
-    single_out,
-    _write_out,
-)
-from fusejit.frontend import operators as trace_operators  # noqa: E402,F401

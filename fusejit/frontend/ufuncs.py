@@ -5,7 +5,9 @@ NumPy composes from ufuncs) ends in ``apply_ufunc``: ``resolve`` asks NumPy for 
 (``ufunc.resolve_dtypes``, Python scalars passed as weak types, NEP 50), ``elementwise``
 builds one node with that loop's dtypes, and the ufuncs whose NumPy semantics are more than
 one op (comparisons with out-of-range Python ints, power's fast path, clip's bounds) are
-traced here too. The proxy and operand conversions it builds on are in ``trace``.
+traced here too. The proxy and operand conversions it builds on are in ``trace``, which does
+not import this module: NumPy's ufunc calls reach ``apply_ufunc`` through the dispatch table
+(``frontend.numpy.elementwise`` registers ``__call__``).
 """
 
 from __future__ import annotations
