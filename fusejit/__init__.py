@@ -6,10 +6,11 @@
     ...     return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
 """
 
-from fusejit.frontend.numpy import api as numpy_api  # noqa: F401 - the traced NumPy surface, loaded now, not in a first call
+# the tracer's NumPy surface, loaded once and now (not in a first call): importing these installs
+# the Python operators on TensorProxy and fills its dispatch table (fusejit.frontend.dispatch)
+from fusejit.frontend import operators as _operators  # noqa: F401
+from fusejit.frontend import numpy as _traced_numpy  # noqa: F401
 from fusejit import random  # fusejit.random: keyed Philox random numbers (in __all__)
-from fusejit.frontend.numpy import linalg  # noqa: F401 - matrix products (@, matmul, dot, einsum, ...)
-from fusejit.frontend.numpy import einsum as numpy_einsum  # noqa: F401 - np.einsum beyond matrix products (after linalg)
 # what every first call needs, loaded now (not in it): the OpenCL backend (with PyOpenCL's
 # kernel invoker module, which cl.Kernel imports on first use), the schedule verifier, the
 # GEMM tuner's runtime half

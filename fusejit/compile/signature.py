@@ -20,7 +20,7 @@ import pyopencl.array as cla
 from fusejit.ir import dtypes as dt
 from fusejit.errors import UnsupportedDTypeError, UnsupportedOperationError
 from fusejit.ir.graph import Graph
-from fusejit.frontend.keys import StaticKey, static_key
+from fusejit.frontend.keys import Identity, StaticKey, static_key  # noqa: F401 - Identity for api.py
 from fusejit.runtime.backend import DeviceArray
 from fusejit.runtime.memory import zero_axes
 from fusejit.frontend.trace import MASKED
@@ -66,22 +66,6 @@ class StaticSelf(NamedTuple):
     """A bound method's ``self``: static, keyed by identity."""
 
     value: Any
-
-
-class Identity:
-    """Keys a cache entry on an object's identity and keeps the object alive (so its id is
-    never reused by another object while the entry exists)."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Identity) and other.obj is self.obj
 
 
 _AUTO_STATIC = (type(None), str, bytes, tuple, list, slice, type(Ellipsis), np.dtype, type)

@@ -41,8 +41,7 @@ import pyopencl.array as cla
 
 from fusejit.ir import dtypes as dt
 from fusejit.errors import CapturedStateError
-from fusejit.frontend.keys import StaticKey, static_key
-from fusejit.compile.signature import Identity
+from fusejit.frontend.keys import Identity, StaticKey, static_key
 
 SMALL_ARRAY = 4096  # captured NumPy arrays up to this many elements are guarded by content
 _MAX_LEAVES = 10_000  # a captured container guarded item by item holds at most this many

@@ -5,6 +5,7 @@ reuse the kernel built for the other zero) and ``nan != nan`` (so a NaN never hi
 Floats are keyed by their type and bit pattern instead, at any depth inside tuples, lists and
 dicts, for Python and NumPy scalars alike; containers keep their order (a trace may iterate
 them) and their type (a list traces like a tuple but is a different static value).
+Objects that have no value to compare (a function a trace called) are keyed by ``Identity``.
 """
 
 from __future__ import annotations
@@ -64,3 +65,19 @@ def static_key(value: Any) -> StaticKey:
         raise TypeError(f"static argument {value!r} is not hashable; static arguments are part "
                         "of the cache key") from None
     return StaticKey(t, value)
+
+
+class Identity:
+    """Keys a cache entry on an object's identity and keeps the object alive (so its id is
+    never reused by another object while the entry exists)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Identity) and other.obj is self.obj

@@ -1,5 +1,7 @@
 """The Python operators of traced values (``x + 1``, ``x ** 2``, ``b1 -= 1``), installed on
-``TensorProxy`` when this module is imported (by ``trace``, last).
+``TensorProxy`` when this module is imported (``fusejit/__init__.py`` imports it, with the
+NumPy functions of ``frontend.numpy``): ``trace`` defines the proxy without them, so it need
+not import the ufunc layer they are built on.
 
 Between Python scalars only they are Python arithmetic (weak results, NEP 50); otherwise
 the ufunc NumPy's ndarray operator calls, with ndarray's own fast paths for ``**``.

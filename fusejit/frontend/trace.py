@@ -1,10 +1,13 @@
 """Tracing: run the user's numpy-style function once over symbolic ``TensorProxy`` values.
 
 NumPy calls on proxies arrive through ``__array_ufunc__`` / ``__array_function__`` (and the Python
-operators); each one appends hash-consed nodes to the graph. Dtypes follow NumPy exactly: every
-ufunc asks NumPy which loop it would run (``ufunc.resolve_dtypes``) with Python scalars passed as
-weak types (NEP 50), and explicit CAST nodes are inserted so each op sees its loop's dtypes
-(``trace_ufuncs``; the Python operators are in ``trace_operators``).
+operators); each one appends hash-consed nodes to the graph. The proxy looks the implementation
+up in the tracer's dispatch table (``frontend.dispatch``), which the modules of
+``frontend.numpy`` fill when imported; this module never imports them. Dtypes follow NumPy
+exactly: every ufunc asks NumPy which loop it would run (``ufunc.resolve_dtypes``) with Python
+scalars passed as weak types (NEP 50), and explicit CAST nodes are inserted so each op sees its
+loop's dtypes (``frontend.ufuncs``; ``frontend.operators`` installs the Python operators on the
+proxy when imported).
 
 A proxy is either a *root* (owns its value; parameters and op results) or a *view* of a root
 (``x[1:]``, ``x.T``): a view reads through an affine map of its root's *current* value, and a
@@ -23,8 +26,8 @@ from typing import Any, Self
 
 import numpy as np
 
+from fusejit.frontend import dispatch, random_guard
 from fusejit.ir import dtypes as dt
-from fusejit.frontend import random_guard
 from fusejit.ir import shapes
 from fusejit.errors import (
     BroadcastError,
@@ -419,10 +422,8 @@ class TensorProxy:
         self.write(key, value)
 
     def __getitem__(self, key: Any) -> TensorProxy:
-        from fusejit.frontend.numpy import gather as numpy_gather  # integer-array indexing; a boolean mask raises there
-
-        if numpy_gather.is_advanced(key):
-            return numpy_gather.advanced_getitem(self, key)
+        if is_advanced(key):  # integer-array indexing: a gather (frontend.numpy.gather)
+            return dispatch.HOOKS["gather"](self, key)
         out_shape, m, _ = shapes.index_map(self.shape, key)
         result = self._view(m, out_shape)
         keys = key if isinstance(key, tuple) else (key,)
@@ -442,14 +443,10 @@ class TensorProxy:
 
     # -- NumPy protocols --------------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from fusejit.frontend.numpy import api as numpy_api
-
-        return numpy_api.ufunc_method(ufunc, method, inputs, kwargs)
+        return dispatch.ufunc_method(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Callable, types: Any, args: Any, kwargs: Any) -> Any:
-        from fusejit.frontend.numpy import api as numpy_api
-
-        return numpy_api.array_function(func, args, kwargs)
+        return dispatch.array_function(func, args, kwargs)
 
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
         raise TracerConversionError(self.describe(), "array")
@@ -481,9 +478,7 @@ class TensorProxy:
     __hash__ = None  # type: ignore[assignment]  # == builds a traced comparison
 
     def __getattr__(self, name: str) -> Any:
-        from fusejit.frontend.numpy import api as numpy_api
-
-        method = numpy_api.METHODS.get(name)
+        method = dispatch.METHODS.get(name)
         if method is None:
             if hasattr(np.ndarray, name) and not name.startswith("_"):
                 raise UnsupportedAttributeError(
@@ -493,41 +488,31 @@ class TensorProxy:
                 f"'{type(self).__name__}' ({self.describe()}) has no attribute {name!r}")
         return lambda *a, **k: method(self, *a, **k)
 
+    # the attributes NumPy computes (x.T is x.transpose(), x.real is np.real(x)), through the
+    # dispatch table like the calls above
     @property
     def T(self) -> TensorProxy:
-        from fusejit.frontend.numpy import api as numpy_api
-
-        return numpy_api.transpose(self)
+        return dispatch.METHODS["transpose"](self)
 
     @property
     def mT(self) -> TensorProxy:
-        from fusejit.frontend.numpy import api as numpy_api
-
-        return numpy_api.swapaxes(self, -1, -2)
+        return dispatch.METHODS["swapaxes"](self, -1, -2)
 
     @property
     def real(self) -> TensorProxy:
-        from fusejit.frontend.numpy.complex import real
-
-        return real(self)
+        return dispatch.FUNCTIONS[np.real](self)
 
     @real.setter
     def real(self, value: Any) -> None:
-        from fusejit.frontend.numpy.complex import set_part
-
-        set_part(self, "real", value)
+        dispatch.HOOKS["set_real"](self, value)
 
     @property
     def imag(self) -> TensorProxy:
-        from fusejit.frontend.numpy.complex import imag
-
-        return imag(self)
+        return dispatch.FUNCTIONS[np.imag](self)
 
     @imag.setter
     def imag(self, value: Any) -> None:
-        from fusejit.frontend.numpy.complex import set_part
-
-        set_part(self, "imag", value)
+        dispatch.HOOKS["set_imag"](self, value)
 
 
 def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: tuple[int, ...]
@@ -559,26 +544,41 @@ def _selects_one_element(key: Any, ndim: int) -> bool:
         isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in parts)
 
 
+# Whether ``x[key]`` is a view or a gather is the proxy's own indexing, decided here; the gather
+# itself is frontend.numpy.gather's, reached through dispatch.HOOKS.
+_MASK_REFUSED = ("boolean-mask indexing gives a data-dependent shape and cannot be fused; use "
+                 "np.where(mask, x, fill) to select values instead")
+
+
+def _is_array_index(k: Any) -> bool:
+    return isinstance(k, (TensorProxy, np.ndarray, list))
+
+
+def is_advanced(key: Any) -> bool:
+    """Does ``x[key]`` need a gather (an integer array in the key)? A boolean mask raises."""
+    parts = key if isinstance(key, tuple) else (key,)
+    advanced = False
+    for k in parts:
+        if not _is_array_index(k):
+            continue
+        dtype = k.dtype if isinstance(k, (TensorProxy, np.ndarray)) else _list_index(k).dtype
+        if dtype == dt.BOOL:
+            raise UnsupportedOperationError(_MASK_REFUSED)
+        if dtype.kind not in "iu":
+            raise IndexError("arrays used as indices must be of integer (or boolean) type")
+        advanced = True
+    return advanced
+
+
+def _list_index(k: Any) -> np.ndarray:
+    """A list as NumPy indexes with it: an empty list is an empty intp array, not float64."""
+    arr = np.asarray(k)
+    return arr.astype(np.intp) if arr.size == 0 else arr
+
+
 def is_numpy_scalar(x: Any) -> bool:
     """A 0-d value NumPy holds as an immutable scalar (``s += 1`` rebinds ``s``): a NumPy
     scalar argument, a 0-d result of a ufunc, a reduction or integer indexing; not a 0-d array
     argument, a view (``x[...]``) or a 0-d array a constructor made."""
     return (isinstance(x, TensorProxy) and x._weak is None and x._base is None
             and x._param is None and not x._array0d and not x.shape)
-
-
-# The ufunc layer and the Python operators build on the proxy above, so they are imported last
-# (their names stay importable from here: ``from fusejit.frontend.trace import apply_ufunc``); importing
-# trace_operators installs TensorProxy's operators.
-from fusejit.frontend.ufuncs import (
-    GUFUNCS,
-    apply_ufunc,
-    check_output_cast,
-    clip,
-    elementwise,
-    power,
-    resolve,
-    single_out,
-    _write_out,
-)
-from fusejit.frontend import operators as trace_operators  # noqa: E402,F401

@@ -5,20 +5,23 @@ NumPy composes from ufuncs) ends in ``apply_ufunc``: ``resolve`` asks NumPy for 
 (``ufunc.resolve_dtypes``, Python scalars passed as weak types, NEP 50), ``elementwise``
 builds one node with that loop's dtypes, and the ufuncs whose NumPy semantics are more than
 one op (comparisons with out-of-range Python ints, power's fast path, clip's bounds) are
-traced here too. The proxy and operand conversions it builds on are in ``trace``.
+traced here too. The proxy and operand conversions it builds on are in ``trace``, which does
+not import this module: NumPy's ufunc calls reach ``apply_ufunc`` through the dispatch table
+(``frontend.numpy.elementwise`` registers ``__call__``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from fusejit.errors import UnsupportedDTypeError, UnsupportedOperationError
+from fusejit.frontend.dispatch import GUFUNCS
 from fusejit.ir import dtypes as dt
 from fusejit.ir import shapes
-from fusejit.errors import UnsupportedDTypeError, UnsupportedOperationError
 from fusejit.ir.graph import Node, const, const_value
 from fusejit.ir.ops import CLIP_UFUNC, COMPLEX_OPS, OP_OF_UFUNC, Op
 from fusejit.frontend.trace import (
@@ -34,9 +37,6 @@ from fusejit.frontend.trace import (
     to_operand,
 )
 
-
-# generalized ufuncs traced elsewhere (np.matmul: fusejit/frontend/numpy/linalg.py), by ufunc
-GUFUNCS: dict[np.ufunc, Callable[..., Any]] = {}
 
 _UNSUPPORTED_KWARGS = ("where", "order", "subok", "signature", "axes", "axis", "keepdims")
 
@@ -72,7 +72,7 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
         if key not in _UNSUPPORTED_KWARGS:
             raise TypeError(f"{ufunc.__name__}() got an unexpected keyword argument '{key}'")
     inputs = [to_operand(x) for x in inputs]
-    gufunc = GUFUNCS.get(ufunc)  # np.matmul & co.: fusejit/frontend/numpy/linalg.py
+    gufunc = GUFUNCS.get(ufunc)  # np.matmul & co.: registered by frontend.numpy.linalg
     if gufunc is not None:
         return gufunc(*inputs, out=out, dtype=dtype, casting=casting)
     if ufunc is np.divmod:

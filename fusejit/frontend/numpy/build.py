@@ -26,22 +26,22 @@ from fusejit.ir import dtypes as dt
 from fusejit.ir import shapes
 from fusejit.errors import UnsupportedOperationError
 from fusejit.ir.graph import Node, const
-from fusejit.frontend.numpy.api import _NOVALUE, _as_view_source, _sum, implements
-from fusejit.ir.ops import Op
+from fusejit.frontend.dispatch import FUNCTIONS, implements
+from fusejit.frontend.numpy.reductions import _NOVALUE, _sum
+from fusejit.frontend.numpy.shape import _as_view_source
 from fusejit.frontend.trace import (
     TensorProxy,
-    apply_ufunc,
-    as_node,
     broadcast_to,
     cast,
     checked_cast,
     current_tracer,
     lift,
     reshape,
-    to_operand,
     view,
     where,
 )
+from fusejit.frontend.ufuncs import apply_ufunc
+from fusejit.ir.ops import Op
 
 MAX_RUNS = 16  # affine pieces per take_static before a captured index buffer is cheaper
 
@@ -211,8 +211,6 @@ def stack(arrays: Any, axis: int = 0, out: Any = None, *, dtype: Any = None,
 
 
 def _atleast(x: TensorProxy, n: int) -> TensorProxy:
-    from fusejit.frontend.numpy.api import FUNCTIONS
-
     return FUNCTIONS[{1: np.atleast_1d, 2: np.atleast_2d, 3: np.atleast_3d}[n]](x)
 
 

@@ -15,15 +15,8 @@ from fusejit.ir import dtypes as dt
 from fusejit.ir import shapes
 from fusejit.ir.graph import Node, const
 from fusejit.ir.ops import Op
-from fusejit.frontend.trace import (
-    TensorProxy,
-    apply_ufunc,
-    as_node,
-    broadcast_to,
-    cast,
-    lift,
-    to_operand,
-)
+from fusejit.frontend.trace import TensorProxy, as_node, broadcast_to, cast, lift, to_operand
+from fusejit.frontend.ufuncs import apply_ufunc
 
 
 def _part(x: TensorProxy, op: Op) -> TensorProxy:

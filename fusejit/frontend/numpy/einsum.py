@@ -19,12 +19,15 @@ import numpy as np
 
 from fusejit.ir import dtypes as dt
 from fusejit.errors import UnsupportedOperationError
+from fusejit.frontend.dispatch import FUNCTIONS
+from fusejit.frontend.numpy.build import diagonal
 from fusejit.frontend.numpy.linalg import _parse_einsum, _write
 from fusejit.frontend.numpy.linalg import einsum as _matmul_einsum
-from fusejit.frontend.numpy.api import FUNCTIONS, _reduce, transpose
-from fusejit.frontend.numpy.build import diagonal
+from fusejit.frontend.numpy.reductions import _reduce
+from fusejit.frontend.numpy.shape import transpose
+from fusejit.frontend.trace import TensorProxy, broadcast_to, cast, lift, reshape
+from fusejit.frontend.ufuncs import apply_ufunc
 from fusejit.ir.ops import Op
-from fusejit.frontend.trace import TensorProxy, apply_ufunc, broadcast_to, cast, lift, reshape
 
 
 def _collapse(x: TensorProxy, term: str, which: str) -> tuple[TensorProxy, str]:

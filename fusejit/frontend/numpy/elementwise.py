@@ -1,6 +1,7 @@
 """Elementwise NumPy functions built from the op table's ops: the multi-output ufuncs
 ``np.modf`` and ``np.frexp``, ``np.copyto``, ``np.sinc``, ``np.i0``, ``np.isclose``,
-``np.allclose``, ``np.interp``, ``np.searchsorted`` and ``np.choose``.
+``np.allclose``, ``np.interp``, ``np.searchsorted`` and ``np.choose``; and the ufunc calls
+(``ufunc(...)``, ``ufunc.outer``) that the tracer's ``__array_ufunc__`` dispatches here.
 
 Each follows NumPy's own definition (``lib/_function_base_impl.py``, ``_core/numeric.py``,
 ``compiled_base.c`` for interp), with NumPy's dtypes, and fuses with the work around it.
@@ -19,24 +20,27 @@ from numpy.lib import _function_base_impl as _fb
 from fusejit.ir import dtypes as dt
 from fusejit.ir import shapes
 from fusejit.ir.graph import Node, const
-from fusejit.frontend.numpy.api import FUNCTIONS, implements
-from fusejit.frontend.numpy.build import _write_out as _write_out_one
+from fusejit.frontend.dispatch import (
+    FUNCTIONS,
+    UFUNC_METHODS,
+    implements,
+    unsupported_ufunc_method,
+)
 from fusejit.frontend.numpy.build import gather
-from fusejit.frontend.numpy.reduce import _mask
+from fusejit.frontend.numpy.build import _write_out as _write_out_one
+from fusejit.frontend.numpy.reductions import _mask
 from fusejit.frontend.trace import (
     TensorProxy,
     _ptype,
-    _write_out,
-    apply_ufunc,
     as_node,
     broadcast_to,
     cast,
     lift,
     reshape,
-    resolve,
     to_operand,
 )
 from fusejit.frontend.trace import where as select
+from fusejit.frontend.ufuncs import _write_out, apply_ufunc, resolve
 
 
 def _u(ufunc: np.ufunc, *args: Any) -> TensorProxy:
@@ -106,6 +110,30 @@ def _outputs(results: tuple, kwargs: dict[str, Any], name: str) -> tuple:
 
 
 MULTI_OUTPUT = {np.modf: modf, np.frexp: frexp}
+
+
+# -- ufunc calls ----------------------------------------------------------------------------------
+
+
+def _ufunc_call(ufunc: np.ufunc, inputs: Any, kwargs: dict[str, Any]) -> Any:
+    """``ufunc(*inputs)`` on traced values: the multi-output ufuncs above, every other one
+    through ``apply_ufunc``."""
+    if ufunc in MULTI_OUTPUT:
+        return MULTI_OUTPUT[ufunc](inputs, kwargs)
+    return apply_ufunc(ufunc, inputs, kwargs)
+
+
+def _ufunc_outer(ufunc: np.ufunc, inputs: Any, kwargs: dict[str, Any]) -> TensorProxy:
+    """``ufunc.outer(a, b)``: ``a`` given ``b.ndim`` trailing axes of length 1, then broadcast."""
+    if ufunc.nin != 2:
+        raise unsupported_ufunc_method(ufunc, "outer")
+    a, b = (lift(v) for v in inputs)
+    a2 = TensorProxy(reshape(a.node, a.shape + (1,) * b.ndim))
+    return apply_ufunc(ufunc, (a2, b), kwargs)
+
+
+UFUNC_METHODS["__call__"] = _ufunc_call
+UFUNC_METHODS["outer"] = _ufunc_outer
 
 
 # -- copyto, sinc, i0 -----------------------------------------------------------------------------

@@ -22,48 +22,20 @@ import numpy as np
 
 from fusejit.ir import dtypes as dt
 from fusejit.ir import shapes
-from fusejit.errors import UnsupportedOperationError
 from fusejit.ir.graph import Node, const
-from fusejit.frontend.numpy.api import implements
+from fusejit.frontend.dispatch import HOOKS, implements
 from fusejit.frontend.numpy.build import _write_out, along, gather, take_static
 from fusejit.frontend.trace import (
     TensorProxy,
-    apply_ufunc,
+    _is_array_index,
+    _list_index,
     broadcast_to,
     cast,
     lift,
     reshape,
     where,
 )
-
-_MASK_REFUSED = ("boolean-mask indexing gives a data-dependent shape and cannot be fused; use "
-                 "np.where(mask, x, fill) to select values instead")
-
-
-def _is_array_index(k: Any) -> bool:
-    return isinstance(k, (TensorProxy, np.ndarray, list))
-
-
-def is_advanced(key: Any) -> bool:
-    """Does ``x[key]`` need a gather (an integer array in the key)? A boolean mask raises."""
-    parts = key if isinstance(key, tuple) else (key,)
-    advanced = False
-    for k in parts:
-        if not _is_array_index(k):
-            continue
-        dtype = k.dtype if isinstance(k, (TensorProxy, np.ndarray)) else _list_index(k).dtype
-        if dtype == dt.BOOL:
-            raise UnsupportedOperationError(_MASK_REFUSED)
-        if dtype.kind not in "iu":
-            raise IndexError("arrays used as indices must be of integer (or boolean) type")
-        advanced = True
-    return advanced
-
-
-def _list_index(k: Any) -> np.ndarray:
-    """A list as NumPy indexes with it: an empty list is an empty intp array, not float64."""
-    arr = np.asarray(k)
-    return arr.astype(np.intp) if arr.size == 0 else arr
+from fusejit.frontend.ufuncs import apply_ufunc
 
 
 class _Index:
@@ -223,3 +195,6 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1) -> TensorProx
     if 0 in shape:
         return TensorProxy(const(0, x.dtype, shape))
     return TensorProxy(gather(node, axis, broadcast_to(inode, shape)))
+
+
+HOOKS["gather"] = advanced_getitem  # x[key] with an integer array in key (TensorProxy.__getitem__)

@@ -22,19 +22,12 @@ from fusejit.ir import dtypes as dt
 from fusejit.ir import shapes
 from fusejit.errors import BroadcastError, UnsupportedDTypeError, UnsupportedOperationError
 from fusejit.ir.graph import Node, const
-from fusejit.frontend.numpy.api import FUNCTIONS, _reduce, implements, transpose
+from fusejit.frontend.dispatch import FUNCTIONS, GUFUNCS, implements
+from fusejit.frontend.numpy.reductions import _reduce
+from fusejit.frontend.numpy.shape import transpose
+from fusejit.frontend.trace import TensorProxy, broadcast_to, cast, lift, reshape
+from fusejit.frontend.ufuncs import apply_ufunc, check_output_cast, single_out
 from fusejit.ir.ops import Op
-from fusejit.frontend.trace import (
-    GUFUNCS,
-    TensorProxy,
-    apply_ufunc,
-    broadcast_to,
-    cast,
-    check_output_cast,
-    lift,
-    reshape,
-    single_out,
-)
 
 # -- the core -------------------------------------------------------------------------------------
 

@@ -20,67 +20,32 @@ from typing import Any
 import numpy as np
 
 from fusejit.ir import dtypes as dt
-from fusejit.frontend.numpy import complex as numpy_complex
-from fusejit.ir import shapes
-from fusejit.errors import UnsupportedOperationError
-from fusejit.ir.graph import const
-from fusejit.frontend.numpy.api import (
-    _NOVALUE,
+from fusejit.frontend.dispatch import (
     FUNCTIONS,
+    UFUNC_METHODS,
+    implements,
+    unsupported_ufunc_method,
+)
+from fusejit.frontend.numpy import complex as numpy_complex
+from fusejit.frontend.numpy.build import _write_out
+from fusejit.frontend.numpy.reductions import (
+    _NOVALUE,
+    _mask,
     _max,
     _mean,
     _min,
     _reduce,
     _sum,
     _var,
-    implements,
+    where_,
 )
-from fusejit.frontend.numpy.build import _write_out
-from fusejit.ir.ops import Op
-from fusejit.frontend.trace import (
-    TensorProxy,
-    apply_ufunc,
-    as_node,
-    broadcast_to,
-    cast,
-    lift,
-    reshape,
-)
+from fusejit.frontend.trace import TensorProxy, broadcast_to, cast, lift, reshape
 from fusejit.frontend.trace import where as select  # (``where`` is the reductions' keyword)
-
-_IDENTITY = {Op.SUM: 0, Op.PROD: 1, Op.ANY: False, Op.ALL: True}
-_UFUNC_NAME = {Op.SUM: "add", Op.PROD: "multiply", Op.MAX: "maximum", Op.MIN: "minimum",
-               Op.ANY: "logical_or", Op.ALL: "logical_and"}
-
-
-def _mask(x: TensorProxy, where: Any) -> TensorProxy:
-    """``where=`` as NumPy takes it: a bool array (cast 'safe') broadcast to ``x``."""
-    w = lift(where)
-    if not np.can_cast(w.dtype, dt.BOOL, casting="safe"):
-        raise TypeError(f"Cannot cast array data from {w.dtype!r} to dtype('bool') according "
-                        "to the rule 'safe'")
-    return TensorProxy(broadcast_to(w.node, x.shape))
-
-
-def masked(op: Op, x: TensorProxy, where: Any, initial: Any) -> TensorProxy:
-    """``x`` with the elements ``where`` excludes replaced by the reduction's identity (by
-    ``initial`` for max/min, which NumPy requires there)."""
-    if op in (Op.MAX, Op.MIN) and (initial is _NOVALUE or initial is None):
-        raise ValueError(f"reduction operation '{_UFUNC_NAME[op]}' does not have an identity, "
-                         "so to use a where mask one has to specify 'initial'")
-    fill = initial if op in (Op.MAX, Op.MIN) else _IDENTITY[op]
-    return where_(x, _mask(x, where), fill)
-
-
-def where_(x: TensorProxy, keep: TensorProxy, fill: Any) -> TensorProxy:
-    """``x`` where ``keep``, else ``fill`` cast to x's dtype (NumPy's copyto into a copy)."""
-    return select(keep, x, TensorProxy(as_node(np.asarray(fill).astype(x.dtype)[()], x.dtype)))
-
-
-def masked_count(x: TensorProxy, axis: Any, where: Any, keepdims: bool) -> TensorProxy:
-    """NumPy's ``_count_reduce_items`` under where=: the mask summed as intp."""
-    return _sum(_mask(x, where), axis, np.intp, None, keepdims)
-
+from fusejit.frontend.ufuncs import apply_ufunc
+from fusejit.ir import shapes
+from fusejit.errors import UnsupportedOperationError
+from fusejit.ir.graph import const
+from fusejit.ir.ops import REDUCE_OF_UFUNC, Op
 
 # -- nan-functions --------------------------------------------------------------------------------
 
@@ -390,3 +355,16 @@ def ufunc_reduce(ufunc: np.ufunc, inputs: Any, kwargs: dict[str, Any]) -> Tensor
     return EXTRA_REDUCE[ufunc](ufunc, lift(inputs[0]), axis, kwargs.pop("dtype", None),
                                kwargs.pop("out", None), **kwargs)
 
+
+def _reduce_method(ufunc: np.ufunc, inputs: Any, kwargs: dict[str, Any]) -> TensorProxy:
+    """``ufunc.reduce``: one REDUCE node for the six reduction ops' ufuncs, else a reduction of
+    EXTRA_REDUCE."""
+    if ufunc in REDUCE_OF_UFUNC:
+        axis = kwargs.pop("axis", 0)
+        return _reduce(REDUCE_OF_UFUNC[ufunc], inputs[0], axis, **kwargs)
+    if ufunc in EXTRA_REDUCE:
+        return ufunc_reduce(ufunc, inputs, kwargs)
+    raise unsupported_ufunc_method(ufunc, "reduce")
+
+
+UFUNC_METHODS["reduce"] = _reduce_method

@@ -23,10 +23,11 @@ from fusejit.ir import dtypes as dt
 from fusejit.ir import shapes
 from fusejit.errors import UnsupportedOperationError
 from fusejit.ir.graph import Node, const
-from fusejit.frontend.numpy.api import FUNCTIONS, implements
-from fusejit.ir.ops import OP_OF_UFUNC, SCAN_COMBINE, Op
-from fusejit.frontend.trace import TensorProxy, apply_ufunc, cast, lift, reshape, single_out
+from fusejit.frontend.dispatch import FUNCTIONS, UFUNC_METHODS, implements
+from fusejit.frontend.trace import TensorProxy, cast, lift, reshape
 from fusejit.frontend.trace import where as select
+from fusejit.frontend.ufuncs import apply_ufunc, single_out
+from fusejit.ir.ops import OP_OF_UFUNC, SCAN_COMBINE, Op
 
 
 def _loop_dtype(ufunc: np.ufunc, x: np.dtype, dtype: Any, out: Any) -> np.dtype:
@@ -168,3 +169,6 @@ def ufunc_accumulate(ufunc: np.ufunc, inputs: Any, kwargs: dict[str, Any]) -> Te
     if axis is None:
         raise ValueError("accumulate does not allow multiple axes")
     return scan(ufunc, inputs[0], axis, dtype, out, flatten_none=False)
+
+
+UFUNC_METHODS["accumulate"] = ufunc_accumulate

@@ -12,7 +12,7 @@ import numpy as np
 
 from fusejit.ir import shapes
 from fusejit.errors import UnsupportedOperationError
-from fusejit.frontend.numpy.api import FUNCTIONS, METHODS, implements
+from fusejit.frontend.dispatch import FUNCTIONS, METHODS, implements
 from fusejit.frontend.trace import TensorProxy, broadcast_to, lift, reshape, to_operand
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from fusejit.ir import dtypes as dt
 from fusejit.ir import shapes
 from fusejit.errors import UnsupportedOperationError
-from fusejit.frontend.numpy.api import FUNCTIONS, _as_view_source, implements, transpose
+from fusejit.frontend.dispatch import FUNCTIONS, implements
 from fusejit.frontend.numpy.build import (
     _static_int,
     _write_out,
@@ -25,7 +25,9 @@ from fusejit.frontend.numpy.build import (
     stack,
     take_static,
 )
-from fusejit.frontend.trace import TensorProxy, apply_ufunc, lift, reshape
+from fusejit.frontend.numpy.shape import _as_view_source, transpose
+from fusejit.frontend.trace import TensorProxy, lift, reshape
+from fusejit.frontend.ufuncs import apply_ufunc
 
 
 def _flip(x: TensorProxy, axis: int) -> TensorProxy:

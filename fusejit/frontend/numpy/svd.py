@@ -20,10 +20,13 @@ import numpy as np
 from fusejit.ir import dtypes as dt
 from fusejit.errors import UnsupportedOperationError
 from fusejit.ir.graph import Node, const
-from fusejit.frontend.numpy.api import FUNCTIONS, _max, _min, _reduce, _sum, transpose
-from fusejit.ir.ops import Op
-from fusejit.frontend.trace import TensorProxy, apply_ufunc, cast, lift, reshape
+from fusejit.frontend.dispatch import FUNCTIONS
+from fusejit.frontend.numpy.reductions import _max, _min, _reduce, _sum
+from fusejit.frontend.numpy.shape import transpose
+from fusejit.frontend.trace import TensorProxy, cast, lift, reshape
 from fusejit.frontend.trace import where as select
+from fusejit.frontend.ufuncs import apply_ufunc
+from fusejit.ir.ops import Op
 
 
 def _any(x: TensorProxy, axes: tuple[int, ...]) -> TensorProxy:
