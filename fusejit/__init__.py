@@ -43,9 +43,8 @@ from fusejit.quant import dequantize_linear, quantize_linear
 from fusejit.runtime.backend import get_default_device, set_default_device
 from fusejit.runtime.opencl.devices import default_queue
 
-__version__ = "0.1.0"
-
-from fusejit.compile import trace_cache as _trace_cache  # noqa: E402
+from fusejit._version import __version__
+from fusejit.compile import trace_cache as _trace_cache
 
 _trace_cache.note_library(__version__)  # (the trace cache's key: what fusejit is made of)
 

@@ -42,6 +42,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
+from fusejit._version import __version__
 from fusejit.ir import dtypes as dt
 from fusejit.compile.aot_dynamic import (
     BundleError,
@@ -251,8 +252,6 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path, *,
                                                      _options(exe)).as_json(),
                                   "blob": blob(binary)}] if binary else []
             entries.append(entry)
-    from fusejit import __version__
-
     manifest = json.dumps({"format": FORMAT, "fusejit": __version__,
                            "name": getattr(f, "__qualname__", "function"), "entries": entries,
                            "blobs": [len(b) for b in blobs]}, sort_keys=True).encode()

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pyopencl as cl
 
+from fusejit._version import __version__
 from fusejit.errors import DeviceUnavailableError, KernelBuildError
 from fusejit.runtime import cache
 from fusejit.runtime.opencl.devices import DeviceInfo, device_info, setup_hint
@@ -151,8 +152,6 @@ def _kernel_names(program: cl.Program) -> set[str]:
 def program_key(device: cl.Device, source: str, options: list[str]) -> cache.ProgramKey:
     """The disk-cache key of a build; PYOPENCL_BUILD_OPTIONS joins the options (pyopencl adds
     them to every build)."""
-    from fusejit import __version__
-
     forced = tuple(os.environ.get("PYOPENCL_BUILD_OPTIONS", "").split())
     ident = _device_ids.get(device)
     if ident is None:  # (the info queries: once per device, shared with its DeviceInfo)
