@@ -38,12 +38,11 @@ from fusejit.runtime import autotune
 from fusejit.runtime.backend import backend_of, default_queue
 from fusejit.ir.shapes import row_major_strides
 from fusejit.runtime.executable import NO_QUEUE, Executable, OutSpec
-from fusejit.runtime.memory import check_call, compact_strides
+from fusejit.runtime.memory import HostArraySpec, check_call, compact_strides
 from fusejit.compile.signature import (
     CacheInfo,
     CallKey,
     DeviceArraySpec,
-    HostArraySpec,
     Identity,
     StaticSelf,
     StaticSpec,

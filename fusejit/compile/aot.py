@@ -70,13 +70,13 @@ from fusejit.codegen.kernels import (
 from fusejit.ir.ops import Op
 from fusejit.passes.plan import Group
 from fusejit.runtime import cache
+from fusejit.runtime.memory import HostArraySpec
 from fusejit.runtime.opencl.build import build_cached, from_binary, program_key
 from fusejit.runtime.opencl.devices import default_queue, device_info
 from fusejit.runtime.executable import Executable, OutSpec
 from fusejit.ir.shapes import row_major_strides
 from fusejit.compile.signature import (
     DeviceArraySpec,
-    HostArraySpec,
     ScalarSpec,
     StaticSpec,
     arg_spec,

@@ -22,7 +22,7 @@ from fusejit.errors import UnsupportedDTypeError, UnsupportedOperationError
 from fusejit.ir.graph import Graph
 from fusejit.frontend.keys import StaticKey, static_key
 from fusejit.runtime.backend import DeviceArray
-from fusejit.runtime.memory import zero_axes
+from fusejit.runtime.memory import BIG_OFFSET, HostArraySpec, zero_axes
 from fusejit.frontend.trace import MASKED
 
 # -- argument specs ---------------------------------------------------------------------------------
@@ -37,15 +37,6 @@ class DeviceArraySpec(NamedTuple):
     has_offset: bool
     wide: bool
     context: cl.Context
-
-
-class HostArraySpec(NamedTuple):
-    """A NumPy array argument (uploaded contiguous to the device for the call)."""
-
-    dtype: np.dtype
-    shape: tuple[int, ...]
-    writeable: bool
-    zero: tuple[int, ...] = ()  # broadcast (stride-0) axes: uploaded un-broadcast
 
 
 class ScalarSpec(NamedTuple):
@@ -158,7 +149,6 @@ class CacheInfo(NamedTuple):
 
 
 _I64 = 2**63
-BIG_OFFSET = 2**30  # bytes; arrays starting further into their buffer take the full path
 
 
 def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:

@@ -21,14 +21,13 @@ import pyopencl.tools as cltools
 from fusejit.ir import dtypes as dt
 from fusejit.ir.graph import Graph, Param
 from fusejit.ir.ops import Op
-from fusejit.compile.signature import BIG_OFFSET
 from fusejit.codegen.source import BufferArg, Module, ScalarArg
 from fusejit.runtime import autotune, scalar_args
 from fusejit.runtime.opencl.cl_kernels import new_kernel
 from fusejit.runtime.derived import DerivedScalars
 from fusejit.runtime.host_steps import HostStep
 from fusejit.runtime.opencl.devices import DeviceInfo
-from fusejit.runtime.memory import compact
+from fusejit.runtime.memory import BIG_OFFSET, compact
 
 NO_QUEUE = ("the first pyopencl array argument has no queue (it was made with queue=None or "
             ".with_queue(None)); a fused call runs on that array's queue: pass "
