@@ -14,6 +14,9 @@ from fusejit.frontend.numpy import einsum as numpy_einsum  # noqa: F401 - np.ein
 # kernel invoker module, which cl.Kernel imports on first use), the schedule verifier, the
 # GEMM tuner's runtime half
 from fusejit.runtime.opencl import backend as _opencl  # noqa: F401
+# the Vulkan backend registered too (runtime/backend.py), so set_default_device("vulkan") or
+# FUSEJIT_DEVICE=vulkan finds it; wgpu is imported only when a Vulkan device is opened
+from fusejit.runtime.vulkan import backend as _vulkan  # noqa: F401
 from fusejit.passes.verify import verify_module as _verify_module  # noqa: F401
 from fusejit.runtime.opencl import gemm_bench as _gemm_bench  # noqa: F401
 from fusejit.compile.aot import BundleError, ShapeDtype, export, load

@@ -26,7 +26,7 @@ from fusejit.runtime import autotune, scalar_args
 from fusejit.runtime.opencl.cl_kernels import new_kernel
 from fusejit.runtime.derived import DerivedScalars
 from fusejit.runtime.host_steps import HostStep
-from fusejit.runtime.opencl.devices import DeviceInfo
+from fusejit.runtime.backend import DeviceInfo
 from fusejit.runtime.memory import BIG_OFFSET, compact
 
 NO_QUEUE = ("the first pyopencl array argument has no queue (it was made with queue=None or "

@@ -13,6 +13,7 @@ import pyopencl as cl
 
 from fusejit.errors import DeviceUnavailableError
 from fusejit.passes.partition import DeviceLimits
+from fusejit.runtime.backend import DeviceInfo
 from fusejit.runtime.cache import place_pocl_cache
 from fusejit.runtime.opencl.fastdiv_probe import unavailable as fastdiv_unavailable
 from fusejit.runtime.opencl.half2_probe import unavailable as half2_unavailable
@@ -114,20 +115,9 @@ def use_device(device: cl.Device) -> cl.CommandQueue:
 
 
 @dataclass(frozen=True)
-class DeviceInfo:
-    """The device facts codegen and the cost model depend on (all part of cache keys)."""
-
-    key: str  # platform / device / driver / version: what can make a binary stale
-    limits: DeviceLimits
-    has_fp64: bool
-    correctly_rounded_div_sqrt: bool
-    is_cpu: bool
-    max_alloc: int = 0  # CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes (0: unknown)
-    global_mem: int = 0  # CL_DEVICE_GLOBAL_MEM_SIZE, bytes
-    # the disk cache's device identity (runtime/build.program_key): platform name and version,
-    # device name, driver and OpenCL versions, queried here once (PoCL's CL_DEVICE_VERSION
-    # alone costs ~0.1 ms a query, on a process's first call)
-    ident: tuple[str, ...] = ()
+class OpenCLDeviceInfo(DeviceInfo):
+    """An OpenCL device's facts, with the features only a probe kernel can tell (both probed
+    on first use, on the queue a call used there)."""
 
     @property
     def half2(self) -> bool:
@@ -179,7 +169,7 @@ def _host_memory(device: cl.Device) -> bool:
 
 
 @cache
-def device_info(device: cl.Device) -> DeviceInfo:
+def device_info(device: cl.Device) -> OpenCLDeviceInfo:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fp64 = bool(device.double_fp_config) if "cl_khr_fp64" in device.extensions or \
@@ -199,7 +189,7 @@ def device_info(device: cl.Device) -> DeviceInfo:
     driver, version = device.driver_version.strip(), device.version.strip()
     key = f"{pname} / {name} / {driver} / {version}"
     ident = (f"{pname} {platform.version.strip()}", name, f"{driver} / {version}")
-    return DeviceInfo(key, limits, fp64,
-                      bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
-                      bool(device.type & cl.device_type.CPU), int(device.max_mem_alloc_size),
-                      int(device.global_mem_size), ident)
+    return OpenCLDeviceInfo(key, limits, fp64,
+                            bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
+                            bool(device.type & cl.device_type.CPU),
+                            int(device.max_mem_alloc_size), int(device.global_mem_size), ident)
