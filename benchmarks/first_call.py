@@ -64,11 +64,11 @@ for module, attr, label in [
         ("pyopencl", "Program.__init__", "cl_create_program"),
         ("pyopencl", "Program.build", "cl_build_program"),
         ("fusejit.runtime.opencl.build", "_build_uncached", "compile"),
-        ("fusejit.runtime.opencl", "Executable", "executable"),
+        ("fusejit.runtime.opencl.backend", "Executable", "executable"),
         ("fusejit.compile.aot", "executable_from", "executable"),
         ("fusejit.compile.trace_cache", "entry_key", "trace_key"),
         ("fusejit.compile.trace_cache", "load", "trace_cache_load"),
-        ("fusejit.runtime.executable", "Executable.run", "launch")]:
+        ("fusejit.runtime.opencl.executable", "Executable.run", "launch")]:
     try:
         timed(module, attr, label)
     except (AttributeError, ImportError):

@@ -37,7 +37,8 @@ from fusejit.compile.recompiles import (
 from fusejit.runtime import autotune
 from fusejit.runtime.backend import backend_of, default_queue
 from fusejit.ir.shapes import row_major_strides
-from fusejit.runtime.executable import NO_QUEUE, Executable, OutSpec
+from fusejit.runtime.executable import OutSpec
+from fusejit.runtime.opencl.executable import NO_QUEUE, Executable
 from fusejit.runtime.memory import HostArraySpec, check_call, compact_strides
 from fusejit.compile.signature import (
     CacheInfo,

@@ -73,7 +73,8 @@ from fusejit.runtime import cache
 from fusejit.runtime.memory import HostArraySpec
 from fusejit.runtime.opencl.build import build_cached, from_binary, program_key
 from fusejit.runtime.opencl.devices import default_queue, device_info
-from fusejit.runtime.executable import Executable, OutSpec
+from fusejit.runtime.executable import OutSpec
+from fusejit.runtime.opencl.executable import Executable
 from fusejit.ir.shapes import row_major_strides
 from fusejit.compile.signature import (
     DeviceArraySpec,

@@ -4,7 +4,7 @@ The full key (``CallKey``) holds one explicit spec per argument (dtype, shape, l
 static value), the keyword names, the device context, which arguments share memory and the
 values of the closure/global data the function reads. ``fast_key`` is the hot path's cheaper
 stand-in for the common positional call, and a cache of generated guard functions sits above
-that (see ``runtime.executable.Executable.guarded``).
+that (see ``runtime.opencl.executable.Executable.guarded``).
 """
 
 from __future__ import annotations

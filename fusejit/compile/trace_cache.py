@@ -44,7 +44,7 @@ from fusejit.compile import aot
 from fusejit.frontend.captured import _is_library
 from fusejit.runtime import cache
 from fusejit.runtime.opencl.build import build_cached, build_options, program_key
-from fusejit.runtime.executable import Executable
+from fusejit.runtime.opencl.executable import Executable
 
 log = logging.getLogger("fusejit")
 _KIND = "fusejit-trace"  # the "option" that tells a trace entry's key from a program's

@@ -26,7 +26,7 @@ from fusejit.runtime.opencl.devices import (
     device_info,
     keep_probe_queue,
 )
-from fusejit.runtime.executable import Executable
+from fusejit.runtime.opencl.executable import Executable
 
 
 class OpenCLBackend(Backend):
