@@ -15,6 +15,8 @@ from fusejit.errors import DeviceUnavailableError
 from fusejit.passes.partition import DeviceLimits
 from fusejit.runtime.backend import DeviceInfo
 from fusejit.runtime.cache import place_pocl_cache
+from fusejit.runtime.opencl.build import setup_hint
+from fusejit.runtime.opencl.identity import device_identity
 from fusejit.runtime.opencl.fastdiv_probe import unavailable as fastdiv_unavailable
 from fusejit.runtime.opencl.half2_probe import unavailable as half2_unavailable
 
@@ -26,18 +28,6 @@ _default_queue: cl.CommandQueue | None = None
 
 
 _PROBE = "__kernel void fj_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
-
-_UNKNOWN_CPU_HINT = (
-    "PoCL's compiler does not know this processor ('unknown target CPU': the pocl wheel's "
-    "LLVM 14 predates it, e.g. AMD Zen 5); install a PoCL that selects its target by the CPU's "
-    "features, such as Debian's or Ubuntu's (`apt install pocl-opencl-icd`): fusejit then "
-    "picks the CPU device that builds")
-
-
-def setup_hint(log: str) -> str | None:
-    """What to install when a build log says the compiler cannot build any kernel on this
-    machine (PoCL's "unknown target CPU"), else None: the setup's error, not the source's."""
-    return _UNKNOWN_CPU_HINT if "unknown target CPU" in log else None
 
 
 @cache
@@ -184,11 +174,7 @@ def device_info(device: cl.Device) -> OpenCLDeviceInfo:
         max_arg_bytes=int(device.max_parameter_size),
         host_blas=not is_gpu and _host_memory(device),
     )
-    platform = device.platform
-    pname, name = platform.name.strip(), device.name.strip()
-    driver, version = device.driver_version.strip(), device.version.strip()
-    key = f"{pname} / {name} / {driver} / {version}"
-    ident = (f"{pname} {platform.version.strip()}", name, f"{driver} / {version}")
+    key, ident = device_identity(device)
     return OpenCLDeviceInfo(key, limits, fp64,
                             bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
                             bool(device.type & cl.device_type.CPU),
