@@ -19,7 +19,8 @@ from fusejit.runtime.opencl import backend as _opencl  # noqa: F401
 from fusejit.runtime.vulkan import backend as _vulkan  # noqa: F401
 from fusejit.passes.verify import verify_module as _verify_module  # noqa: F401
 from fusejit.runtime.opencl import gemm_bench as _gemm_bench  # noqa: F401
-from fusejit.compile.aot import BundleError, ShapeDtype, export, load
+from fusejit.compile.abstract import ShapeDtype
+from fusejit.compile.aot import BundleError, export, load
 from fusejit.api import CacheInfo, Fused, Lowered, fuse
 from fusejit.errors import (
     BroadcastError,

@@ -15,8 +15,9 @@ from typing import Any
 import pyopencl as cl
 
 from fusejit.compile import trace_cache
+from fusejit.compile.serialize import reduce_fused, register_fused
 from fusejit.inspect import validate
-from fusejit.compile.aot import Compiled, ShapeDtype
+from fusejit.compile.abstract import Compiled, ShapeDtype
 from fusejit.frontend.captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values
 from fusejit.errors import ContextMismatchError
 from fusejit.internal import internal_errors
@@ -137,8 +138,6 @@ class Fused:
     def __reduce__(self) -> tuple:
         """Pickled as the Python function and options, never as compiled kernels: the copy
         compiles (or finds the disk cache) where it is unpickled (fusejit.dask's workers)."""
-        from fusejit.compile.serialize import reduce_fused
-
         return reduce_fused(self)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -473,6 +472,9 @@ class Fused:
             self._lowered.clear()
             self._hits = self._misses = 0
             self._stats = CallStats(self._stats.name, self._stats.limit, self._stats.dynamic)
+
+
+register_fused(Fused)  # (unpickling makes Fused objects: compile/serialize.py sits below api)
 
 
 def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
