@@ -56,10 +56,48 @@ from fusejit.compile.signature import (
 from fusejit.codegen.source import SourceModule
 from fusejit.frontend.trace import TensorProxy, Tracer, current_tracer, lift
 from fusejit.inspect.lowered import KernelInfo, Lowered  # noqa: F401  (fusejit.api.Lowered, as before)
-from fusejit.frontend.pytree import tree_flatten, tree_unflatten  # noqa: F401  (dask, aot import them here)
+from fusejit.frontend.pytree import tree_flatten, tree_unflatten
 
 _current_tracer = current_tracer
 _MISS = object()  # a guarded launcher's answer when the arguments changed signature
+
+# -- other libraries' lazy arrays -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CollectionHandler:
+    """How calls with a library's lazy arrays (dask's) run: ``handles(args, kwargs)`` (does
+    the call hold one), ``call(fused, args, kwargs)`` and ``explain(fused, args, kwargs)``."""
+
+    handles: Callable[[tuple, dict], bool]
+    call: Callable[[Any, tuple, dict], Any]
+    explain: Callable[[Any, tuple, dict], Any]
+
+
+# [module, loader, handler once loaded]: the integrations (fusejit.dask) sit above this layer,
+# so they are registered from there (fusejit/__init__.py), never imported here
+_collections: list[list[Any]] = []
+
+
+def register_collection(module: str, load: Callable[[], CollectionHandler]) -> None:
+    """Send calls and ``explain()`` with arrays of ``module`` (e.g. ``"dask.array"``, looked
+    for only once that module is imported) to the handler ``load()`` returns, loaded on
+    first use (an integration imports its library: only once the user's code has)."""
+    _collections.append([module, load, None])
+
+
+def _collection_of(args: tuple, kwargs: dict) -> CollectionHandler | None:
+    """The handler of the first registered library whose arrays this call holds, or None."""
+    for entry in _collections:
+        module, load, handler = entry
+        if module not in sys.modules:  # (its library not imported: none of its arrays)
+            continue
+        if handler is None:
+            handler = entry[2] = load()
+        if handler.handles(args, kwargs):
+            return handler
+    return None
+
 
 # -- the wrapper ------------------------------------------------------------------------------------
 
@@ -259,11 +297,10 @@ class Fused:
             return self._fn(*(b.value for b in bound), *args, **kwargs)
         if self._code_refs:
             self._code_changed()
-        if "dask.array" in sys.modules and not bound:  # (no dask imported: no dask argument)
-            from fusejit import dask as fdask
-
-            if fdask.has_dask_array(args, kwargs):
-                return fdask.call(self, args, kwargs)
+        if _collections and not bound:  # dask arrays: fusejit.dask builds the dask graph
+            handler = _collection_of(args, kwargs)
+            if handler is not None:
+                return handler.call(self, args, kwargs)
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
         compiled = self._cache.lookup(key)
         if compiled is None:
@@ -436,11 +473,9 @@ class Fused:
         see ``fusejit.inspect.explain``. Launches nothing."""
         from fusejit.inspect.explain import explain
 
-        if "dask.array" in sys.modules:
-            from fusejit import dask as fdask
-
-            if fdask.has_dask_array(args, kwargs):  # the dask plan: blockwise, reduction...
-                return fdask.explain(self, args, kwargs)
+        handler = _collection_of(args, kwargs)
+        if handler is not None:  # the dask plan: blockwise, reduction...
+            return handler.explain(self, args, kwargs)
         return explain(getattr(self, "__qualname__", "function"), self.lower(*args, **kwargs))
 
     # -- cache ------------------------------------------------------------------------------------
