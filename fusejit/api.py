@@ -61,7 +61,7 @@ from fusejit.frontend.pytree import tree_flatten, tree_unflatten
 _current_tracer = current_tracer
 _MISS = object()  # a guarded launcher's answer when the arguments changed signature
 
-# -- other libraries' lazy arrays -------------------------------------------------------------------
+# -- other libraries' lazy arrays ------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

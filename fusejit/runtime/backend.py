@@ -43,7 +43,7 @@ class DeviceInfo:
     global_mem: int = 0  # CL_DEVICE_GLOBAL_MEM_SIZE, bytes
     # the disk cache's device identity (runtime/opencl/build.program_key): platform name and
     # version, device name, driver and OpenCL versions, queried once per device
-    # (runtime/opencl/devices.py)
+    # (runtime/opencl/identity.py)
     ident: tuple[str, ...] = ()
 
 

@@ -1,5 +1,5 @@
-"""By-value kernel arguments bound as packed bytes (runtime/opencl/scalar_args.py), the last call's
-bytes reused for the same argument objects, and all derived scalars evaluated in one pass
+"""By-value kernel arguments bound as packed bytes (runtime/opencl/scalar_args.py), the last
+call's bytes reused for the same argument objects, and all derived scalars evaluated in one pass
 (runtime/derived.py): values against NumPy for every scalar dtype, and the keys that equality
 would get wrong (``0.0 == -0.0``, ``1 == True``) never sharing a cached value."""
 

@@ -111,9 +111,9 @@ class OpenCLDeviceInfo(DeviceInfo):
 
     @property
     def half2(self) -> bool:
-        """Native packed float16 arithmetic (runtime/opencl/half2_probe.py). Probed on first use, when
-        a module is lowered, not when the DeviceInfo is made: the probe builds a kernel, and a
-        process's first call (often a cached program) should not pay for it."""
+        """Native packed float16 arithmetic (runtime/opencl/half2_probe.py). Probed on first
+        use, when a module is lowered, not when the DeviceInfo is made: the probe builds a
+        kernel, and a process's first call (often a cached program) should not pay for it."""
         if not self.limits.is_gpu:
             return False
         queue = self._probe_queue()
@@ -121,8 +121,8 @@ class OpenCLDeviceInfo(DeviceInfo):
 
     @property
     def fast_div(self) -> bool:
-        """float32 division and sqrt speculated (runtime/opencl/fastdiv_probe.py), probed on first use
-        like ``half2``."""
+        """float32 division and sqrt speculated (runtime/opencl/fastdiv_probe.py), probed on
+        first use like ``half2``."""
         if not self.limits.is_gpu or not self.correctly_rounded_div_sqrt:
             return False
         queue = self._probe_queue()
