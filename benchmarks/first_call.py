@@ -73,7 +73,7 @@ for module, attr, label in [
         timed(module, attr, label)
     except (AttributeError, ImportError):
         pass
-TRACE = fusejit.api.Tracer
+TRACE = fusejit.compile.trace_call.Tracer
 class Timed(TRACE):
     def __enter__(self):
         self._t = time.perf_counter()
@@ -82,7 +82,7 @@ class Timed(TRACE):
         r = super().__exit__(*exc)
         spent["trace"] = spent.get("trace", 0.0) + time.perf_counter() - self._t
         return r
-fusejit.api.Tracer = Timed
+fusejit.compile.trace_call.Tracer = Timed
 gelu = fusejit.fuse(lambda x: 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3))))
 t3 = time.perf_counter(); y = gelu(x); q.finish(); t = time.perf_counter() - t3
 breakdown = {k: round(v * 1e3, 2) for k, v in spent.items()}

@@ -10,19 +10,18 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyopencl as cl
 
 from fusejit.compile import trace_cache
 from fusejit.compile.serialize import reduce_fused, register_fused
+from fusejit.compile.trace_call import trace_call
 from fusejit.inspect import validate
 from fusejit.compile.abstract import Compiled, ShapeDtype
-from fusejit.frontend.captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values
+from fusejit.frontend.captured import Capture, find_captures, guard_values
 from fusejit.errors import ContextMismatchError
 from fusejit.internal import internal_errors
-from fusejit.frontend.overlay import substituted
-from fusejit.ir.graph import Node, toposort
 from fusejit.passes import run_pipeline
 from fusejit.codegen.gemm import tune as gemm_tune
 from fusejit.codegen.gemm.mma import check_precision, mma_unavailable, with_wgmma
@@ -37,10 +36,9 @@ from fusejit.compile.recompiles import (
 )
 from fusejit.runtime import autotune
 from fusejit.runtime.backend import backend_of, default_queue
-from fusejit.ir.shapes import row_major_strides
 from fusejit.runtime.executable import OutSpec
 from fusejit.runtime.opencl.executable import NO_QUEUE, Executable
-from fusejit.runtime.memory import HostArraySpec, check_call, compact_strides
+from fusejit.runtime.memory import check_call
 from fusejit.compile.signature import (
     CacheInfo,
     CallKey,
@@ -54,48 +52,43 @@ from fusejit.compile.signature import (
     fast_key,
 )
 from fusejit.codegen.source import SourceModule
-from fusejit.frontend.trace import TensorProxy, Tracer, current_tracer, lift
+from fusejit.frontend.trace import current_tracer
 from fusejit.inspect.lowered import KernelInfo, Lowered  # noqa: F401  (fusejit.api.Lowered, as before)
-from fusejit.frontend.pytree import tree_flatten, tree_unflatten
+from fusejit.frontend.pytree import tree_unflatten
 
 _current_tracer = current_tracer
 _MISS = object()  # a guarded launcher's answer when the arguments changed signature
 
-# -- other libraries' lazy arrays ------------------------------------------------------------------
+# -- other libraries' lazy arrays (dask's): their integrations sit above api, so the root
+# package registers them here (register_collection) and api never imports one
 
 
-@dataclass(frozen=True)
-class CollectionHandler:
-    """How calls with a library's lazy arrays (dask's) run: ``handles(args, kwargs)`` (does
-    the call hold one), ``call(fused, args, kwargs)`` and ``explain(fused, args, kwargs)``."""
+class CollectionHandler(NamedTuple):
+    """How calls with a library's lazy arrays run: ``handles(args, kwargs)`` (does the call
+    hold one), ``call(fused, args, kwargs)`` and ``explain(fused, args, kwargs)``."""
 
     handles: Callable[[tuple, dict], bool]
     call: Callable[[Any, tuple, dict], Any]
     explain: Callable[[Any, tuple, dict], Any]
 
 
-# [module, loader, handler once loaded]: the integrations (fusejit.dask) sit above this layer,
-# so they are registered from there (fusejit/__init__.py), never imported here
-_collections: list[list[Any]] = []
+_collections: list[list[Any]] = []  # [module, load, its handler once loaded]
 
 
 def register_collection(module: str, load: Callable[[], CollectionHandler]) -> None:
-    """Send calls and ``explain()`` with arrays of ``module`` (e.g. ``"dask.array"``, looked
-    for only once that module is imported) to the handler ``load()`` returns, loaded on
-    first use (an integration imports its library: only once the user's code has)."""
+    """Send calls and ``explain()`` with arrays of ``module`` (``"dask.array"``, looked for
+    once it is imported) to the handler ``load()`` returns at first use."""
     _collections.append([module, load, None])
 
 
 def _collection_of(args: tuple, kwargs: dict) -> CollectionHandler | None:
     """The handler of the first registered library whose arrays this call holds, or None."""
     for entry in _collections:
-        module, load, handler = entry
-        if module not in sys.modules:  # (its library not imported: none of its arrays)
-            continue
-        if handler is None:
-            handler = entry[2] = load()
-        if handler.handles(args, kwargs):
-            return handler
+        if entry[0] in sys.modules:  # (its library not imported: none of its arrays)
+            if entry[2] is None:
+                entry[2] = entry[1]()
+            if entry[2].handles(args, kwargs):
+                return entry[2]
     return None
 
 
@@ -366,63 +359,8 @@ class Fused:
                queue: cl.CommandQueue) -> tuple[Lowered, list[OutSpec], Any, dict]:
         self.trace_count += 1
         self._stats.traces += 1
-        n_pos = len(flat) - len(kwnames) - key.implicit
-        first_implicit = len(flat) - key.implicit
-        same_as = {j: i for i, j, same in key.aliases if same}
-        with Tracer() as tracer:
-            inputs: list[Any] = []
-            for i, (value, spec) in enumerate(zip(flat, key.specs)):
-                name = f"arg{i}"
-                if i in same_as:  # the same array passed twice: one parameter, one proxy
-                    inputs.append(inputs[same_as[i]])
-                elif i >= first_implicit:  # a captured array: read-only, read fresh
-                    strides = spec.strides if isinstance(spec, DeviceArraySpec) else None
-                    inputs.append(tracer.array_param(
-                        spec.dtype, spec.shape, strides if strides is not None else
-                        row_major_strides(spec.shape), f"captured{i - first_implicit}", i,
-                        writable=False, has_offset=getattr(spec, "has_offset", False),
-                        wide=getattr(spec, "wide", False)))
-                    inputs[-1]._readonly = CAPTURED_READ_ONLY
-                elif isinstance(spec, StaticSpec):
-                    inputs.append(value)
-                elif isinstance(spec, DeviceArraySpec):
-                    inputs.append(tracer.array_param(spec.dtype, spec.shape, spec.strides, name,
-                                                     i, has_offset=spec.has_offset,
-                                                     wide=spec.wide))
-                elif isinstance(spec, HostArraySpec):
-                    strides = compact_strides(spec.shape, spec.zero) if spec.zero else \
-                        row_major_strides(spec.shape)  # broadcast axes: read with stride 0
-                    inputs.append(tracer.array_param(spec.dtype, spec.shape, strides, name, i,
-                                                     writable=spec.writeable))
-                else:
-                    inputs.append(tracer.scalar_param(value, name, i))
-            fn = self._fn
-            if key.implicit:
-                for value, proxy in zip(flat[first_implicit:], inputs[first_implicit:]):
-                    tracer.captured[id(value)] = (value, proxy)
-                bound_self = flat[0] if isinstance(key.specs[0], StaticSpec) and isinstance(
-                    key.specs[0].value, Identity) else None
-                fn, new_self = substituted(fn, self._guards, lambda v: (
-                    tracer.captured.get(id(v), (None, None))[1]), bound_self)
-                if bound_self is not None:
-                    inputs[0] = new_self
-            result = fn(*inputs[:n_pos], **dict(zip(kwnames, inputs[n_pos:])))
-            leaves, treedef = tree_flatten(result)
-            nodes: list[Node] = []
-            outputs: list[OutSpec] = []
-            for leaf in leaves:
-                param = next((p for p, proxy in tracer.param_proxies.items() if proxy is leaf),
-                             None)
-                if param is not None:
-                    outputs.append(OutSpec("arg", tracer.params[param].source))
-                    continue
-                proxy = leaf if isinstance(leaf, TensorProxy) else lift(leaf)
-                outputs.append(OutSpec("node", len(nodes)))
-                nodes.append(proxy.node)
-            traced = tracer.graph(nodes)
-            constants = dict(tracer.constants)
-        # everything the function computed, returned or not (explain() reports the unused)
-        traced_nodes = len(toposort(list(traced.roots) + tracer.values))
+        traced, traced_nodes, outputs, treedef, constants = trace_call(
+            self._fn, self._guards, key, flat, kwnames)
         graph, records = run_pipeline(traced)
         backend = backend_of(queue)
         info = backend.device_info(queue)
