@@ -17,7 +17,7 @@ import numpy as np
 import pyopencl.array as cla
 
 import fusejit
-import fusejit.runtime.executable as executable
+import fusejit.runtime.opencl.executable as executable
 
 ALPHA = 0.5
 
@@ -67,7 +67,7 @@ def main() -> None:
             ("captures nothing", nothing, lambda: (x,)), ("calls a helper", helper, lambda: (x,)),
             ("a global scalar", scalar, lambda: (x,)),
             ("a captured device array", array, lambda: (x,)),
-            # Adam's 5 hyperparameters and step as arguments (runtime/scalar_args.py): the
+            # Adam's 5 hyperparameters and step as arguments (runtime/opencl/scalar_args.py): the
             # same objects each call, then a new step count each call (derived scalars
             # evaluated again)
             ("adam, constants", adam_constants, lambda: state),

@@ -64,16 +64,16 @@ for module, attr, label in [
         ("pyopencl", "Program.__init__", "cl_create_program"),
         ("pyopencl", "Program.build", "cl_build_program"),
         ("fusejit.runtime.opencl.build", "_build_uncached", "compile"),
-        ("fusejit.runtime.opencl", "Executable", "executable"),
+        ("fusejit.runtime.opencl.backend", "Executable", "executable"),
         ("fusejit.compile.aot", "executable_from", "executable"),
         ("fusejit.compile.trace_cache", "entry_key", "trace_key"),
         ("fusejit.compile.trace_cache", "load", "trace_cache_load"),
-        ("fusejit.runtime.executable", "Executable.run", "launch")]:
+        ("fusejit.runtime.opencl.executable", "Executable.run", "launch")]:
     try:
         timed(module, attr, label)
     except (AttributeError, ImportError):
         pass
-TRACE = fusejit.api.Tracer
+TRACE = fusejit.compile.trace_call.Tracer
 class Timed(TRACE):
     def __enter__(self):
         self._t = time.perf_counter()
@@ -82,7 +82,7 @@ class Timed(TRACE):
         r = super().__exit__(*exc)
         spent["trace"] = spent.get("trace", 0.0) + time.perf_counter() - self._t
         return r
-fusejit.api.Tracer = Timed
+fusejit.compile.trace_call.Tracer = Timed
 gelu = fusejit.fuse(lambda x: 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3))))
 t3 = time.perf_counter(); y = gelu(x); q.finish(); t = time.perf_counter() - t3
 breakdown = {k: round(v * 1e3, 2) for k, v in spent.items()}

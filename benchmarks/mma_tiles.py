@@ -25,7 +25,7 @@ import pyopencl.array as cla
 import fusejit
 from fusejit import fuse
 from fusejit.codegen.gemm import mma as gemm_mma, tune as gemm_tune
-from fusejit.bench.gemm import _steady
+from fusejit.bench.gemm_timing import steady
 from fusejit.runtime.opencl import build
 
 
@@ -68,7 +68,7 @@ def main() -> None:
             f = fuse(_product(nt), matmul_precision="tf32" if kind == "f16" else kind)
             with gemm_tune.forced(gemm_mma.config(kind, *shape)):
                 got = f(*args)
-                t = _steady(lambda f=f, args=args: f(*args), queue.finish, budget=0.3)
+                t = steady(lambda f=f, args=args: f(*args), queue.finish, budget=0.3)
                 source = f.lower(*args).module.source
             g = got.get().astype(np.float64)
             ref = first.setdefault(f"{kind}{nt}", g)

@@ -15,9 +15,13 @@ from fusejit import random  # fusejit.random: keyed Philox random numbers (in __
 # kernel invoker module, which cl.Kernel imports on first use), the schedule verifier, the
 # GEMM tuner's runtime half
 from fusejit.runtime.opencl import backend as _opencl  # noqa: F401
+# the Vulkan backend registered too (runtime/backend.py), so set_default_device("vulkan") or
+# FUSEJIT_DEVICE=vulkan finds it; wgpu is imported only when a Vulkan device is opened
+from fusejit.runtime.vulkan import backend as _vulkan  # noqa: F401
 from fusejit.passes.verify import verify_module as _verify_module  # noqa: F401
 from fusejit.runtime.opencl import gemm_bench as _gemm_bench  # noqa: F401
-from fusejit.compile.aot import BundleError, ShapeDtype, export, load
+from fusejit.compile.abstract import ShapeDtype
+from fusejit.compile.aot import BundleError, export, load
 from fusejit.api import CacheInfo, Fused, Lowered, fuse
 from fusejit.errors import (
     BroadcastError,
@@ -44,11 +48,22 @@ from fusejit.quant import dequantize_linear, quantize_linear
 from fusejit.runtime.backend import get_default_device, set_default_device
 from fusejit.runtime.opencl.devices import default_queue
 
-__version__ = "0.1.0"
-
-from fusejit.compile import trace_cache as _trace_cache  # noqa: E402
+from fusejit import api as _api
+from fusejit._version import __version__
+from fusejit.compile import trace_cache as _trace_cache
 
 _trace_cache.note_library(__version__)  # (the trace cache's key: what fusejit is made of)
+
+
+def _dask_handler() -> _api.CollectionHandler:
+    """fusejit.dask, imported at the first call or explain() after dask.array was (it imports
+    dask): api is below the integrations, so the root package, above them all, hands it over."""
+    from fusejit import dask
+
+    return _api.CollectionHandler(dask.has_dask_array, dask.call, dask.explain)
+
+
+_api.register_collection("dask.array", _dask_handler)
 
 __all__ = [
     "BroadcastError",

@@ -10,18 +10,18 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyopencl as cl
 
 from fusejit.compile import trace_cache
+from fusejit.compile.serialize import reduce_fused, register_fused
+from fusejit.compile.trace_call import trace_call
 from fusejit.inspect import validate
-from fusejit.compile.aot import Compiled, ShapeDtype
-from fusejit.frontend.captured import CAPTURED_READ_ONLY, Capture, find_captures, guard_values
+from fusejit.compile.abstract import Compiled, ShapeDtype
+from fusejit.frontend.captured import Capture, find_captures, guard_values
 from fusejit.errors import ContextMismatchError
 from fusejit.internal import internal_errors
-from fusejit.frontend.overlay import substituted
-from fusejit.ir.graph import Node, toposort
 from fusejit.passes import run_pipeline
 from fusejit.codegen.gemm import tune as gemm_tune
 from fusejit.codegen.gemm.mma import check_precision, mma_unavailable, with_wgmma
@@ -36,14 +36,13 @@ from fusejit.compile.recompiles import (
 )
 from fusejit.runtime import autotune
 from fusejit.runtime.backend import backend_of, default_queue
-from fusejit.ir.shapes import row_major_strides
-from fusejit.runtime.executable import NO_QUEUE, Executable, OutSpec
-from fusejit.runtime.memory import check_call, compact_strides
+from fusejit.runtime.executable import OutSpec
+from fusejit.runtime.opencl.executable import NO_QUEUE, Executable
+from fusejit.runtime.memory import check_call
 from fusejit.compile.signature import (
     CacheInfo,
     CallKey,
     DeviceArraySpec,
-    HostArraySpec,
     Identity,
     StaticSelf,
     StaticSpec,
@@ -53,12 +52,45 @@ from fusejit.compile.signature import (
     fast_key,
 )
 from fusejit.codegen.source import SourceModule
-from fusejit.frontend.trace import TensorProxy, Tracer, current_tracer, lift
+from fusejit.frontend.trace import current_tracer
 from fusejit.inspect.lowered import KernelInfo, Lowered  # noqa: F401  (fusejit.api.Lowered, as before)
-from fusejit.frontend.pytree import tree_flatten, tree_unflatten  # noqa: F401  (dask, aot import them here)
+from fusejit.frontend.pytree import tree_unflatten
 
 _current_tracer = current_tracer
 _MISS = object()  # a guarded launcher's answer when the arguments changed signature
+
+# -- other libraries' lazy arrays (dask's): their integrations sit above api, so the root
+# package registers them here (register_collection) and api never imports one
+
+
+class CollectionHandler(NamedTuple):
+    """How calls with a library's lazy arrays run: ``handles(args, kwargs)`` (does the call
+    hold one), ``call(fused, args, kwargs)`` and ``explain(fused, args, kwargs)``."""
+
+    handles: Callable[[tuple, dict], bool]
+    call: Callable[[Any, tuple, dict], Any]
+    explain: Callable[[Any, tuple, dict], Any]
+
+
+_collections: list[list[Any]] = []  # [module, load, its handler once loaded]
+
+
+def register_collection(module: str, load: Callable[[], CollectionHandler]) -> None:
+    """Send calls and ``explain()`` with arrays of ``module`` (``"dask.array"``, looked for
+    once it is imported) to the handler ``load()`` returns at first use."""
+    _collections.append([module, load, None])
+
+
+def _collection_of(args: tuple, kwargs: dict) -> CollectionHandler | None:
+    """The handler of the first registered library whose arrays this call holds, or None."""
+    for entry in _collections:
+        if entry[0] in sys.modules:  # (its library not imported: none of its arrays)
+            if entry[2] is None:
+                entry[2] = entry[1]()
+            if entry[2].handles(args, kwargs):
+                return entry[2]
+    return None
+
 
 # -- the wrapper ------------------------------------------------------------------------------------
 
@@ -137,8 +169,6 @@ class Fused:
     def __reduce__(self) -> tuple:
         """Pickled as the Python function and options, never as compiled kernels: the copy
         compiles (or finds the disk cache) where it is unpickled (fusejit.dask's workers)."""
-        from fusejit.compile.serialize import reduce_fused
-
         return reduce_fused(self)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -260,11 +290,10 @@ class Fused:
             return self._fn(*(b.value for b in bound), *args, **kwargs)
         if self._code_refs:
             self._code_changed()
-        if "dask.array" in sys.modules and not bound:  # (no dask imported: no dask argument)
-            from fusejit import dask as fdask
-
-            if fdask.has_dask_array(args, kwargs):
-                return fdask.call(self, args, kwargs)
+        if _collections and not bound:  # dask arrays: fusejit.dask builds the dask graph
+            handler = _collection_of(args, kwargs)
+            if handler is not None:
+                return handler.call(self, args, kwargs)
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
         compiled = self._cache.lookup(key)
         if compiled is None:
@@ -330,63 +359,8 @@ class Fused:
                queue: cl.CommandQueue) -> tuple[Lowered, list[OutSpec], Any, dict]:
         self.trace_count += 1
         self._stats.traces += 1
-        n_pos = len(flat) - len(kwnames) - key.implicit
-        first_implicit = len(flat) - key.implicit
-        same_as = {j: i for i, j, same in key.aliases if same}
-        with Tracer() as tracer:
-            inputs: list[Any] = []
-            for i, (value, spec) in enumerate(zip(flat, key.specs)):
-                name = f"arg{i}"
-                if i in same_as:  # the same array passed twice: one parameter, one proxy
-                    inputs.append(inputs[same_as[i]])
-                elif i >= first_implicit:  # a captured array: read-only, read fresh
-                    strides = spec.strides if isinstance(spec, DeviceArraySpec) else None
-                    inputs.append(tracer.array_param(
-                        spec.dtype, spec.shape, strides if strides is not None else
-                        row_major_strides(spec.shape), f"captured{i - first_implicit}", i,
-                        writable=False, has_offset=getattr(spec, "has_offset", False),
-                        wide=getattr(spec, "wide", False)))
-                    inputs[-1]._readonly = CAPTURED_READ_ONLY
-                elif isinstance(spec, StaticSpec):
-                    inputs.append(value)
-                elif isinstance(spec, DeviceArraySpec):
-                    inputs.append(tracer.array_param(spec.dtype, spec.shape, spec.strides, name,
-                                                     i, has_offset=spec.has_offset,
-                                                     wide=spec.wide))
-                elif isinstance(spec, HostArraySpec):
-                    strides = compact_strides(spec.shape, spec.zero) if spec.zero else \
-                        row_major_strides(spec.shape)  # broadcast axes: read with stride 0
-                    inputs.append(tracer.array_param(spec.dtype, spec.shape, strides, name, i,
-                                                     writable=spec.writeable))
-                else:
-                    inputs.append(tracer.scalar_param(value, name, i))
-            fn = self._fn
-            if key.implicit:
-                for value, proxy in zip(flat[first_implicit:], inputs[first_implicit:]):
-                    tracer.captured[id(value)] = (value, proxy)
-                bound_self = flat[0] if isinstance(key.specs[0], StaticSpec) and isinstance(
-                    key.specs[0].value, Identity) else None
-                fn, new_self = substituted(fn, self._guards, lambda v: (
-                    tracer.captured.get(id(v), (None, None))[1]), bound_self)
-                if bound_self is not None:
-                    inputs[0] = new_self
-            result = fn(*inputs[:n_pos], **dict(zip(kwnames, inputs[n_pos:])))
-            leaves, treedef = tree_flatten(result)
-            nodes: list[Node] = []
-            outputs: list[OutSpec] = []
-            for leaf in leaves:
-                param = next((p for p, proxy in tracer.param_proxies.items() if proxy is leaf),
-                             None)
-                if param is not None:
-                    outputs.append(OutSpec("arg", tracer.params[param].source))
-                    continue
-                proxy = leaf if isinstance(leaf, TensorProxy) else lift(leaf)
-                outputs.append(OutSpec("node", len(nodes)))
-                nodes.append(proxy.node)
-            traced = tracer.graph(nodes)
-            constants = dict(tracer.constants)
-        # everything the function computed, returned or not (explain() reports the unused)
-        traced_nodes = len(toposort(list(traced.roots) + tracer.values))
+        traced, traced_nodes, outputs, treedef, constants = trace_call(
+            self._fn, self._guards, key, flat, kwnames)
         graph, records = run_pipeline(traced)
         backend = backend_of(queue)
         info = backend.device_info(queue)
@@ -437,11 +411,9 @@ class Fused:
         see ``fusejit.inspect.explain``. Launches nothing."""
         from fusejit.inspect.explain import explain
 
-        if "dask.array" in sys.modules:
-            from fusejit import dask as fdask
-
-            if fdask.has_dask_array(args, kwargs):  # the dask plan: blockwise, reduction...
-                return fdask.explain(self, args, kwargs)
+        handler = _collection_of(args, kwargs)
+        if handler is not None:  # the dask plan: blockwise, reduction...
+            return handler.explain(self, args, kwargs)
         return explain(getattr(self, "__qualname__", "function"), self.lower(*args, **kwargs))
 
     # -- cache ------------------------------------------------------------------------------------
@@ -473,6 +445,9 @@ class Fused:
             self._lowered.clear()
             self._hits = self._misses = 0
             self._stats = CallStats(self._stats.name, self._stats.limit, self._stats.dynamic)
+
+
+register_fused(Fused)  # (unpickling makes Fused objects: compile/serialize.py sits below api)
 
 
 def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),

@@ -1,6 +1,7 @@
 """Comparing results with NumPy: dtype, shape and value, with tolerances in ULP.
 
-Used by fusejit's own tests, by ``validate=True`` and by users checking their fused functions.
+Used by fusejit's own tests and by users checking their fused functions; ``to_host`` is
+inspect/readback.py's, which ``validate=True`` reads results back with too.
 """
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ import functools
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
-import pyopencl.array as cla
 
+from fusejit.api import fuse
+from fusejit.inspect.readback import to_host  # noqa: F401 - public: fusejit.testing.to_host
 from fusejit.ir.ops import OPS, Op
-from fusejit.runtime.backend import DeviceArray
+from fusejit.runtime.backend import get_default_device
 
 _INT_OF = {2: np.int16, 4: np.int32, 8: np.int64}
 
@@ -135,34 +136,14 @@ def assert_matches(got: Any, want: Any, *, ulp: float | None = None, atol: float
             f"worst {d[worst]:.0f} ULP at {worst}")
 
 
-def to_host(x: Any) -> Any:
-    """A NumPy copy of an array or result: pyopencl arrays of any layout (strided, transposed,
-    offset views) are read through their whole buffer, NumPy arrays copied, scalars kept."""
-    if isinstance(x, DeviceArray):  # fusejit.vulkan arrays read their views themselves
-        return x.get()
-    if isinstance(x, cla.Array):
-        if x.flags.forc:
-            return x.get()
-        item = x.dtype.itemsize
-        whole = np.empty(x.base_data.size // item, x.dtype)
-        cl.enqueue_copy(x.queue, whole, x.base_data)
-        return np.lib.stride_tricks.as_strided(whole[x.offset // item:], x.shape,
-                                               x.strides).copy()
-    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
-
-
 def flushes_subnormals() -> bool:
     """Does the default device flush float32 subnormals in arithmetic (NVIDIA's Vulkan may;
     PoCL and lavapipe do not)? Where it does, subnormal inputs and results are outside the
     promise of its transcendental ops."""
-    from fusejit import get_default_device
-
     return _flushes_subnormals(get_default_device())
 
 
 @functools.cache
 def _flushes_subnormals(device: str) -> bool:
-    from fusejit import fuse
-
     tiny = np.array([np.finfo(np.float32).smallest_subnormal], np.float32)
     return bool(np.asarray(fuse(lambda x, y: x * y)(tiny, np.ones(1, np.float32)))[0] == 0)

@@ -71,13 +71,13 @@ def pytest_addoption(parser):
 def launches(monkeypatch):
     """Counts kernel launches of functions compiled after the fixture is set up."""
     count = []
-    real = fusejit.runtime.executable._enqueue
+    real = fusejit.runtime.opencl.executable._enqueue
 
     def counting(*args, **kwargs):
         count.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(fusejit.runtime.executable, "_enqueue", counting)
+    monkeypatch.setattr(fusejit.runtime.opencl.executable, "_enqueue", counting)
     try:  # Vulkan dispatches, when wgpu is there
         from fusejit.runtime.vulkan import executable as vk
     except ImportError:

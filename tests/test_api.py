@@ -183,7 +183,7 @@ def test_results_return_their_memory_to_the_pool_when_dropped(dev, queue, rng):
     (otherwise every call allocates fresh device memory until the cyclic GC runs)."""
     import gc
 
-    from fusejit.runtime.executable import memory_pool
+    from fusejit.runtime.opencl.executable import memory_pool
 
     x = dev(rng.standard_normal((8, 16)).astype(np.float32))
     w = dev(rng.standard_normal(16).astype(np.float32))
@@ -238,7 +238,7 @@ def test_many_outputs_respect_the_kernel_argument_limit(rng):
 def test_results_are_ordinary_pyopencl_arrays(queue, rng, shape):
     """Cached calls build their results from a prepared attribute dict, not through pyopencl's
     constructor: the arrays must be indistinguishable from ones pyopencl makes itself."""
-    from fusejit.runtime.executable import memory_pool
+    from fusejit.runtime.opencl.executable import memory_pool
 
     x = cla.to_device(queue, np.asarray(rng.standard_normal(shape), np.float32))
     f = fuse(lambda x: (x * 2, x + 1))

@@ -26,6 +26,7 @@ import pyopencl.array as cla
 import fusejit
 from fusejit import fuse
 from fusejit.codegen.gemm import tune as gemm_tune
+from fusejit.bench.gemm_timing import TorchNs, anchor, steady
 from fusejit.bench.workloads import dense_gelu, dense_relu, gelu, mlp_block
 
 
@@ -73,51 +74,9 @@ def epilogue_cases(scale: str) -> list[tuple[str, tuple[int, int, int]]]:
     return [(f"{n}^3 bias+gelu", (n, n, n))]
 
 
-def _steady(call: Callable[[], Any], sync: Callable[[], None], budget: float = 0.6) -> float:
-    """Median seconds per call over rounds of back-to-back calls and one wait."""
-    call()
-    sync()
-    t0 = time.perf_counter()
-    call()
-    sync()
-    one = max(time.perf_counter() - t0, 1e-6)
-    per_round = max(1, min(50, int(0.05 / one)))
-    rounds = []
-    start = time.perf_counter()
-    while len(rounds) < 3 or (time.perf_counter() - start < budget and len(rounds) < 15):
-        t0 = time.perf_counter()
-        for _ in range(per_round):
-            call()
-        sync()
-        rounds.append((time.perf_counter() - t0) / per_round)
-    return float(np.median(rounds))
-
-
-def _anchor(queue: cl.CommandQueue) -> tuple[str, Any]:
-    if queue.device.type & cl.device_type.GPU:
-        try:
-            import torch
-            if torch.cuda.is_available():
-                torch.backends.cuda.matmul.allow_tf32 = False
-                torch.backends.cudnn.allow_tf32 = False
-                return "torch (TF32 off)", torch
-        except ImportError:
-            pass
-    return "numpy", None
-
-
-class _TorchNs:
-    def __init__(self, torch: Any) -> None:
-        self.tanh = torch.tanh
-        self.t = torch
-
-    def maximum(self, a: Any, b: Any) -> Any:
-        return self.t.clamp(a, min=b)
-
-
 def run(scale: str, epilogue: bool, sweep: bool) -> dict[str, Any]:
     queue = fusejit.default_queue()
-    name, torch = _anchor(queue)
+    name, torch = anchor(queue)
     rng = np.random.default_rng(0)
     rows = []
     for case in cases(scale):
@@ -129,7 +88,7 @@ def run(scale: str, epilogue: bool, sweep: bool) -> dict[str, Any]:
         out = f(*dev)
         queue.finish()
         first = time.perf_counter() - t0
-        t_f = _steady(lambda: f(*dev), queue.finish)
+        t_f = steady(lambda: f(*dev), queue.finish)
         kernels = f.lower(*dev).kernels
         dump = os.environ.get("FUSEJIT_GEMM_DUMP")
         if dump:
@@ -138,14 +97,14 @@ def run(scale: str, epilogue: bool, sweep: bool) -> dict[str, Any]:
                 fh.write(f.lower(*dev).source)
         if torch is not None:
             tdev = [torch.from_numpy(h).cuda() for h in host]
-            ns = _TorchNs(torch)
+            ns = TorchNs(torch)
             with torch.inference_mode():
                 ref = case.fn(ns, *tdev)
-                t_a = _steady(lambda: case.fn(ns, *tdev), torch.cuda.synchronize)
+                t_a = steady(lambda: case.fn(ns, *tdev), torch.cuda.synchronize)
             ref = ref.cpu().numpy()
         else:
             ref = case.fn(np, *host)
-            t_a = _steady(lambda: case.fn(np, *host), lambda: None)
+            t_a = steady(lambda: case.fn(np, *host), lambda: None)
         got = out.get()
         err = float(np.max(np.abs(got - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
         rows.append({"case": case.name, "fusejit_ms": t_f * 1e3, "anchor_ms": t_a * 1e3,
@@ -165,8 +124,8 @@ def run(scale: str, epilogue: bool, sweep: bool) -> dict[str, Any]:
             fused = fuse(lambda x, w, b: dense_gelu(np, x, w, b))
             mm = fuse(lambda x, w: x @ w)
             ep = fuse(lambda h, b: gelu(np, h + b))
-            t_fused = _steady(lambda: fused(x, w, b), queue.finish)
-            t_sep = _steady(lambda: ep(mm(x, w), b), queue.finish)
+            t_fused = steady(lambda: fused(x, w, b), queue.finish)
+            t_sep = steady(lambda: ep(mm(x, w), b), queue.finish)
             epi_rows.append({"case": label, "fused_ms": t_fused * 1e3,
                              "gemm_then_epilogue_ms": t_sep * 1e3,
                              "ratio": t_sep / t_fused})
@@ -180,7 +139,7 @@ def run(scale: str, epilogue: bool, sweep: bool) -> dict[str, Any]:
                  "gelu(x @ w1 + b1)": (fuse(lambda x, w, b: dense_gelu(np, x, w, b)), (x, w, b)),
                  "x + h @ w2 + b2": (fuse(lambda x, h, w, b: x + h @ w + b), (x, x, w, b))}
         for label, (fn, args) in parts.items():
-            t_part = _steady(lambda: fn(*args), queue.finish)
+            t_part = steady(lambda: fn(*args), queue.finish)
             epi_rows.append({"case": f"MLP part {label} (8192x4096x4096)",
                              "ms": t_part * 1e3})
             print(json.dumps(epi_rows[-1]), flush=True)
@@ -213,7 +172,7 @@ def _sweep(queue: cl.CommandQueue, fn: Callable[..., Any] = plain, m: int = 4096
             except Exception as exc:  # noqa: BLE001 - report and go on
                 out.append({"config": cfg.describe(), "error": str(exc)[:200]})
                 continue
-            t = _steady(lambda: f(*args), queue.finish, budget=0.2)
+            t = steady(lambda: f(*args), queue.finish, budget=0.2)
         out.append({"case": f"{fn.__name__} {m}x{n}x{k}", "config": cfg.describe(),
                     "ms": t * 1e3, "tflops": 2 * m * n * k / t / 1e12})
         print(json.dumps(out[-1]), flush=True)

@@ -26,7 +26,7 @@ import pyopencl.array as cla
 import fusejit
 from fusejit import fuse
 from fusejit.codegen.gemm import mma as gemm_mma, tune as gemm_tune
-from fusejit.bench.gemm import _steady, _TorchNs
+from fusejit.bench.gemm_timing import TorchNs, anchor, steady
 from fusejit.bench.workloads import dense_relu, mlp_block
 
 PEAK = {"fp32": 63.0, "tf32": 304.0, "f16": 606.0}  # TFLOP/s, measured on the H200
@@ -46,7 +46,7 @@ def _rows_for(label: str, fn: Any, shapes: tuple, flops: float, torch: Any,
     ref = None
     if torch is not None:  # the float64 product, on the GPU
         with torch.inference_mode():
-            ref = fn(_TorchNs(torch), *[torch.from_numpy(h).cuda().double() for h in host])
+            ref = fn(TorchNs(torch), *[torch.from_numpy(h).cuda().double() for h in host])
             ref = ref.cpu().numpy()
     scale = float(np.max(np.abs(ref))) if ref is not None else 1.0
     rows = []
@@ -61,7 +61,7 @@ def _rows_for(label: str, fn: Any, shapes: tuple, flops: float, torch: Any,
             out = f(*dev)
             queue.finish()
             first = time.perf_counter() - t0
-            t = _steady(lambda: f(*dev), queue.finish)
+            t = steady(lambda: f(*dev), queue.finish)
         except Exception as exc:  # noqa: BLE001 - report the row and go on
             rows.append({"case": label, "who": f"fusejit {name}", "error": str(exc)[:400]})
             print(json.dumps(rows[-1]), flush=True)
@@ -84,10 +84,10 @@ def _rows_for(label: str, fn: Any, shapes: tuple, flops: float, torch: Any,
                                          ("torch half", False, torch.float16, "f16")):
             torch.backends.cuda.matmul.allow_tf32 = tf32
             tdev = [torch.from_numpy(h).cuda().to(tdtype) for h in host]
-            ns = _TorchNs(torch)
+            ns = TorchNs(torch)
             with torch.inference_mode():
                 got = fn(ns, *tdev)
-                t = _steady(lambda: fn(ns, *tdev), torch.cuda.synchronize)
+                t = steady(lambda: fn(ns, *tdev), torch.cuda.synchronize)
             got = got.double().cpu().numpy()
             tfl = flops / t / 1e12
             rows.append({"case": label, "who": name, "ms": t * 1e3, "tflops": tfl,
@@ -138,7 +138,7 @@ def _mma_sweep(queue: cl.CommandQueue, budget: float, torch: Any) -> list[dict[s
         with gemm_tune.forced(cfg):
             try:
                 got = f(*args)
-                t = _steady(lambda: f(*args), queue.finish, budget=0.15)
+                t = steady(lambda: f(*args), queue.finish, budget=0.15)
             except Exception as exc:  # noqa: BLE001 - report and go on
                 row["error"] = str(exc)[:300]
                 out.append(row)
@@ -156,11 +156,10 @@ def _mma_sweep(queue: cl.CommandQueue, budget: float, torch: Any) -> list[dict[s
 
 def run(mlp: bool, sweep: bool, sweep_budget: float = 1e9, table: bool = True
         ) -> dict[str, Any]:
-    from fusejit.bench.gemm import _anchor
     from fusejit.runtime.opencl.mma_probe import unavailable
 
     queue = fusejit.default_queue()
-    _, torch = _anchor(queue)
+    _, torch = anchor(queue)
     rng = np.random.default_rng(0)
     n = int(os.environ.get("FUSEJIT_BENCH_N", 4096))  # (smaller: a smoke run)
     # (the sweep first: with a budget, its rows matter most)

@@ -1,2 +1,3 @@
-"""Compile once, keep, export: call signatures and their keys, the trace cache on disk, AOT
-bundles (``export``/``load``), pickling fused functions and the recompile log."""
+"""Compile once, keep, export: call signatures and their keys, abstract arguments
+(``ShapeDtype``), tracing a signature, the trace cache on disk, AOT bundles
+(``export``/``load``), pickling fused functions and the recompile log."""

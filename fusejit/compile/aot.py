@@ -1,7 +1,4 @@
-"""Ahead of time: abstract signatures, ``export`` of compiled signatures to a bundle, ``load``.
-
-``f.lower(fusejit.ShapeDtype((None, 1024), np.float32)).compile()`` builds a signature before
-any data exists (None: a dynamic dimension, see ``@fuse(dynamic=...)``).
+"""Ahead of time: ``export`` of compiled signatures to a bundle, ``load``.
 
 ``fusejit.export(f, signatures, path)`` writes one self-contained file (the same framing as the
 disk cache: magic, length, SHA-256; JSON and bytes, no pickle, no Python code): per signature
@@ -30,11 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import struct
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +37,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from fusejit.ir import dtypes as dt
+from fusejit._version import __version__
 from fusejit.compile.aot_dynamic import (
     BundleError,
     buckets,
@@ -56,6 +51,7 @@ from fusejit.compile.aot_dynamic import (
 )
 from fusejit.ir.graph import Graph, Node, Param, format_graph, toposort
 from fusejit.frontend.keys import StaticKey, static_key
+from fusejit.frontend.pytree import tree_unflatten
 from fusejit.codegen.kernels import (
     BufferArg,
     HostMatmul,
@@ -69,13 +65,13 @@ from fusejit.codegen.kernels import (
 from fusejit.ir.ops import Op
 from fusejit.passes.plan import Group
 from fusejit.runtime import cache
+from fusejit.runtime.memory import HostArraySpec
 from fusejit.runtime.opencl.build import build_cached, from_binary, program_key
 from fusejit.runtime.opencl.devices import default_queue, device_info
-from fusejit.runtime.executable import Executable, OutSpec
-from fusejit.ir.shapes import row_major_strides
+from fusejit.runtime.executable import OutSpec
+from fusejit.runtime.opencl.executable import Executable
 from fusejit.compile.signature import (
     DeviceArraySpec,
-    HostArraySpec,
     ScalarSpec,
     StaticSpec,
     arg_spec,
@@ -84,55 +80,6 @@ from fusejit.compile.signature import (
 MAGIC = b"FJBUNDL1"
 FORMAT = 3  # 2: entries may be templates of a dynamic extent, 3: of several (compile/aot_dynamic.py)
 _HEADER = struct.Struct("<8sQ32s")
-REPRESENTATIVE_EXTENT = 1024  # what a None dimension is lowered at
-
-
-@dataclass(frozen=True)
-class ShapeDtype:
-    """An abstract array argument for ``f.lower``/``fusejit.export``: a shape (None: a
-    dynamic dimension) and a dtype. ``device=True`` (default) stands for a contiguous
-    pyopencl array on the default queue, ``device=False`` for a NumPy array."""
-
-    shape: tuple[int | None, ...]
-    dtype: Any
-    device: bool = True
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(self.shape))
-        object.__setattr__(self, "dtype", dt.check_supported(np.dtype(self.dtype), "ShapeDtype"))
-        for d in self.shape:
-            if d is not None and (not isinstance(d, int) or d < 0):
-                raise ValueError(f"ShapeDtype dimension {d!r} must be a size >= 0 or None")
-
-    @property
-    def dynamic(self) -> bool:
-        return None in self.shape
-
-    @property
-    def queue(self) -> cl.CommandQueue:
-        return default_queue()
-
-    def spec(self) -> DeviceArraySpec | HostArraySpec:
-        """The argument spec this abstract argument traces as (a None dimension at
-        ``REPRESENTATIVE_EXTENT``, with kernels that take their extents at launch)."""
-        shape = tuple(REPRESENTATIVE_EXTENT if d is None else d for d in self.shape)
-        if not self.device:
-            return HostArraySpec(self.dtype, shape, True)
-        return DeviceArraySpec(self.dtype, shape, row_major_strides(shape), False,
-                               math.prod(shape) > 2**31 - 1, default_queue().context)
-
-
-class Compiled:
-    """What ``f.lower(...).compile()`` returns: calls with the lowered signature only launch."""
-
-    def __init__(self, fused: Any) -> None:
-        self._fused = fused
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._fused(*args, **kwargs)
-
-    def cache_info(self) -> Any:
-        return self._fused.cache_info()
 
 
 # -- JSON forms ---------------------------------------------------------------------------------
@@ -251,8 +198,6 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path, *,
                                                      _options(exe)).as_json(),
                                   "blob": blob(binary)}] if binary else []
             entries.append(entry)
-    from fusejit import __version__
-
     manifest = json.dumps({"format": FORMAT, "fusejit": __version__,
                            "name": getattr(f, "__qualname__", "function"), "entries": entries,
                            "blobs": [len(b) for b in blobs]}, sort_keys=True).encode()
@@ -399,8 +344,6 @@ class Loaded:
         return f"<fusejit bundle {self.__name__!r}: {len(self._entries)} signatures>"
 
     def __call__(self, *args: Any) -> Any:
-        from fusejit.api import tree_unflatten
-
         i, n = self._match(args)
         queue = next((a.queue for a in args if isinstance(a, cla.Array)), None) or \
             default_queue()

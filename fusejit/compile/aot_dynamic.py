@@ -46,6 +46,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+from fusejit.compile.abstract import ShapeDtype
 from fusejit.errors import FusejitError
 from fusejit.ir.rows import MIN_BUCKET, bucket
 
@@ -77,8 +78,6 @@ def extents_for(static_elements: int, k: int = 1) -> tuple[int, ...]:
 def variables(sig: tuple) -> list[list[tuple[int, int]]]:
     """The (argument, axis) of every None of a signature's ShapeDtypes, grouped by position
     from the last axis, outermost first (the row length, if any, last)."""
-    from fusejit.compile.aot import ShapeDtype
-
     by_pos: dict[int, list[tuple[int, int]]] = {}
     for i, a in enumerate(sig):
         if isinstance(a, ShapeDtype):
@@ -144,8 +143,6 @@ def _points(values: list[dict[int, int]]) -> list[tuple[int, ...]]:
 
 def at_point(sig: tuple, xs: tuple[int, ...]) -> tuple:
     """The concrete signature of ``sig`` at extents ``xs`` (one per variable)."""
-    from fusejit.compile.aot import ShapeDtype
-
     at = {d: x for dims, x in zip(variables(sig), xs) for d in dims}
     return tuple(ShapeDtype(tuple(at.get((i, d), s) for d, s in enumerate(a.shape)), a.dtype,
                             a.device) if isinstance(a, ShapeDtype) else a
@@ -159,8 +156,6 @@ def export_dynamic(f: Any, sig: tuple, blobs: list[bytes], max_row_length: int,
     with runtime-extent kernels (the programs come out the same, so one is built), one
     entry whose launch metadata are formulas of the extents; where the row length changes
     the source, one such entry per row bucket (and on GPUs one per bucket length)."""
-    from fusejit.compile.aot import ShapeDtype
-
     if f._stats.dynamic is False:
         raise BundleError("a ShapeDtype with a None (dynamic) dimension needs "
                           "@fuse(dynamic=None or True); this function has dynamic=False")

@@ -4,7 +4,7 @@ The full key (``CallKey``) holds one explicit spec per argument (dtype, shape, l
 static value), the keyword names, the device context, which arguments share memory and the
 values of the closure/global data the function reads. ``fast_key`` is the hot path's cheaper
 stand-in for the common positional call, and a cache of generated guard functions sits above
-that (see ``runtime.executable.Executable.guarded``).
+that (see ``runtime.opencl.executable.Executable.guarded``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from fusejit.errors import UnsupportedDTypeError, UnsupportedOperationError
 from fusejit.ir.graph import Graph
 from fusejit.frontend.keys import Identity, StaticKey, static_key  # noqa: F401 - Identity for api.py
 from fusejit.runtime.backend import DeviceArray
-from fusejit.runtime.memory import zero_axes
+from fusejit.runtime.memory import BIG_OFFSET, HostArraySpec, zero_axes
 from fusejit.frontend.trace import MASKED
 
 # -- argument specs ---------------------------------------------------------------------------------
@@ -37,15 +37,6 @@ class DeviceArraySpec(NamedTuple):
     has_offset: bool
     wide: bool
     context: cl.Context
-
-
-class HostArraySpec(NamedTuple):
-    """A NumPy array argument (uploaded contiguous to the device for the call)."""
-
-    dtype: np.dtype
-    shape: tuple[int, ...]
-    writeable: bool
-    zero: tuple[int, ...] = ()  # broadcast (stride-0) axes: uploaded un-broadcast
 
 
 class ScalarSpec(NamedTuple):
@@ -142,7 +133,6 @@ class CacheInfo(NamedTuple):
 
 
 _I64 = 2**63
-BIG_OFFSET = 2**30  # bytes; arrays starting further into their buffer take the full path
 
 
 def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:

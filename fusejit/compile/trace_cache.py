@@ -39,11 +39,12 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from fusejit._version import __version__
 from fusejit.compile import aot
 from fusejit.frontend.captured import _is_library
 from fusejit.runtime import cache
 from fusejit.runtime.opencl.build import build_cached, build_options, program_key
-from fusejit.runtime.executable import Executable
+from fusejit.runtime.opencl.executable import Executable
 
 log = logging.getLogger("fusejit")
 _KIND = "fusejit-trace"  # the "option" that tells a trace entry's key from a program's
@@ -173,8 +174,6 @@ def note_library(version: str) -> None:
 
 def _library_key() -> str:
     if not _library:
-        from fusejit import __version__
-
         note_library(__version__)
     return _library[0]
 

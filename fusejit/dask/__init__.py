@@ -34,9 +34,10 @@ import dask
 import dask.array as da
 import numpy as np
 
-from fusejit.api import Fused, tree_unflatten
+from fusejit.api import Fused
 from fusejit.errors import FusejitError
 from fusejit.dask import pieces
+from fusejit.frontend.pytree import tree_unflatten
 from fusejit.dask.plan import Recipe, is_dask_array, make_recipe
 
 __all__ = ["DaskPlan", "DevicePlugin", "RechunkError", "RechunkWarning", "call", "explain",

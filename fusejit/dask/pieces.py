@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from fusejit.api import Fused, tree_flatten
+from fusejit.api import Fused
 from fusejit.errors import FusejitError
 from fusejit.ir.graph import Node, toposort
 from fusejit.ir.ops import REDUCE, Op
+from fusejit.frontend.pytree import tree_flatten
 from fusejit.frontend.trace import TensorProxy, cast, lift
 from fusejit.dask.plan import MERGE, Entry, Recipe
 

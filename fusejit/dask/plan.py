@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fusejit.api import tree_flatten
+from fusejit.frontend.pytree import tree_flatten
 from fusejit.ir.graph import Graph, Node, const_value, toposort
 from fusejit.ir.ops import ELEMENTWISE, REDUCE, Op
 from fusejit.passes.plan import leaves_of

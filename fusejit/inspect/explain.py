@@ -18,8 +18,8 @@ from fusejit.ir.graph import Graph, Node, format_arg, format_graph
 from fusejit.ir.ops import LEAVES, MOVEMENT, REDUCE, Op
 
 if TYPE_CHECKING:
-    from fusejit.api import Lowered
     from fusejit.codegen.source import Kernel
+    from fusejit.inspect.lowered import Lowered
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fusejit.compile.aot import Compiled
+from fusejit.compile.abstract import Compiled
 from fusejit.ir.graph import Graph, format_graph, toposort
 from fusejit.passes import PassRecord
 from fusejit.passes.partition import Plan
-from fusejit.runtime.opencl.devices import DeviceInfo
+from fusejit.runtime.backend import DeviceInfo
 from fusejit.codegen.source import Kernel, Module
 
 

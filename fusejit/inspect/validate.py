@@ -49,7 +49,7 @@ from fusejit.errors import UnsupportedDTypeError, ValidationError
 from fusejit.ir.graph import Graph, Node, toposort
 from fusejit.ir.ops import LEAVES, OPS, Op
 from fusejit.ir.reference import eval_node, with_derived
-from fusejit.testing import to_host
+from fusejit.inspect.readback import to_host
 
 SLACK_ULP = 1.0  # the constant of the bound rule, in ULPs of the output's dtype
 _F64 = np.dtype(np.float64)

@@ -6,6 +6,10 @@ allocating and copying buffers, launching and the device's limits. ``api.py`` ta
 this interface; OpenCL (``runtime/opencl``) and Vulkan (``runtime/vulkan``) sit behind it, and
 another API (Metal, CUDA) is one more Target plus one more backend.
 
+Backends register themselves here when their package is imported (``register``; the root
+package imports both), so this module never imports a backend: the runtime's neutral layer
+stays below them and each backend stays independent of the others.
+
 The backend of a call follows its arguments: device arrays carry their device (a pyopencl
 queue, a Vulkan device), and calls with only NumPy arrays run on the default device, chosen by
 ``set_default_device`` or the ``FUSEJIT_DEVICE`` environment variable (default: OpenCL).
@@ -16,13 +20,31 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fusejit.errors import DeviceUnavailableError
+from fusejit.passes.partition import DeviceLimits
 from fusejit.targets.base import Target
-from fusejit.runtime.opencl.devices import DeviceInfo
 
 DEVICES = ("opencl", "vulkan")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The device facts codegen and the cost model depend on (all part of cache keys)."""
+
+    key: str  # platform / device / driver / version: what can make a binary stale
+    limits: DeviceLimits
+    has_fp64: bool
+    correctly_rounded_div_sqrt: bool
+    is_cpu: bool
+    max_alloc: int = 0  # CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes (0: unknown)
+    global_mem: int = 0  # CL_DEVICE_GLOBAL_MEM_SIZE, bytes
+    # the disk cache's device identity (runtime/opencl/build.program_key): platform name and
+    # version, device name, driver and OpenCL versions, queried once per device
+    # (runtime/opencl/identity.py)
+    ident: tuple[str, ...] = ()
 
 
 class Backend(abc.ABC):
@@ -64,6 +86,28 @@ class DeviceArray:
     base_data: Any
 
 
+_backends: dict[str, Backend] = {}  # name -> backend, as registered
+# the backend of queues that do not name theirs (``fusejit_backend``): pyopencl's, whose
+# CommandQueue fusejit cannot give an attribute
+_unnamed: list[Backend] = []
+
+
+def register(backend: Backend, *, unnamed_queues: bool = False) -> None:
+    """Make ``backend`` available under ``backend.name`` (its package calls this when it is
+    imported). ``unnamed_queues``: it owns every queue without a ``fusejit_backend``."""
+    _backends[backend.name] = backend
+    if unnamed_queues:
+        _unnamed[:] = [backend]
+
+
+def backend_named(name: str) -> Backend:
+    """The registered backend called ``name`` (``"opencl"``, ``"vulkan"``)."""
+    backend = _backends.get(name)
+    if backend is None:
+        raise DeviceUnavailableError(f"the {name} backend is not loaded (import fusejit)")
+    return backend
+
+
 _default = os.environ.get("FUSEJIT_DEVICE", "opencl").strip().lower() or "opencl"
 
 
@@ -84,16 +128,10 @@ def get_default_device() -> str:
 
 def default_queue() -> Any:
     """The default device's queue (OpenCL) or device (Vulkan)."""
-    if _default == "vulkan":
-        from fusejit.runtime.vulkan.device import default_device
-
-        return default_device()
-    if _default != "opencl":
+    if _default not in DEVICES:
         raise DeviceUnavailableError(f"FUSEJIT_DEVICE={_default!r} names no device; choose one "
                                      f"of {', '.join(DEVICES)}")
-    from fusejit.runtime.opencl.devices import default_queue as opencl_queue
-
-    return opencl_queue()
+    return backend_named(_default).default_queue()
 
 
 def backend_of(queue: Any) -> Backend:
@@ -101,11 +139,6 @@ def backend_of(queue: Any) -> Backend:
     backend = getattr(queue, "fusejit_backend", None)
     if backend is not None:
         return backend
-    if not _opencl:
-        from fusejit.runtime.opencl.backend import OPENCL
-
-        _opencl.append(OPENCL)
-    return _opencl[0]
-
-
-_opencl: list[Backend] = []
+    if not _unnamed:
+        raise DeviceUnavailableError("no backend for plain queues is loaded (import fusejit)")
+    return _unnamed[0]

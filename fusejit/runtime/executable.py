@@ -1,154 +1,31 @@
-"""A compiled call signature: built kernels, how each argument is bound, what is returned.
+"""What every backend's executable shares: the returned leaves (``OutSpec``), kernel scalars
+converted as NumPy converts them, derived scalars evaluated on the host, and the argument
+binding plan: per kernel, where each argument comes from, computed once at build time so a
+call only indexes tables.
 
-The hot path (``Executable.run``) does only: convert scalars, allocate outputs from the memory
-pool, set arguments on kernels created once at build time, enqueue.
+The backends' executables (runtime/opencl/executable.py, runtime/vulkan/executable.py) build on
+these; nothing here talks to a driver.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
-import pyopencl.array as cla
-import pyopencl.tools as cltools
 
+from fusejit.codegen.kernels import Kernel, Module, ScalarArg
 from fusejit.ir import dtypes as dt
 from fusejit.ir.graph import Graph, Param
 from fusejit.ir.ops import Op
-from fusejit.compile.signature import BIG_OFFSET
-from fusejit.codegen.source import BufferArg, Module, ScalarArg
-from fusejit.runtime import autotune, scalar_args
-from fusejit.runtime.opencl.cl_kernels import new_kernel
 from fusejit.runtime.derived import DerivedScalars
-from fusejit.runtime.host_steps import HostStep
-from fusejit.runtime.opencl.devices import DeviceInfo
-from fusejit.runtime.memory import compact
 
-NO_QUEUE = ("the first pyopencl array argument has no queue (it was made with queue=None or "
-            ".with_queue(None)); a fused call runs on that array's queue: pass "
-            "x.with_queue(queue)")
-
-_pools: dict[cl.Context, cltools.MemoryPool] = {}
-_pool_lock = threading.Lock()
-
-
-def memory_pool(queue: cl.CommandQueue) -> cltools.MemoryPool:
-    """The buffer pool of ``queue``'s context.
-
-    On GPUs its buffers are allocated by the driver when first used (DeferredAllocator):
-    PyOpenCL's ImmediateAllocator enqueues a clEnqueueMigrateMemObjects for each new buffer,
-    and on an H200 100 threads racing to a function's first calls segfaulted in a worker
-    thread of NVIDIA's OpenCL driver (a null pointer read in libnvidia-opencl.so.1) in about
-    one cold run in seven with it (7 of ~51), in none of 18 without. fusejit checks sizes
-    before it allocates (memory.py), so the late allocation loses no named error."""
-    ctx = queue.context
-    pool = _pools.get(ctx)
-    if pool is None:
-        with _pool_lock:
-            pool = _pools.get(ctx)
-            if pool is None:
-                gpu = all(d.type & cl.device_type.GPU for d in ctx.devices)
-                with warnings.catch_warnings():
-                    # (PyOpenCL warns that a pool cannot free held blocks when a deferred
-                    # allocation fails: it fails at launch instead, as any OpenCL buffer can)
-                    warnings.filterwarnings("ignore", "Memory pools expect non-deferred",
-                                            UserWarning)
-                    pool = _pools[ctx] = cltools.MemoryPool(
-                        cltools.DeferredAllocator(ctx) if gpu
-                        else cltools.ImmediateAllocator(queue))
-    return pool
-
-
-_PARAM, _OFFSET, _OUT, _TEMP, _PART, _SCALAR, _EXTENT = range(7)
-_BY_VALUE = frozenset({_OFFSET, _SCALAR, _EXTENT})  # bound by value (scalar_args), not buffers
-_enqueue = cl.enqueue_nd_range_kernel
-
-
-def _alloc_spec(shape: tuple[int, ...], dtype: np.dtype) -> tuple:
-    size = math.prod(shape)
-    strides = tuple(s * dtype.itemsize for s in _row_major(shape))
-    return (shape, dtype, size, strides, size * dtype.itemsize)
-
-
-def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= d
-    return tuple(reversed(out))
-
-
-def _new_array_public(queue: cl.CommandQueue, pool: cltools.MemoryPool, spec: tuple
-                      ) -> cla.Array:
-    """A result array through pyopencl's constructor: zero-size results, and every result when
-    pyopencl's internals no longer match what ``_array_template`` fills in."""
-    shape, dtype, size, strides, nbytes = spec
-    if size == 0:
-        return cla.empty(queue, shape, dtype, allocator=pool)
-    return cla.Array(None, shape, dtype, allocator=pool, data=pool.allocate(nbytes),
-                     strides=strides, _flags=None, _fast=True, _size=size,
-                     _context=queue.context, _queue=queue)
-
-
-def _array_template(queue: cl.CommandQueue, pool: cltools.MemoryPool, spec: tuple
-                    ) -> dict[str, Any] | None:
-    """The attributes of a C-contiguous pool-backed result array of this spec on this queue,
-    all but its buffer and event list; None where the public constructor must build it.
-
-    A result is ``object.__new__(Array)`` given a copy of this dict (``_from_template``, and
-    inlined in the generated launchers): pyopencl's constructor re-derives (in ~10 us, ~1.3 us
-    on its fast path) what the specialised signature already knows, and even a dict display
-    of the twelve attributes costs twice a copy of a prepared one. The attribute set is
-    checked against the real constructor at import."""
-    if not _templated(spec):
-        return None
-    shape, dtype, size, strides, nbytes = spec
-    return {"queue": queue, "context": queue.context, "shape": shape, "dtype": dtype,
-            "strides": strides, "events": None, "nbytes": nbytes, "size": size,
-            "allocator": pool, "base_data": None, "offset": 0, "_flags": None}
-
-
-def _buffer(pool: cltools.MemoryPool, spec: tuple) -> Any:
-    """A kernel's scratch buffer (temporaries, partial results): no array around it."""
-    return pool.allocate(spec[4]) if spec[2] else None
-
-
-def _templated(spec: tuple) -> bool:
-    return _DIRECT and spec[2] > 0
-
-
-def _from_template(template: dict[str, Any], buf: Any) -> cla.Array:
-    arr = _object_new(cla.Array)
-    arr.__dict__ = attrs = template.copy()
-    attrs["events"] = []  # each array owns its event list (pyopencl appends to it)
-    attrs["base_data"] = buf
-    return arr
-
-
-_object_new = object.__new__
-
-
-def _direct_construction_matches() -> bool:
-    try:
-        probe = cla.Array(None, (2,), np.dtype(np.float32), strides=(4,), _flags=None,
-                          _fast=True, _size=2, _context=None, _queue=None, data=0)
-        return set(vars(probe)) == {"queue", "context", "shape", "dtype", "strides", "events",
-                                    "nbytes", "size", "allocator", "base_data", "offset",
-                                    "_flags"}
-    except Exception:  # noqa: BLE001 - any change in pyopencl's internals: use the public path
-        return False
-
-
-_DIRECT = _direct_construction_matches()
-
-
-_UNBOUND = (object(),)  # an Executable's binding before its first call: matches no queue
+# where a kernel argument comes from: the call's tables, in this order (see LaunchPlan)
+PARAM, OFFSET, OUT, TEMP, PART, SCALAR, EXTENT = range(7)
+BY_VALUE = frozenset({OFFSET, SCALAR, EXTENT})  # bound by value, not as buffers
+_BUFFER_ROLES = {"param": PARAM, "output": OUT, "temp": TEMP, "partial": PART}
 
 
 @dataclass(frozen=True)
@@ -159,7 +36,24 @@ class OutSpec:
     index: int  # graph output index, or flattened argument position
 
 
-def _kernel_arg_scalar(value: Any, dtype: np.dtype) -> np.generic:
+def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a C-contiguous array of ``shape``."""
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+def alloc_spec(shape: tuple[int, ...], dtype: np.dtype) -> tuple:
+    """(shape, dtype, size, byte strides, bytes) of a C-contiguous buffer: what a launch
+    allocates for an output, a temporary or partial results."""
+    size = math.prod(shape)
+    strides = tuple(s * dtype.itemsize for s in row_major(shape))
+    return (shape, dtype, size, strides, size * dtype.itemsize)
+
+
+def kernel_arg_scalar(value: Any, dtype: np.dtype) -> np.generic:
     """A scalar argument converted like NumPy (OverflowError for out-of-range Python ints),
     then to the type the kernel declares (float16 -> float, bool -> uchar)."""
     v = dt.convert_scalar(value, dtype)
@@ -170,29 +64,7 @@ def _kernel_arg_scalar(value: Any, dtype: np.dtype) -> np.generic:
     return v
 
 
-def _launch(queue: cl.CommandQueue, knl: Any, gsize: tuple[int, ...] | None,
-            lsize: tuple[int, ...] | None, plan: Sequence[tuple[int, int]], tables: tuple) -> None:
-    """One entry of an executable's plan: a kernel, or a host step (global size None: it takes
-    its arguments from the same tables, runtime/host_steps.py)."""
-    if gsize is None:
-        knl(queue, [tables[kind][index] for kind, index in plan])
-    else:
-        _set_args(knl, plan, tables)
-        _enqueue(queue, knl, gsize, lsize)
-
-
-def _set_args(knl: cl.Kernel, plan: Sequence[tuple[int, int]], tables: tuple) -> None:
-    """Bind one kernel's arguments from the call's tables (by-value ones as packed bytes,
-    see scalar_args: ``set_arg`` of a NumPy scalar costs 15-20 us)."""
-    for i, (kind, index) in enumerate(plan):
-        value = tables[kind][index]
-        if kind in _BY_VALUE:
-            scalar_args.bind(knl, i, scalar_args.packer(value.dtype)(value))
-        else:
-            knl.set_arg(i, value)
-
-
-def _deriver(params: Sequence[Param], index: int, shared: list | None = None) -> Any:
+def deriver(params: Sequence[Param], index: int, shared: list | None = None) -> Any:
     """None for a scalar bound from an argument; for a derived one (passes/hoist.py), a function
     of the call's flattened arguments that gives its value, from one evaluation of all the
     executable's derived scalars per call (runtime/derived.py; ``shared`` holds it)."""
@@ -205,40 +77,49 @@ def _deriver(params: Sequence[Param], index: int, shared: list | None = None) ->
     return shared[0].getter(index)
 
 
-class Executable:
-    """Everything needed to run one specialised call signature."""
+def results(outputs: Sequence[OutSpec], host_mode: bool, flat: Sequence[Any],
+            outs: Sequence[Any]) -> tuple[Any, ...]:
+    """The returned leaves of a call: arguments returned as themselves, computed outputs as
+    device arrays, or (``host_mode``: every array argument was a NumPy array) copied back
+    (``.get()``), a 0-d result as a 0-d array's scalar."""
+    leaves = []
+    for spec in outputs:
+        if spec.kind == "arg":
+            leaves.append(flat[spec.index])
+        elif host_mode:
+            host = outs[spec.index].get()
+            leaves.append(host[()] if host.ndim == 0 else host)
+        else:
+            leaves.append(outs[spec.index])
+    return tuple(leaves)
 
-    def __init__(self, graph: Graph, module: Module, program: cl.Program, info: DeviceInfo,
-                 outputs: Sequence[OutSpec], temps: Sequence[tuple[tuple[int, ...], np.dtype]],
-                 host_mode: bool, index_dtype: np.dtype, treedef: Any,
-                 constants: dict[int, np.ndarray], autotune: bool = True) -> None:
+
+class LaunchPlan:
+    """One specialised call signature's kernels and where each of their arguments comes from.
+
+    ``_plan_arguments`` fills, once per build: the array parameters bound (``_arrays``), the
+    captured constants (``_consts``), the by-value scalars with their conversions
+    (``_scalars``), runtime extents (``_extents``), per kernel its plan of (table, index)
+    pairs (``_plans``), and the sizes of outputs, temporaries and partial results. A backend's
+    launch then binds each argument from the call's tables: (arrays, offsets, outputs,
+    temporaries, partials, scalars, extents), indexed by PARAM ... EXTENT."""
+
+    def __init__(self, graph: Graph, module: Module, outputs: Sequence[OutSpec],
+                 temps: Sequence[tuple[tuple[int, ...], np.dtype]], host_mode: bool,
+                 index_dtype: np.dtype, treedef: Any, constants: dict[int, np.ndarray]) -> None:
         self.graph = graph
         self.module = module
-        self.info = info
         self.outputs = tuple(outputs)
         self.temps = tuple(temps)
         self.host_mode = host_mode
         self.index_dtype = index_dtype
         self.treedef = treedef
         self.queue_arg = -1  # position of the first device-array argument (its queue runs us)
-        self.autotune = autotune
-        self._calls = 0
         self.constants = constants  # captured arrays, uploaded once per context
-        self.program = program  # (AOT export reads its binary)
-        # a new kernel, not getattr: one program can serve several signatures (runtime
-        # extents); without PyOpenCL's invoker, which fusejit never calls (cl_kernels.py)
-        self.kernels = [(HostStep(k) if k.role == "host" else new_kernel(program, k.name), k)
-                        for k in module.kernels if math.prod(k.global_size) > 0]
-        # steps the host runs between kernels (runtime/host_steps.py): calls go through run
-        self._host_steps = any(k.role == "host" for k in module.kernels)
-        self._launch_lock = threading.Lock()  # set_arg + enqueue on a shared cl.Kernel
-        self._const_buffers: dict[cl.Context, list[Any]] = {}
-        written = {p for p, _ in graph.writes}
-        self._host_writes = [p for p in written if graph.params[p].kind == "array"]
-        self._compile_plan()
 
-    def _compile_plan(self) -> None:
-        """Precompute, per kernel, where each argument comes from, so a call only indexes."""
+    def _plan_arguments(self, kernels: Sequence[tuple[Any, Kernel]]) -> None:
+        """Precompute, per (launchable, kernel record) of ``kernels``, where each argument
+        comes from, so a call only indexes."""
         params = self.graph.params
         self._arrays = [(p, prm.source, prm.dtype.itemsize) for p, prm in enumerate(params)
                         if prm.kind == "array"]
@@ -251,30 +132,29 @@ class Executable:
         derived: list = []  # the DerivedScalars every derived scalar's getter shares
         self._derived = derived
         self._plans = []
-        for knl, record in self.kernels:
+        for knl, record in kernels:
             plan = []
             for arg in record.signature.args:
                 if isinstance(arg, ScalarArg) and arg.role == "offset":
-                    plan.append((_OFFSET, arg.index))
+                    plan.append((OFFSET, arg.index))
                 elif isinstance(arg, ScalarArg) and arg.role == "extent":
-                    plan.append((_EXTENT, len(self._extents)))
+                    plan.append((EXTENT, len(self._extents)))
                     self._extents.append(arg.dtype.type(arg.value))
                 elif isinstance(arg, ScalarArg):
                     key = (arg.index, arg.dtype.str)
                     if key not in scalars:
                         scalars[key] = len(self._scalars)
                         self._scalars.append((params[arg.index].source, arg.dtype,
-                                              _deriver(params, arg.index, derived)))
-                    plan.append((_SCALAR, scalars[key]))
+                                              deriver(params, arg.index, derived)))
+                    plan.append((SCALAR, scalars[key]))
                 else:
-                    plan.append(({"param": _PARAM, "output": _OUT, "temp": _TEMP,
-                                  "partial": _PART}[arg.role], arg.index))
+                    plan.append((_BUFFER_ROLES[arg.role], arg.index))
             self._plans.append([knl, None if record.role == "host" else record.global_size,
                                 record.local_size, tuple(plan)])
         # arrays no kernel reads are not bound, nor uploaded (a captured array the trace did
         # not use, an argument only returned as itself)
         used = {index for _, _, _, plan in self._plans for kind, index in plan
-                if kind in (_PARAM, _OFFSET)}
+                if kind in (PARAM, OFFSET)}
         self._arrays = [a for a in self._arrays if a[0] in used]
         # scalars that only kernels with an empty range read are still converted on every
         # call, so an out-of-range value raises as in NumPy when a result has size zero
@@ -282,300 +162,18 @@ class Executable:
             if n.op is Op.SCALAR and (n.arg[0], n.dtype.str) not in scalars:
                 scalars[(n.arg[0], n.dtype.str)] = len(self._scalars)
                 self._scalars.append((params[n.arg[0]].source, n.dtype,
-                                      _deriver(params, n.arg[0], derived)))
-        # large, idempotent elementwise kernels get their launch shape tuned on first use;
-        # tuning reruns the kernels before it, so none of those may write an argument
-        writes = [any(a.role == "param" and a.writable for a in record.signature.args
-                      if isinstance(a, BufferArg)) for _, record in self.kernels]
-        self._to_tune = [
-            i for i, (_, record) in enumerate(self.kernels)
-            if self.autotune and record.items >= autotune.MIN_ITEMS
-            and record.group.kind == "elementwise" and not any(writes[:i + 1])]
+                                      deriver(params, n.arg[0], derived)))
         n_out = len(self.graph.outputs)
-        self._out_specs = [_alloc_spec(n.shape, n.dtype) for n in self.graph.outputs]
-        self._temp_specs = [_alloc_spec(shape, dtype) for shape, dtype in self.temps]
-        self._part_specs = [_alloc_spec((p.size,), p.dtype) for p in self.module.partials]
+        self._out_specs = [alloc_spec(n.shape, n.dtype) for n in self.graph.outputs]
+        self._temp_specs = [alloc_spec(shape, dtype) for shape, dtype in self.temps]
+        self._part_specs = [alloc_spec((p.size,), p.dtype) for p in self.module.partials]
         self._n_params = len(params)
         assert n_out == len(self._out_specs)
-        # device outputs returned as they are, in order: run() can return its list directly
+        # device outputs returned as they are, in order: a launch can return its list directly
         self._simple_out = not self.host_mode and all(
             o.kind == "node" and o.index == i for i, o in enumerate(self.outputs))
-        # (queue, its pool, per output its result template): see _bind
-        self._binding: list[tuple] = [_UNBOUND]
         self._offset_params = {index for _, _, _, plan in self._plans for kind, index in plan
-                               if kind == _OFFSET}
-        self.launch = self._first_launch
+                               if kind == OFFSET}
 
-    def _first_launch(self, flat: Sequence[Any], queue: cl.CommandQueue) -> tuple[Any, ...]:
-        """The first fast-path launch generates the straight-line launcher (not the build:
-        a process's first call runs through ``run``, and compiling it costs ~0.3-1 ms)."""
-        self.launch = self._build_launcher()
-        return self.launch(flat, queue)
-
-    def needs_run(self) -> bool:
-        """Whether calls must go through ``run``: tuning is pending, or a NumPy argument is
-        written in place. (Not ``self.launch is self.run``: each attribute read makes a new
-        bound method, so that test was always false and device-array calls never tuned.)"""
-        return bool(self._to_tune or self._host_writes or self._host_steps)
-
-    def _bind(self, queue: cl.CommandQueue) -> tuple:
-        """What a launch needs of its queue, as one tuple: (queue, its memory pool, then per
-        output the attributes of its result array, see ``_array_template``). The last one is
-        kept in ``_binding[0]`` and replaced whole when the queue changes, so a thread never
-        combines one queue's pool or templates with another's."""
-        if queue is None:
-            raise ValueError(NO_QUEUE)
-        pool = memory_pool(queue)
-        binding = (queue, pool, *(_array_template(queue, pool, spec)
-                                  for spec in self._out_specs))
-        self._binding[0] = binding
-        return binding
-
-    def _build_launcher(self) -> Any:
-        """Generate a straight-line launcher for calls whose array arguments are all device
-        arrays: no loops, no tables, just the attribute reads, allocations, ``set_arg`` calls
-        and enqueues this signature needs. Anything else (NumPy inputs, pending autotuning, a
-        NumPy argument written in place) goes through ``run``. Generated from our own
-        templates only: no user string reaches the generated code."""
-        if self.needs_run():
-            return self.run
-        env, body = self._launch_body(checked=False)
-        lines = ["def launch(flat, queue):", *body]
-        # generated from our own templates above; no user string reaches it
-        exec(compile("\n".join(lines), f"<fusejit launcher {id(self):x}>", "exec"), env)  # noqa: S102
-        return env["launch"]
-
-    def _launch_body(self, checked: bool) -> tuple[dict[str, Any], list[str]]:
-        """The launch itself, for ``flat`` and ``queue``; ``checked`` when a guard has already
-        made sure every array argument is a device array."""
-        env: dict[str, Any] = {"Array": cla.Array, "run": self.run, "enqueue": _enqueue,
-                               "new_array": _new_array_public, "binding": self._binding,
-                               "bind": self._bind, "acquire": self._launch_lock.acquire,
-                               "release": self._launch_lock.release,
-                               "index_type": self.index_dtype.type, "conv": _kernel_arg_scalar,
-                               "consts_of": self._const, "new": _object_new}
-        body = ["    b = binding[0]",
-                "    if b[0] is not queue:",
-                "        b = bind(queue)",
-                "    pool = b[1]"]
-        arg_expr: dict[tuple[int, int], str] = {}
-        packed: dict[tuple[int, int], str] = {}  # by-value arguments as bytes (scalar_args)
-        env["pack_index"] = scalar_args.packer(self.index_dtype)
-        for p, src, itemsize in self._arrays:
-            body.append(f"    a{p} = flat[{src}]")
-            if not checked:
-                body += [f"    if type(a{p}) is not Array:", "        return run(flat, queue)"]
-            arg_expr[(_PARAM, p)] = f"a{p}.base_data"
-            if p in self._offset_params:
-                arg_expr[(_OFFSET, p)] = f"index_type(a{p}.offset // {itemsize})"
-                packed[(_OFFSET, p)] = f"pack_index(index_type(a{p}.offset // {itemsize}))"
-        if self._consts:
-            body.append("    consts = consts_of(queue)")
-            for p in self._consts:
-                arg_expr[(_PARAM, p)] = f"consts[{p}]"
-        for i, spec in enumerate(self._out_specs):
-            nbytes = spec[4]
-            if not _templated(spec):  # the public constructor
-                env[f"ospec{i}"] = spec
-                body.append(f"    o{i} = new_array(queue, pool, ospec{i})")
-                arg_expr[(_OUT, i)] = f"o{i}.base_data"
-                continue
-            # _from_template, inlined
-            body += [f"    o{i}buf = pool.allocate({nbytes})",
-                     f"    o{i} = new(Array)",
-                     f"    o{i}.__dict__ = attrs = b[{2 + i}].copy()",
-                     "    attrs['events'] = []",
-                     f"    attrs['base_data'] = o{i}buf"]
-            arg_expr[(_OUT, i)] = f"o{i}buf"
-        for kind, specs, prefix in ((_TEMP, self._temp_specs, "t"), (_PART, self._part_specs, "q")):
-            for i, spec in enumerate(specs):  # kernels only need their buffers
-                body.append(f"    {prefix}{i} = pool.allocate({spec[4]})" if spec[2] else
-                            f"    {prefix}{i} = None")
-                arg_expr[(kind, i)] = f"{prefix}{i}"
-        for j, value in enumerate(self._extents):
-            env[f"e{j}"] = value
-            env[f"e{j}b"] = scalar_args.packer(value.dtype)(value)
-            arg_expr[(_EXTENT, j)] = f"e{j}"
-            packed[(_EXTENT, j)] = f"e{j}b"
-        convert = []
-        for j, (src, dtype, derive) in enumerate(self._scalars):
-            env[f"dtype{j}"] = dtype
-            env[f"pack{j}"] = scalar_args.packer(dtype)
-            env[f"conv{j}"] = scalar_args.converter(dtype, _kernel_arg_scalar)
-            if derive is None:
-                convert.append(f"    s{j} = conv{j}(flat[{src}])")
-            else:
-                env[f"derive{j}"] = derive
-                convert.append(f"    s{j} = conv{j}(derive{j}(flat))")
-            arg_expr[(_SCALAR, j)] = f"s{j}"
-            packed[(_SCALAR, j)] = f"pack{j}(s{j})"
-        if scalar_args.FAST and self._scalars:  # the last call's bytes, for the same objects
-            sources = {src for src, _, derive in self._scalars if derive is None}
-            sources |= set(self._derived[0].sources if self._derived else ())
-            convert = scalar_args.cached(sorted(sources), len(self._scalars), convert, env)
-            packed.update({(_SCALAR, j): f"b{j}" for j in range(len(self._scalars))})
-        body += convert
-        # acquire/release rather than `with lock:`, which costs twice as much per call
-        body += ["    acquire()", "    try:"]
-        if not self._plans:
-            body.append("        pass  # every kernel has an empty range")
-        for n, (knl, gsize, lsize, plan) in enumerate(self._plans):
-            env[f"k{n}"], env[f"g{n}"], env[f"l{n}"] = knl, gsize, lsize
-            for i, (kind, index) in enumerate(plan):
-                if scalar_args.FAST and (kind, index) in packed:
-                    body.append(f"        k{n}._set_arg_buf({i}, {packed[(kind, index)]})")
-                else:
-                    body.append(f"        k{n}.set_arg({i}, {arg_expr[(kind, index)]})")
-            body.append(f"        enqueue(queue, k{n}, g{n}, l{n})")
-        body += ["    finally:", "        release()"]
-        outs = "[" + "".join(f"o{i}, " for i in range(len(self._out_specs))) + "]"
-        if self._simple_out:
-            body.append(f"    return {outs}")
-        else:
-            env["results"] = self._results
-            body.append(f"    return results(flat, {outs})")
-        return env, body
-
-    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
-        """A monomorphic inline cache: one generated function that checks the arguments still
-        match this signature (identity and equality tests on the attributes the fast cache key
-        is made of) and launches; ``miss`` when they do not. None when the signature has a
-        kind of argument the guard does not cover."""
-        if self.needs_run() or self.queue_arg < 0:
-            return None
-        env, body = self._launch_body(checked=True)
-        env.update({"MISS": miss, "unflatten": unflatten, "treedef": treedef})
-        guard = [f"    if len(flat) != {len(parts)}:", "        return MISS"]
-        arrays = []
-        for i, part in enumerate(parts):
-            if not (isinstance(part, tuple) and len(part) == 5):
-                if part in (float, int, bool):
-                    env[f"T{i}"] = part
-                    within = f" or not -{2**63} <= flat[{i}] < {2**63}" if part is int else ""
-                    guard += [f"    if type(flat[{i}]) is not T{i}{within}:",
-                              "        return MISS"]
-                    continue
-                return None  # host arrays, NumPy scalars, static values: the keyed path
-            dtype, shape, strides, has_offset, context = part
-            env[f"D{i}"], env[f"S{i}"], env[f"ST{i}"], env[f"C{i}"] = dtype, shape, strides, \
-                context
-            # a miss: the offset class changed (or the offset is too large for fast_key)
-            offset_test = (f"x{i}.offset == 0 or x{i}.offset >= {BIG_OFFSET}" if has_offset
-                           else f"x{i}.offset != 0")
-            guard += [f"    x{i} = flat[{i}]",
-                      (f"    if type(x{i}) is not Array or x{i}.dtype is not D{i} or "
-                       f"x{i}.shape != S{i} or x{i}.strides != ST{i} or "
-                       f"x{i}.context is not C{i} or {offset_test} or "
-                       f"x{i}.base_data is None:"),
-                      "        return MISS"]
-            arrays.append(i)
-        if len(arrays) > 1:  # arrays sharing a buffer need the aliasing analysis
-            ptrs = ", ".join(f"x{i}.base_data.int_ptr" for i in arrays)
-            guard += [f"    if len({{{ptrs}}}) != {len(arrays)}:", "        return MISS"]
-        guard.append(f"    queue = x{self.queue_arg}.queue")
-        ret = body[-1]
-        if treedef == "*":
-            body[-1] = ret.replace("return [o0, ]", "return o0") if self._simple_out and \
-                len(self._out_specs) == 1 else ret.replace("return ", "return (") + ")[0]"
-        else:
-            body[-1] = ret.replace("return ", "return unflatten(treedef, ") + ")"
-        lines = ["def guarded(flat):", *guard, *body]
-        code = compile("\n".join(lines), f"<fusejit guarded launcher {id(self):x}>", "exec")
-        exec(code, env)  # noqa: S102 - generated from our own templates
-        return env["guarded"]
-
-    # -- per call ---------------------------------------------------------------------------------
-    def run(self, flat: Sequence[Any], queue: cl.CommandQueue) -> tuple[Any, ...]:
-        binding = self._binding[0]
-        if binding[0] is not queue:
-            binding = self._bind(queue)
-        pool = binding[1]
-        bufs: list[Any] = [None] * self._n_params
-        offs: list[Any] = [None] * self._n_params
-        uploaded: dict[int, cla.Array] | None = None
-        index_type = self.index_dtype.type
-        for p, src, itemsize in self._arrays:
-            value = flat[src]
-            if type(value) is cla.Array or isinstance(value, cla.Array):
-                bufs[p] = value.base_data
-                offs[p] = index_type(value.offset // itemsize)
-            else:
-                if uploaded is None:
-                    uploaded = {}
-                # the same NumPy array passed twice is one device buffer, as in NumPy
-                dev = next((uploaded[q] for q in uploaded
-                            if flat[self.graph.params[q].source] is value), None)
-                if dev is None:
-                    prm = self.graph.params[p]
-                    host = compact(value, prm.strides, prm.dtype)  # broadcast: un-broadcast
-                    dev = cla.to_device(queue, host, allocator=pool)
-                uploaded[p] = dev
-                bufs[p] = dev.base_data
-                offs[p] = index_type(0)
-        if self._consts:
-            consts = self._const(queue)
-            for p in self._consts:
-                bufs[p] = consts[p]
-        outs = [_new_array_public(queue, pool, spec) if template is None else
-                _from_template(template, pool.allocate(spec[4]))
-                for spec, template in zip(self._out_specs, binding[2:])]
-        temps = [_buffer(pool, spec) for spec in self._temp_specs]
-        parts = [_buffer(pool, spec) for spec in self._part_specs]
-        scalars = [_kernel_arg_scalar(flat[src] if derive is None else derive(flat), dtype)
-                   for src, dtype, derive in self._scalars] if self._scalars else ()
-        tables = (bufs, offs, [a.base_data for a in outs], temps, parts, scalars,
-                  self._extents)
-        with self._launch_lock:
-            if self._to_tune and self._calls:
-                self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
-            self._calls += 1
-            for knl, gsize, lsize, plan in self._plans:
-                _launch(queue, knl, gsize, lsize, plan, tables)
-        if uploaded is not None:
-            for p in self._host_writes:
-                if p in uploaded:
-                    target = flat[self.graph.params[p].source]
-                    np.copyto(target, uploaded[p].get(queue), casting="unsafe")
-        if self._simple_out:
-            return outs
-        return self._results(flat, outs)
-
-    def _tune(self, queue: cl.CommandQueue, tables: tuple) -> None:
-        """Run kernels in order, tuning the launch shape of the marked ones on the way (each
-        tuned kernel reads what earlier kernels wrote, so it times on real data)."""
-        limits = self.info.limits
-        for i, (knl, _, _, plan) in enumerate(self._plans):
-            if i not in self._to_tune:
-                continue
-            for j in range(i):  # what the tuned kernel reads must exist
-                _launch(queue, *self._plans[j], tables)
-            _set_args(knl, plan, tables)
-            record = self.kernels[i][1]
-            cfg = autotune.tune(queue, knl, autotune.key(self.info.key, record.source,
-                                                         record.items),
-                                record.items, limits.max_work_group, limits.is_gpu)
-            self._plans[i][1], self._plans[i][2] = cfg.global_size, cfg.local_size
-        self._to_tune = []
-        self.launch = self._build_launcher()
-
-    def _const(self, queue: cl.CommandQueue) -> list[Any]:
-        """Captured constant arrays, uploaded once per context."""
-        per_ctx = self._const_buffers.get(queue.context)
-        if per_ctx is None:
-            per_ctx = [None] * self._n_params
-            for p in self._consts:
-                per_ctx[p] = cla.to_device(queue, self.constants[p]).base_data
-            self._const_buffers[queue.context] = per_ctx
-        return per_ctx
-
-    def _results(self, flat: Sequence[Any], outs: list[cla.Array]) -> tuple[Any, ...]:
-        leaves = []
-        for spec in self.outputs:
-            if spec.kind == "arg":
-                leaves.append(flat[spec.index])
-            elif self.host_mode:
-                host = outs[spec.index].get()
-                leaves.append(host[()] if host.ndim == 0 else host)
-            else:
-                leaves.append(outs[spec.index])
-        return tuple(leaves)
+    def _results(self, flat: Sequence[Any], outs: Sequence[Any]) -> tuple[Any, ...]:
+        return results(self.outputs, self.host_mode, flat, outs)

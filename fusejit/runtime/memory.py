@@ -1,17 +1,34 @@
 """Buffer sizes before anything is allocated: broadcast NumPy inputs are uploaded un-broadcast
 (the kernel reads them with stride 0), and every buffer a call needs is checked against the
 device's largest allocation and its global memory, so a too-big request fails at once with a
-``DeviceMemoryError`` that names the buffer, not late in the driver (or the host's memory)."""
+``DeviceMemoryError`` that names the buffer, not late in the driver (or the host's memory).
+Here too, below the call signatures that key on them (compile/signature.py): how a NumPy
+argument is uploaded (``HostArraySpec``) and the offset past which a device array leaves the
+fast paths (``BIG_OFFSET``)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from fusejit.errors import DeviceMemoryError
+
+# bytes; device arrays starting further into their buffer take a call's full path (the fast
+# key and the guarded launchers leave them out: the full path decides between 32- and 64-bit
+# index math for them)
+BIG_OFFSET = 2**30
+
+
+class HostArraySpec(NamedTuple):
+    """A NumPy array argument (uploaded contiguous to the device for the call)."""
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    writeable: bool
+    zero: tuple[int, ...] = ()  # broadcast (stride-0) axes: uploaded un-broadcast
 
 
 def zero_axes(value: np.ndarray) -> tuple[int, ...]:
@@ -88,8 +105,6 @@ def check_buffers(graph: Any, plan: Any, module: Any, host_params: Sequence[int]
 def check_call(lowered: Any, specs: Sequence[Any], flat: Sequence[Any]) -> None:
     """``check_buffers`` for a call being compiled: its NumPy inputs are uploaded, its device
     arrays already hold their memory."""
-    from fusejit.compile.signature import HostArraySpec  # (signature imports this module)
-
     graph = lowered.graph
     host = [p for p, prm in enumerate(graph.params) if prm.kind == "array"
             and isinstance(specs[prm.source], HostArraySpec)]

@@ -1,5 +1,5 @@
-"""By-value kernel arguments bound as packed bytes (runtime/scalar_args.py), the last call's
-bytes reused for the same argument objects, and all derived scalars evaluated in one pass
+"""By-value kernel arguments bound as packed bytes (runtime/opencl/scalar_args.py), the last
+call's bytes reused for the same argument objects, and all derived scalars evaluated in one pass
 (runtime/derived.py): values against NumPy for every scalar dtype, and the keys that equality
 would get wrong (``0.0 == -0.0``, ``1 == True``) never sharing a cached value."""
 
@@ -10,7 +10,7 @@ import pyopencl.array as cla
 import pytest
 
 from fusejit import fuse
-from fusejit.runtime import scalar_args
+from fusejit.runtime.opencl import scalar_args
 from fusejit.testing import assert_matches
 
 DTYPES = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.uint16, np.int32,

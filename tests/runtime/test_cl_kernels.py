@@ -10,7 +10,7 @@ import pyopencl as cl
 import pyopencl.invoker
 import pytest
 
-from fusejit.runtime import scalar_args
+from fusejit.runtime.opencl import scalar_args
 from fusejit.runtime.opencl.cl_kernels import new_kernel
 
 _SCALARS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,

@@ -1,7 +1,7 @@
 """The OpenCL backend: pyopencl programs, pooled pyopencl arrays, ``Executable`` launches.
 
-Its modules still live one level up (``runtime/opencl/build.py``, ``devices.py``, ``executable.py``,
-``autotune.py``) while they are edited concurrently; this is the interface they sit behind.
+The ``Backend`` (runtime/backend.py) the runtime dispatches to; registered when this package
+is imported, as the backend of every queue that names none (pyopencl's).
 """
 
 from __future__ import annotations
@@ -18,10 +18,15 @@ from fusejit.targets.opencl import fastdiv as fastdiv
 from fusejit.targets.opencl import half2 as half2
 from fusejit.targets.base import Target
 from fusejit.targets.opencl.target import OpenCLTarget
-from fusejit.runtime.backend import Backend
+from fusejit.runtime.backend import Backend, register
 from fusejit.runtime.opencl.build import build_cached, build_options
-from fusejit.runtime.opencl.devices import DeviceInfo, default_queue, device_info, keep_probe_queue
-from fusejit.runtime.executable import Executable
+from fusejit.runtime.opencl.devices import (
+    OpenCLDeviceInfo,
+    default_queue,
+    device_info,
+    keep_probe_queue,
+)
+from fusejit.runtime.opencl.executable import Executable
 
 
 class OpenCLBackend(Backend):
@@ -30,12 +35,12 @@ class OpenCLBackend(Backend):
     def default_queue(self) -> cl.CommandQueue:
         return default_queue()
 
-    def device_info(self, queue: cl.CommandQueue) -> DeviceInfo:
+    def device_info(self, queue: cl.CommandQueue) -> OpenCLDeviceInfo:
         info = device_info(queue.device)  # (this module's name: tests fake a GPU's limits there)
         keep_probe_queue(info.key, queue)
         return info
 
-    def target(self, info: DeviceInfo) -> Target:
+    def target(self, info: OpenCLDeviceInfo) -> Target:
         spelling = half2.spelling(info.half2)  # float16 lanes packed (targets/opencl/half2.py)
         target = half2.Half2OpenCLTarget(native=spelling == "native") if spelling is not None \
             else OpenCLTarget()
@@ -65,3 +70,4 @@ class OpenCLBackend(Backend):
 
 
 OPENCL = OpenCLBackend()
+register(OPENCL, unnamed_queues=True)

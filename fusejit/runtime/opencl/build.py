@@ -16,11 +16,26 @@ from collections.abc import Iterator
 
 import pyopencl as cl
 
+from fusejit._version import __version__
 from fusejit.errors import DeviceUnavailableError, KernelBuildError
 from fusejit.runtime import cache
-from fusejit.runtime.opencl.devices import DeviceInfo, device_info, setup_hint
+from fusejit.runtime.backend import DeviceInfo
+from fusejit.runtime.opencl.identity import device_identity
 
 _KERNEL = re.compile(r"__kernel void (\w+)\(")
+
+_UNKNOWN_CPU_HINT = (
+    "PoCL's compiler does not know this processor ('unknown target CPU': the pocl wheel's "
+    "LLVM 14 predates it, e.g. AMD Zen 5); install a PoCL that selects its target by the CPU's "
+    "features, such as Debian's or Ubuntu's (`apt install pocl-opencl-icd`): fusejit then "
+    "picks the CPU device that builds")
+
+
+def setup_hint(log: str) -> str | None:
+    """What to install when a build log says the compiler cannot build any kernel on this
+    machine (PoCL's "unknown target CPU"), else None: the setup's error, not the source's
+    (a source build here, the device pick's probe build in runtime/opencl/devices.py)."""
+    return _UNKNOWN_CPU_HINT if "unknown target CPU" in log else None
 
 
 def build_options(info: DeviceInfo) -> list[str]:
@@ -151,17 +166,10 @@ def _kernel_names(program: cl.Program) -> set[str]:
 def program_key(device: cl.Device, source: str, options: list[str]) -> cache.ProgramKey:
     """The disk-cache key of a build; PYOPENCL_BUILD_OPTIONS joins the options (pyopencl adds
     them to every build)."""
-    from fusejit import __version__
-
     forced = tuple(os.environ.get("PYOPENCL_BUILD_OPTIONS", "").split())
-    ident = _device_ids.get(device)
-    if ident is None:  # (the info queries: once per device, shared with its DeviceInfo)
-        ident = _device_ids[device] = device_info(device).ident
+    ident = device_identity(device)[1]  # (queried once per device, shared with its DeviceInfo)
     return cache.ProgramKey(hashlib.sha256(source.encode()).hexdigest(),
                             tuple(options) + forced, *ident, __version__)
-
-
-_device_ids: dict[cl.Device, tuple[str, str, str]] = {}
 
 
 _MEMO_SIZE = 256  # programs kept per process (signatures with runtime extents share them)
@@ -263,4 +271,4 @@ def _build_uncached(ctx: cl.Context, source: str, options: list[str], name: str)
 
 def _is_pocl(device: cl.Device) -> bool:
     # (the platform name as its DeviceInfo queried it: no platform query per build)
-    return "Portable Computing Language" in device_info(device).ident[0]
+    return "Portable Computing Language" in device_identity(device)[1][0]

@@ -7,7 +7,7 @@ database under ``~/.cache/pytools`` and unpickles the generated module (most of 
 ms ``executable`` stage of GELU's warm first call on the H200; on PoCL that stage went from
 0.75 to 0.25 ms at best). fusejit never calls either function: its launchers bind with
 ``set_arg``/``_set_arg_buf`` and enqueue with ``cl.enqueue_nd_range_kernel``
-(runtime/executable.py). So ``new_kernel`` makes the kernel with stand-ins that generate the
+(runtime/opencl/executable.py). So ``new_kernel`` makes the kernel with stand-ins that generate the
 real invoker on their first use and install it on the kernel (``_set_enqueue_and_set_args``):
 a kernel someone does call or ``set_args`` behaves exactly as PyOpenCL's own, it only pays
 for its invoker then.

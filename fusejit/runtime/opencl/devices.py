@@ -13,7 +13,10 @@ import pyopencl as cl
 
 from fusejit.errors import DeviceUnavailableError
 from fusejit.passes.partition import DeviceLimits
+from fusejit.runtime.backend import DeviceInfo
 from fusejit.runtime.cache import place_pocl_cache
+from fusejit.runtime.opencl.build import setup_hint
+from fusejit.runtime.opencl.identity import device_identity
 from fusejit.runtime.opencl.fastdiv_probe import unavailable as fastdiv_unavailable
 from fusejit.runtime.opencl.half2_probe import unavailable as half2_unavailable
 
@@ -25,18 +28,6 @@ _default_queue: cl.CommandQueue | None = None
 
 
 _PROBE = "__kernel void fj_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
-
-_UNKNOWN_CPU_HINT = (
-    "PoCL's compiler does not know this processor ('unknown target CPU': the pocl wheel's "
-    "LLVM 14 predates it, e.g. AMD Zen 5); install a PoCL that selects its target by the CPU's "
-    "features, such as Debian's or Ubuntu's (`apt install pocl-opencl-icd`): fusejit then "
-    "picks the CPU device that builds")
-
-
-def setup_hint(log: str) -> str | None:
-    """What to install when a build log says the compiler cannot build any kernel on this
-    machine (PoCL's "unknown target CPU"), else None: the setup's error, not the source's."""
-    return _UNKNOWN_CPU_HINT if "unknown target CPU" in log else None
 
 
 @cache
@@ -114,26 +105,15 @@ def use_device(device: cl.Device) -> cl.CommandQueue:
 
 
 @dataclass(frozen=True)
-class DeviceInfo:
-    """The device facts codegen and the cost model depend on (all part of cache keys)."""
-
-    key: str  # platform / device / driver / version: what can make a binary stale
-    limits: DeviceLimits
-    has_fp64: bool
-    correctly_rounded_div_sqrt: bool
-    is_cpu: bool
-    max_alloc: int = 0  # CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes (0: unknown)
-    global_mem: int = 0  # CL_DEVICE_GLOBAL_MEM_SIZE, bytes
-    # the disk cache's device identity (runtime/build.program_key): platform name and version,
-    # device name, driver and OpenCL versions, queried here once (PoCL's CL_DEVICE_VERSION
-    # alone costs ~0.1 ms a query, on a process's first call)
-    ident: tuple[str, ...] = ()
+class OpenCLDeviceInfo(DeviceInfo):
+    """An OpenCL device's facts, with the features only a probe kernel can tell (both probed
+    on first use, on the queue a call used there)."""
 
     @property
     def half2(self) -> bool:
-        """Native packed float16 arithmetic (runtime/opencl/half2_probe.py). Probed on first use, when
-        a module is lowered, not when the DeviceInfo is made: the probe builds a kernel, and a
-        process's first call (often a cached program) should not pay for it."""
+        """Native packed float16 arithmetic (runtime/opencl/half2_probe.py). Probed on first
+        use, when a module is lowered, not when the DeviceInfo is made: the probe builds a
+        kernel, and a process's first call (often a cached program) should not pay for it."""
         if not self.limits.is_gpu:
             return False
         queue = self._probe_queue()
@@ -141,8 +121,8 @@ class DeviceInfo:
 
     @property
     def fast_div(self) -> bool:
-        """float32 division and sqrt speculated (runtime/opencl/fastdiv_probe.py), probed on first use
-        like ``half2``."""
+        """float32 division and sqrt speculated (runtime/opencl/fastdiv_probe.py), probed on
+        first use like ``half2``."""
         if not self.limits.is_gpu or not self.correctly_rounded_div_sqrt:
             return False
         queue = self._probe_queue()
@@ -179,7 +159,7 @@ def _host_memory(device: cl.Device) -> bool:
 
 
 @cache
-def device_info(device: cl.Device) -> DeviceInfo:
+def device_info(device: cl.Device) -> OpenCLDeviceInfo:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fp64 = bool(device.double_fp_config) if "cl_khr_fp64" in device.extensions or \
@@ -194,12 +174,8 @@ def device_info(device: cl.Device) -> DeviceInfo:
         max_arg_bytes=int(device.max_parameter_size),
         host_blas=not is_gpu and _host_memory(device),
     )
-    platform = device.platform
-    pname, name = platform.name.strip(), device.name.strip()
-    driver, version = device.driver_version.strip(), device.version.strip()
-    key = f"{pname} / {name} / {driver} / {version}"
-    ident = (f"{pname} {platform.version.strip()}", name, f"{driver} / {version}")
-    return DeviceInfo(key, limits, fp64,
-                      bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
-                      bool(device.type & cl.device_type.CPU), int(device.max_mem_alloc_size),
-                      int(device.global_mem_size), ident)
+    key, ident = device_identity(device)
+    return OpenCLDeviceInfo(key, limits, fp64,
+                            bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
+                            bool(device.type & cl.device_type.CPU),
+                            int(device.max_mem_alloc_size), int(device.global_mem_size), ident)

@@ -1,7 +1,7 @@
 """Can this device speculate float32 ``/``, ``1/x`` and ``sqrt`` (fusejit/targets/
 opencl_fastdiv.py)? Checked once per device, the first time an elementwise kernel with one of
 those ops is lowered: the vendor is NVIDIA (inline PTX), the device's division and sqrt are
-correctly rounded (DeviceInfo.fast_div asks only then), and a kernel running the helpers over
+correctly rounded (OpenCLDeviceInfo.fast_div asks only then), and a kernel running the helpers over
 operands of every class (random bit patterns, zeros, subnormals, infinities, NaN, extreme and
 neighbouring exponents) agrees bit for bit with the exact ops wherever the helpers do not raise
 their fallback flag. Other devices pay nothing."""
@@ -78,7 +78,7 @@ def mismatches(queue: cl.CommandQueue, spelling: str) -> int:
 
 
 # None when a queue's device speculates float32 division and sqrt, else why not (asked only
-# for devices whose division and sqrt are correctly rounded: DeviceInfo.fast_div)
+# for devices whose division and sqrt are correctly rounded: OpenCLDeviceInfo.fast_div)
 unavailable = PerDevice(_probe)
 
 

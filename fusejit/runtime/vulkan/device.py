@@ -16,7 +16,7 @@ import numpy as np
 
 from fusejit.errors import DeviceUnavailableError
 from fusejit.passes.partition import DeviceLimits
-from fusejit.runtime.opencl.devices import DeviceInfo
+from fusejit.runtime.backend import DeviceInfo, backend_named
 
 _FEATURES = ("shader-f16", "shader-f64", "shader-int64", "subgroup", "subgroup-barrier",
              "timestamp-query")
@@ -48,11 +48,9 @@ class VulkanDevice:
     """One wgpu device on a Vulkan adapter, with its pools and staging buffers."""
 
     def __init__(self, adapter: Any) -> None:
-        from fusejit.runtime.vulkan import VULKAN
-
         wgpu = _wgpu()
         self.wgpu = wgpu
-        self.fusejit_backend = VULKAN
+        self.fusejit_backend = backend_named("vulkan")  # (the registry: no import of it here)
         self.adapter = adapter
         self.features = frozenset(f for f in _FEATURES if f in adapter.features)
         self.limits = {k: adapter.limits[k] for k in _LIMITS if k in adapter.limits}

@@ -17,7 +17,7 @@ import numpy as np
 
 from fusejit.errors import ContextMismatchError, UnsupportedOperationError
 from fusejit.codegen.kernels import BufferArg, Kernel, Module, ScalarArg
-from fusejit.runtime.executable import Executable, OutSpec, _deriver, _kernel_arg_scalar
+from fusejit.runtime.executable import OutSpec, deriver, kernel_arg_scalar, results
 from fusejit.runtime.vulkan.array import Array, _row_major, new_owned, storage_dtype
 from fusejit.runtime.vulkan.device import MAX_GROUPS, VulkanDevice
 from fusejit.runtime.vulkan.pipelines import pipeline
@@ -163,7 +163,7 @@ class VulkanExecutable:
         self.params = graph.params
         # a hoisted scalar's host evaluation, built once (all of them share one evaluation)
         shared: list = []
-        self._derive = {i: _deriver(self.params, i, shared) for i, p in enumerate(self.params)
+        self._derive = {i: deriver(self.params, i, shared) for i, p in enumerate(self.params)
                         if p.kind == "derived"}
         self._arrays = [(p, prm.source) for p, prm in enumerate(graph.params)
                         if prm.kind == "array"]
@@ -245,7 +245,7 @@ class VulkanExecutable:
                             derive = self._derive.get(a.index)  # (a hoisted scalar)
                             value = flat[self.params[a.index].source] if derive is None \
                                 else derive(flat)
-                            words.append(_scalar_word(_kernel_arg_scalar(value, a.dtype)))
+                            words.append(_scalar_word(kernel_arg_scalar(value, a.dtype)))
                     slot = pipe.take_uniform(dev)
                     dev.write_uniform(pipe.uniforms[slot], np.concatenate(words))
                 group = pipe.bind_group(tuple(bufs[k] for k in pipe.keys), slot)
@@ -262,8 +262,7 @@ class VulkanExecutable:
                 np.copyto(target, raw.reshape(prm.shape).astype(prm.dtype), casting="unsafe")
         for buf in scratch:
             dev.release(buf)
-        # the returned leaves as on OpenCL (it reads only .outputs and .host_mode)
-        return Executable._results(self, flat, outs)  # type: ignore[arg-type]
+        return results(self.outputs, self.host_mode, flat, outs)  # (as on OpenCL)
 
 
 def _upload_new(device: VulkanDevice, host: np.ndarray) -> Any:

@@ -21,7 +21,7 @@ import numpy as np
 
 from fusejit.ir import dtypes as dt
 from fusejit.ir.ops import Op
-from fusejit.targets.glsl.helpers import truth
+from fusejit.targets.glsl.helpers import float_literal, truth
 
 # Vulkan lets a driver's double / and sqrt be 2.5 ULP off (NVIDIA's are an ulp off on the
 # H200), and its fma need not be fused (lavapipe's is not), so they are corrected by hand:
@@ -131,24 +131,22 @@ T[Op.NE] = "(fj_isnan_d({a}) || fj_isnan_d({b}) || !({a} == {b}))"
 def literal(value: float) -> str:
     """An exact double expression: float32 parts of the significand, scaled by powers of two
     (each part and factor a float32 literal, so naga needs no 64-bit literal)."""
-    from fusejit.targets.glsl.target import _float_literal
-
     v = float(value)
     with np.errstate(over="ignore"):
         single = float(np.float32(v)) == v
     if not math.isfinite(v) or single:
-        return f"double({_float_literal(v)})"
+        return f"double({float_literal(v)})"
     m, e = math.frexp(v)  # v = m * 2**e, 0.5 <= |m| < 1
     parts, rest = [], m
     while rest != 0.0:  # 53 bits: three float32 parts at most
         part = float(np.float32(rest))
         parts.append(part)
         rest -= part
-    text = " + ".join(f"double({_float_literal(p)})" for p in parts)
+    text = " + ".join(f"double({float_literal(p)})" for p in parts)
     factors = []
     while e != 0:
         step = max(-120, min(120, e))
-        factors.append(f"double({_float_literal(2.0 ** step)})")
+        factors.append(f"double({float_literal(2.0 ** step)})")
         e -= step
     return "((" + text + ")" + "".join(f" * {f}" for f in factors) + ")"
 

@@ -55,7 +55,7 @@ FUSED_FMA = "fj-fused-fma"  # a pseudo-feature: the device's probe found fma() r
 @functools.cache
 def helpers(fused_fma: bool = False) -> str:
     """The GLSL of the correctly rounded ops, ``fj_trig`` and its polynomials (built on first
-    use: glsl_double.literal needs the glsl module, which imports this one)."""
+    use, once per ``fused_fma``)."""
     return _ROUNDED + (_FMA if fused_fma else _DOUBLE_ONLY) + _DIV + (
         _DIV_BY if fused_fma else "") + f"""
 double fj_sin_poly_d(double y) {{

@@ -4,6 +4,8 @@ assume there are none, and leaves its builtins undefined for them."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # helper functions, emitted once per shader when a template names them; NaN tests by bits
@@ -299,6 +301,22 @@ float fj_cbrt(float x) {
     return (floatBitsToUint(x) >> 31) != 0u ? -r : r;
 }
 """
+
+
+def float_literal(value: float) -> str:
+    """A float32 GLSL literal of exactly ``value`` rounded to float32; infinities, NaN and
+    subnormals by their bits (Vulkan lets a driver assume the first two away and flush the
+    last). Here, not in target.py: the float64 spellings (double.py) build on it too."""
+    v = np.float32(value)
+    bits = int(v.view(np.uint32))
+    if not math.isfinite(float(v)) or (v != 0 and abs(float(v)) < float(np.finfo(np.float32).tiny)):
+        return f"uintBitsToFloat({bits:#x}u)"
+    if v == 0:
+        return "(-0.0)" if np.signbit(v) else "0.0"
+    text = repr(float(v))
+    if "e" not in text and "." not in text:
+        text += ".0"
+    return f"({text})" if text.startswith("-") else text
 
 
 def truth(dtype: np.dtype, x: str) -> str:

@@ -48,6 +48,7 @@ from fusejit.targets.glsl.helpers import HELPERS as _HELPERS
 from fusejit.targets.glsl.helpers import ISNAN as _ISNAN
 from fusejit.targets.glsl.helpers import SPECIAL as _SPECIAL
 from fusejit.targets.glsl.helpers import special as _special
+from fusejit.targets.glsl.helpers import float_literal
 from fusejit.targets.glsl.helpers import truth as _truth
 
 _GL = {"bool": "bool", "int32": "int", "uint32": "uint", "float32": "float", "float16": "float",
@@ -152,19 +153,6 @@ def unroll(lines: list[str]) -> list[str]:
     return out
 
 
-def _float_literal(value: float) -> str:
-    v = np.float32(value)
-    bits = int(v.view(np.uint32))
-    if not math.isfinite(float(v)) or (v != 0 and abs(float(v)) < float(np.finfo(np.float32).tiny)):
-        return f"uintBitsToFloat({bits:#x}u)"
-    if v == 0:
-        return "(-0.0)" if np.signbit(v) else "0.0"
-    text = repr(float(v))
-    if "e" not in text and "." not in text:
-        text += ".0"
-    return f"({text})" if text.startswith("-") else text
-
-
 class GLSLTarget(Target):
     """GLSL 450 compute shaders, one shader per kernel, compiled by naga (wgpu)."""
 
@@ -255,7 +243,7 @@ class GLSLTarget(Target):
             zero = "fj_zero" if name != "float64" else "double(fj_zero)"
             return f"(-{zero})" if np.signbit(value) else zero
         if name in ("float32", "float16"):  # (float16 computes in float32)
-            return _float_literal(float(value))
+            return float_literal(float(value))
         if name == "float64":
             return glsl_double.literal(float(value))
         if name == "bool":

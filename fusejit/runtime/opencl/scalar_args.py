@@ -36,7 +36,7 @@ _CODES = {("f", 4): "f", ("f", 8): "d", ("i", 1): "b", ("u", 1): "B", ("b", 1): 
 @lru_cache(maxsize=None)
 def packer(dtype: np.dtype) -> Callable[[Any], bytes]:
     """The bytes of a by-value argument of kernel type ``dtype`` (given a value already
-    converted to it, see executable._kernel_arg_scalar)."""
+    converted to it, see runtime/executable.kernel_arg_scalar)."""
     code = _CODES.get((dtype.kind, dtype.itemsize))
     if code is None:  # complex and anything unusual: the value's own bytes
         return lambda value: np.asarray(value).tobytes()
@@ -45,7 +45,7 @@ def packer(dtype: np.dtype) -> Callable[[Any], bytes]:
 
 def converter(dtype: np.dtype, general: Callable[[Any, np.dtype], np.generic]
               ) -> Callable[[Any], np.generic]:
-    """``general(value, dtype)`` (executable._kernel_arg_scalar) for one kernel dtype, with
+    """``general(value, dtype)`` (runtime/executable.kernel_arg_scalar) for one kernel dtype, with
     the dtype tests done once: the same conversion, a call less per scalar per launch."""
     if dtype.kind in "b" or (dtype.kind == "f" and dtype.itemsize == 2):
         return lambda value: general(value, dtype)  # travel as uchar / float
