@@ -54,7 +54,7 @@ from fusejit.ir.graph import Node, const, const_value
 from fusejit.codegen.kernels import Kernel, Partial
 from fusejit.codegen.lowering import LANE, Block, Imm, Lanes, Lowering, Ref, _store
 from fusejit.ir.ops import SCAN_COMBINE, Op
-from fusejit.passes.plan import Group, Store
+from fusejit.passes.plan import Group
 from fusejit.codegen.render import Renderer
 from fusejit.ir.symbolic import Expr
 
@@ -110,17 +110,6 @@ def strategy(scan: Node, limits: object) -> ScanStrategy:
     if gy > 1:  # whole tiles per block
         gy = math.ceil(tiles / math.ceil(tiles / gy))
     return ScanStrategy("tiled", wg, vec, gy)
-
-
-def scan_reason(scan: Node, stores: list[Store], prologue: list[str]) -> str:
-    """The partitioner's reason line for a scan group."""
-    op, axis = scan.arg
-    text = (f"scan ({op.name.lower()}) along axis {axis} of {scan.describe()}")
-    if prologue:
-        text += f"; prologue fused into its loads: {', '.join(prologue)}"
-    where = {"output": "output", "param": "argument", "temp": "temporary"}
-    return text + "; stores " + ", ".join(f"{where[s.dest.kind]} {s.dest.index}"
-                                          for s in stores)
 
 
 def _identity(op: Op, dtype: np.dtype) -> Node:
@@ -429,4 +418,4 @@ def scan_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel
     return _Gen(sm, name, group).kernels()
 
 
-__all__ = ["ScanStrategy", "scan_kernels", "scan_reason", "strategy"]
+__all__ = ["ScanStrategy", "scan_kernels", "strategy"]

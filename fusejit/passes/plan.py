@@ -134,6 +134,15 @@ class Plan:
     staged: frozenset[int] = frozenset()  # temps holding staged in-place values (schedule.py)
 
 
+def gemm_problem(group: Group) -> tuple[int, int, int, int]:
+    """(M, N, K, batch) of a gemm group's product: what its kernel's configuration, the host
+    BLAS step and the tuner are chosen for."""
+    m = group.matmul
+    assert m is not None
+    *batch, rows, k = m.srcs[0].shape
+    return rows, m.shape[-1], k, math.prod(batch)
+
+
 # -- analysis -------------------------------------------------------------------------------------
 
 

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fusejit.passes.plan import DeviceLimits, Group, Plan
+from fusejit.passes.host_gemm import kept_in_kernels
+from fusejit.passes.plan import DeviceLimits, Group, Plan, gemm_problem
 
 REGISTER_LIMIT = 255  # registers a work-item may use on NVIDIA GPUs (the tightest common limit)
 
@@ -186,18 +187,14 @@ _forced: list[GemmConfig] = []
 
 @contextlib.contextmanager
 def forced(cfg: GemmConfig) -> Iterator[None]:
-    """Use ``cfg`` for every GEMM compiled inside the block (tests of each kernel variant)."""
+    """Use ``cfg`` for every GEMM compiled inside the block (tests of each kernel variant),
+    and keep every product in its kernel (not the host's BLAS: passes/host_gemm.py)."""
     _forced.append(cfg)
     try:
-        yield
+        with kept_in_kernels():
+            yield
     finally:
         _forced.pop()
-
-
-def problem(group: Group) -> tuple[int, int, int, int]:
-    m = group.matmul
-    *batch, rows, k = m.srcs[0].shape
-    return rows, m.shape[-1], k, math.prod(batch)
 
 
 def epilogue_class(group: Group) -> str:
@@ -255,7 +252,7 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuner: Tuner | 
             continue
         from fusejit.codegen.gemm.source import accumulator
 
-        m, n, k, b = problem(g)
+        m, n, k, b = gemm_problem(g)
         acc = accumulator(g.matmul.dtype)
         kind, note = "", ""
         if precision != "highest":

@@ -11,10 +11,10 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from fusejit.codegen.gemm.tune import GemmConfig, Tuner, problem, rank, remember, with_split
+from fusejit.codegen.gemm.tune import GemmConfig, Tuner, rank, remember, with_split
 from fusejit.ir.graph import Graph, Node, Param
 from fusejit.ir.ops import Op
-from fusejit.passes.plan import Dest, Group, Plan, Store
+from fusejit.passes.plan import Dest, Group, Plan, Store, gemm_problem
 from fusejit.ir.shapes import row_major_strides
 from fusejit.runtime.opencl.build import build_options, build_program
 from fusejit.runtime.opencl.devices import DeviceInfo
@@ -47,7 +47,7 @@ def make_tuner(queue: cl.CommandQueue, info: DeviceInfo) -> Tuner:
         from fusejit.targets.opencl.target import OpenCLTarget
 
         start = time.perf_counter()
-        m, n, k, b = problem(group)
+        m, n, k, b = gemm_problem(group)
         mm = group.matmul
         dtype = mm.dtype
         a_shape, b_shape = mm.srcs[0].shape, mm.srcs[1].shape
