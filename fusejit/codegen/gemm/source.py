@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,15 +35,13 @@ from fusejit.codegen.gemm.epilogue import Epilogue, _var
 from fusejit.codegen.gemm.tune import GemmConfig, heuristic
 from fusejit.ir.indexing import Index, unravel
 from fusejit.ir.graph import Node
+from fusejit.codegen.context import ModuleContext
 from fusejit.codegen.kernels import Kernel, Partial
 from fusejit.codegen.lowering import LANE, Block, Imm, LaneOf, Lanes, Lowering, Ref, _store
 from fusejit.ir.ops import Op
 from fusejit.passes.plan import Group, Store, reads_of
 from fusejit.codegen.render import Renderer
 from fusejit.ir.symbolic import Expr, Var
-
-if TYPE_CHECKING:
-    from fusejit.codegen.source import SourceModule
 
 
 def accumulator(dtype: np.dtype) -> np.dtype:
@@ -61,7 +58,7 @@ def accumulator(dtype: np.dtype) -> np.dtype:
 class _Gen(Epilogue):
     """State of one GEMM kernel being generated."""
 
-    def __init__(self, sm: SourceModule, name: str, group: Group) -> None:
+    def __init__(self, sm: ModuleContext, name: str, group: Group) -> None:
         self.sm, self.name, self.group = sm, name, group
         m = group.matmul
         assert m is not None
@@ -524,7 +521,7 @@ def _gpu_limits(sm: object):
     return DeviceLimits(is_gpu=bool(getattr(sm, "is_gpu", False)))
 
 
-def gemm_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
+def gemm_kernels(sm: ModuleContext, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
     """The kernel of one gemm group, two with split-K (see the module docstring)."""
     from fusejit.passes.host_gemm import HostBlas
 
