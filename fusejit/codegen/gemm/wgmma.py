@@ -3,8 +3,8 @@ mma_opts`` "g", on the cp.async ring of codegen/gemm/mma_async.py, for tf32, 3xT
 
 **Getting sm_90a from OpenCL.** NVIDIA's OpenCL compiler targets sm_90 on an H100/H200 and
 ptxas refuses wgmma there. The kernel therefore writes each wgmma statement as a PTX comment
-behind ``runtime.build.SM90A_MARK``; build.py compiles the source (the comments' operands are
-bound as any asm's), takes the PTX the driver returns as the program binary, restores the
+behind ``ptx.SM90A_MARK``; runtime/opencl/build.py compiles the source (the comments' operands
+are bound as any asm's), takes the PTX the driver returns as the program binary, restores the
 statements, raises ``.target`` to sm_90a and builds that PTX as a binary (probed on an H200:
 benchmarks/wgmma_probe.py; the probe at device setup checks one wgmma of each kind).
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pyopencl as cl
 
+from fusejit.codegen.gemm.ptx import SM90A_MARK  # (the mark codegen puts on sm_90a-only asm)
 from fusejit.errors import DeviceUnavailableError, KernelBuildError
 from fusejit.runtime import cache
 from fusejit.runtime.opencl.devices import DeviceInfo, device_info, setup_hint
@@ -78,7 +79,6 @@ def _build_error(ctx: cl.Context, name: str, source: str, exc: cl.Error) -> Exce
 
 # -- Hopper-only PTX ------------------------------------------------------------------------------
 
-SM90A_MARK = "// FJPTX "  # an inline-asm statement that only an sm_90a build may hold
 _TARGET = re.compile(r"^\.target\s+sm_90\b", re.MULTILINE)
 
 
