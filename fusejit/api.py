@@ -24,7 +24,7 @@ from fusejit.frontend.overlay import substituted
 from fusejit.ir.graph import Node, toposort
 from fusejit.passes import run_pipeline
 from fusejit.codegen.gemm import tune as gemm_tune
-from fusejit.codegen.gemm.mma import check_precision, mma_unavailable, with_wgmma
+from fusejit.codegen.gemm.mma import check_precision
 from fusejit.passes.gemm import partition_gemm
 from fusejit.passes.host_gemm import host_blas
 from fusejit.compile.recompiles import (
@@ -39,6 +39,7 @@ from fusejit.runtime.backend import backend_of, default_queue
 from fusejit.ir.shapes import row_major_strides
 from fusejit.runtime.executable import NO_QUEUE, Executable, OutSpec
 from fusejit.runtime.memory import check_call, compact_strides
+from fusejit.runtime.opencl.mma_probe import mma_unavailable, with_wgmma
 from fusejit.compile.signature import (
     CacheInfo,
     CallKey,

@@ -105,9 +105,10 @@ def _mma_sweep(queue: cl.CommandQueue, budget: float, torch: Any) -> list[dict[s
     row with its error against a float64 product (torch on the GPU) so a variant that
     computes wrongly shows it."""
     from fusejit.runtime.opencl.devices import device_info
+    from fusejit.runtime.opencl.mma_probe import with_wgmma
 
     info = device_info(queue.device)
-    limits = gemm_mma.with_wgmma(queue, info.limits)
+    limits = with_wgmma(queue, info.limits)
     rng = np.random.default_rng(1)
     n = int(os.environ.get("FUSEJIT_BENCH_N", 4096))
     host = [rng.standard_normal(s).astype(np.float32) for s in ((n, n), (n, n), (n,))]

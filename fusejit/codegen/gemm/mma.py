@@ -97,7 +97,6 @@ fragments through local memory and computes the same products, so PoCL runs the 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import replace
 
 import numpy as np
@@ -140,27 +139,6 @@ def kind_for(dtype: np.dtype, precision: str, unavailable: str | None) -> tuple[
         return "", (f"matmul_precision={precision!r}: tensor cores unavailable "
                     f"({unavailable}); fell back to the SIMT kernel")
     return kind, f"matmul_precision={precision!r}: tensor cores ({kind})"
-
-
-def mma_unavailable(queue: object, precision: str, plan: object) -> str | None:
-    """Why this call's products cannot use tensor cores (None: they can); probes the device
-    only when ``precision`` asks for them and the plan has a product."""
-    if precision == "highest" or not any(g.kind == "gemm" for g in plan.groups):  # type: ignore
-        return "matmul_precision='highest'"
-    from fusejit.runtime.opencl.mma_probe import unavailable
-
-    return unavailable(queue)
-
-
-def with_wgmma(queue: object, limits: DeviceLimits) -> DeviceLimits:
-    """``limits`` of a device whose tensor cores serve this call, with ``wgmma`` set where
-    Hopper's warpgroup MMA runs there (runtime/opencl/mma_probe.py; FUSEJIT_WGMMA=0: never, the
-    mma.sync kernels alone)."""
-    if os.environ.get("FUSEJIT_WGMMA", "1") == "0":
-        return limits
-    from fusejit.runtime.opencl.mma_probe import wgmma_unavailable
-
-    return replace(limits, wgmma=wgmma_unavailable(queue) is None)
 
 
 # -- configurations ---------------------------------------------------------------------------------
