@@ -39,6 +39,7 @@ from fusejit.runtime.backend import backend_of, default_queue
 from fusejit.ir.shapes import row_major_strides
 from fusejit.runtime.executable import NO_QUEUE, Executable, OutSpec
 from fusejit.runtime.memory import check_call, compact_strides
+from fusejit.runtime.opencl import gemm_bench
 from fusejit.runtime.opencl.mma_probe import mma_unavailable, with_wgmma
 from fusejit.compile.signature import (
     CacheInfo,
@@ -397,7 +398,7 @@ class Fused:
         precision = self.matmul_precision
         mma = mma_unavailable(queue, precision, plan)
         limits = info.limits if mma is not None else with_wgmma(queue, info.limits)
-        plan = gemm_tune.configure(plan, info.key, limits, gemm_tune.tuner(
+        plan = gemm_tune.configure(plan, info.key, limits, gemm_bench.tuning(
             queue, info, self.autotune), precision, mma)
         aliased = frozenset(p for c in classes for p in c)
         module = SourceModule(graph, plan, backend.target(info), limits, aliased,

@@ -15,7 +15,7 @@ import fusejit
 from fusejit import fuse
 from fusejit.codegen.gemm import mma as gemm_mma, tune as gemm_tune
 from fusejit.errors import MatmulPrecisionError
-from fusejit.runtime.opencl import mma_probe
+from fusejit.runtime.opencl import gemm_bench, mma_probe
 from fusejit.codegen.gemm.tf32 import error_stats
 
 EPS = 2.0 ** -24  # float32's unit roundoff
@@ -109,8 +109,8 @@ def test_selected_kernel_spells_ptx_and_is_keyed(monkeypatch):
     rng = np.random.default_rng(2)
     a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((64, 48), (48, 40), (40,)))
     keys = []
-    real_lookup = gemm_tune.lookup
-    monkeypatch.setattr(gemm_tune, "lookup", lambda key: keys.append(key) or real_lookup(key))
+    real_lookup = gemm_bench.lookup
+    monkeypatch.setattr(gemm_bench, "lookup", lambda key: keys.append(key) or real_lookup(key))
     mmas = {}
     for precision in ("tf32", "3xtf32"):
         src = fuse(_relu, matmul_precision=precision).lower(a, b, c).source
@@ -286,7 +286,7 @@ def test_a_corrupt_persisted_mma_entry_is_tuned_again(monkeypatch, bad):
     """A gemm.json entry under an MMA key that is not a valid MMA tile (or names variants
     this version lacks) is ignored."""
     monkeypatch.setattr(mma_probe, "unavailable", lambda queue: None)
-    monkeypatch.setattr(gemm_tune, "lookup", lambda key: bad if "mma-" in key else None)
+    monkeypatch.setattr(gemm_bench, "lookup", lambda key: bad if "mma-" in key else None)
     a = np.ones((64, 48), np.float32)
     src = fuse(lambda a, b: a @ b, matmul_precision="tf32").lower(a, a.T).source
     assert "mma.sync" in src and f"reqd_work_group_size({bad.threads}," not in src

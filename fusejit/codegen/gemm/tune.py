@@ -8,20 +8,17 @@ memory reads, the grouped launch order and whether tiles go through local memory
 by the device's local memory and work-group size and by a register estimate (accumulators plus
 the operands of one k step; NVIDIA allows 255 registers a work-item).
 
-Tuning results are kept per (device, dtype, layout, shape bucket, epilogue class) in memory and
-in ``gemm.json`` in the user cache directory next to the elementwise autotune data.
+Tuning results are kept per (device, dtype, layout, shape bucket, epilogue class): ``tune_key``
+names them, the runtime times and keeps them (runtime/opencl/gemm_bench.py) and hands them to
+``configure`` as a ``Tuning``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import math
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -234,16 +231,30 @@ def layout(group: Group) -> str:
     return "".join(parts)
 
 
+# times candidates for one product: (group, tuning key, candidates in order, its share of the
+# call's tuning budget) -> the fastest, or None (no budget or no room to time in)
 Tuner = Callable[[Group, str, list[GemmConfig], float], "GemmConfig | None"]
 
 
-def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuner: Tuner | None = None,
+@dataclass(frozen=True)
+class Tuning:
+    """The runtime's part in choosing a product's configuration, which codegen can neither
+    time nor keep (runtime/opencl/gemm_bench.py makes it): ``known`` the configuration tuned
+    before under a key (the persisted table, None if none), ``tuner`` times candidates now
+    (None: autotuning is off)."""
+
+    known: Callable[[str], "GemmConfig | None"]
+    tuner: Tuner | None = None
+
+
+def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuning: Tuning | None = None,
               precision: str = "highest", mma: str | None = None) -> Plan:
-    """The plan with a configuration on every gemm group: forced (tests), tuned before (the
-    persisted table), tuned now (``tuner``, on first use, each product given its share of
-    the call's tuning budget) or the heuristic. ``precision`` is ``@fuse``'s
+    """The plan with a configuration on every gemm group: forced (tests), tuned before
+    (``tuning.known``), tuned now (``tuning.tuner``, on first use, each product given its
+    share of the call's tuning budget) or the heuristic. ``precision`` is ``@fuse``'s
     matmul_precision; ``mma`` None when tensor cores serve it on this device, else why not
     (fusejit/codegen/gemm/mma.py)."""
+    tuner = tuning.tuner if tuning is not None else None
     products = sum(g.kind == "gemm" for g in plan.groups)
     groups = []
     for g in plan.groups:
@@ -261,7 +272,7 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuner: Tuner | 
             kind, note = kind_for(g.matmul.dtype, precision, mma)
         key = tune_key(device_key, g.matmul.dtype, layout(g), bucket(m, n, k, b),
                        epilogue_class(g)) + (f"|mma-{kind}" if kind else "")
-        cfg = _forced[-1] if _forced else lookup(key)
+        cfg = _forced[-1] if _forced else tuning.known(key) if tuning is not None else None
         if cfg is not None and not _forced:
             cfg = replace(cfg, why=f"tuned on first use, kept under {key!r}")
         if kind and not _forced:
@@ -292,19 +303,6 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuner: Tuner | 
     return replace(plan, groups=tuple(groups))
 
 
-# -- persisted tuning results ----------------------------------------------------------------------
-
-_lock = threading.Lock()
-_memory: dict[str, dict] = {}
-_loaded = False
-
-
-def _cache_file() -> Path | None:
-    from fusejit.runtime.autotune import _cache_file as cache_file  # next to the launch tuning data
-
-    return cache_file("gemm.json")  # (None: FUSEJIT_CACHE_DIR=0)
-
-
 def bucket(m: int, n: int, k: int, batch: int) -> str:
     """Shape bucket: powers of two of each extent (a config tuned at 4096 serves 3000-5000)."""
     def b(x: int) -> int:
@@ -316,63 +314,5 @@ def tune_key(device: str, dtype: np.dtype, layout: str, shape: str, epilogue: st
     return f"{device}|{dtype.name}|{layout}|{shape}|{epilogue}"
 
 
-def lookup(key: str) -> GemmConfig | None:
-    global _loaded
-    with _lock:
-        if not _loaded:
-            _loaded = True
-            path = _cache_file()
-            try:
-                stored = json.loads(path.read_text()) if path is not None else {}
-            except (OSError, ValueError, UnicodeDecodeError):
-                stored = {}  # unreadable or corrupt: tune again and rewrite
-            if isinstance(stored, dict):  # keep only well-formed entries
-                _memory.update({k: v for k, v in stored.items()
-                                if isinstance(k, str) and isinstance(v, dict)})
-        found = _memory.get(key)
-    if found is None:
-        return None
-    if not _well_formed(found):  # written by another version, or a corrupt file: tune again
-        return None
-    return GemmConfig(**found)
-
-
-_FIELD_TYPES = {"local": bool, "why": str, "mma": str, "mma_opts": str}  # every other field is a positive int
-
-
-def _well_formed(found: dict) -> bool:
-    names = {f.name for f in dataclasses.fields(GemmConfig)}
-    if not set(found) <= names or not {"mwg", "nwg", "kwg", "mdimc", "ndimc"} <= set(found):
-        return False
-    for k, v in found.items():
-        t = _FIELD_TYPES.get(k, int)
-        if type(v) is not t or (t is int and v < 1):
-            return False
-    if found.get("mma", "") not in ("", "tf32", "3xtf32", "f16"):
-        return False
-    return found["mwg"] % found["mdimc"] == 0 and found["nwg"] % found["ndimc"] == 0
-
-
-def remember(key: str, cfg: GemmConfig) -> None:
-    with _lock:
-        _memory[key] = asdict(cfg)
-        from fusejit.runtime.autotune import write_json
-
-        path = _cache_file()
-        if path is not None:
-            write_json(path, _memory)
-
-
-__all__ = ["GemmConfig", "bucket", "configure", "forced", "heuristic", "lookup", "rank", "remember",
+__all__ = ["GemmConfig", "Tuner", "Tuning", "bucket", "configure", "forced", "heuristic", "rank",
            "space", "tune_key"]
-
-
-def tuner(queue: object, info: object, flag: bool | None) -> Tuner | None:
-    """The first-use tuner for this queue's device, or None when autotuning is off."""
-    from fusejit.runtime import autotune
-
-    if not autotune.enabled(flag):
-        return None
-    from fusejit.runtime.opencl.gemm_bench import make_tuner
-
-    return make_tuner(queue, info)
