@@ -135,7 +135,8 @@ def _mma_sweep(queue: cl.CommandQueue, budget: float, torch: Any) -> list[dict[s
             break
         f = fuse(lambda *a: dense_relu(np, *a),
                  matmul_precision="tf32" if kind == "f16" else kind)
-        row: dict[str, Any] = {"kind": kind, "opts": cfg.mma_opts, "config": cfg.describe()}
+        row: dict[str, Any] = {"kind": kind, "opts": cfg.mma_opts,
+                               "config": gemm_mma.describe(cfg)}
         with gemm_tune.forced(cfg):
             try:
                 got = f(*args)

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 
 from fusejit.ir import dtypes as dt
-from fusejit.codegen.gemm.source import gemm_kernels
+from fusejit.codegen.gemm.dispatch import gemm_kernels
 from fusejit.ir.indexing import Index, broadcast_index, unravel
 from fusejit.ir.graph import Graph, Node, toposort
 from fusejit.codegen.context import ModuleContext

@@ -12,7 +12,7 @@ import pytest
 import fusejit
 from fusejit import fuse
 from fusejit.codegen.gemm import tune as gemm_tune
-from fusejit.codegen.gemm.tune import GemmConfig
+from fusejit.codegen.gemm.config import GemmConfig
 
 TILED = GemmConfig(16, 16, 4, 4, 4, 2)  # small enough to have many edge tiles at test sizes
 TILED_WIDE = GemmConfig(32, 32, 8, 8, 8, 4)

@@ -14,6 +14,7 @@ import pytest
 import fusejit
 from fusejit import fuse
 from fusejit.codegen.gemm import mma as gemm_mma, tune as gemm_tune
+from fusejit.codegen.gemm.config import GemmConfig
 from fusejit.errors import MatmulPrecisionError
 from fusejit.runtime.opencl import gemm_bench, mma_probe
 from fusejit.codegen.gemm.tf32 import error_stats
@@ -137,7 +138,7 @@ def test_space_and_heuristic_are_valid():
     for kind in gemm_mma.KINDS:
         cands = gemm_mma.space(kind, limits)
         assert cands and all(gemm_mma.valid(c, limits) for c in cands)
-        assert all(c.local_bytes(4) <= 48 * 1024 for c in cands)
+        assert all(gemm_mma.local_bytes(c) <= 48 * 1024 for c in cands)
         assert gemm_mma.heuristic(kind, 4096, 4096, limits).mma == kind
 
 
@@ -279,9 +280,9 @@ def test_gpu_3xtf32_error_no_worse_than_simt(k):
     assert mx3 <= mxs and rms3 <= rmss, ((mx3, rms3), (mxs, rmss))
 
 
-@pytest.mark.parametrize("bad", [gemm_tune.GemmConfig(128, 128, 16, 7, 4, 2, mma="tf32"),
-                                 gemm_tune.GemmConfig(128, 128, 16, 16, 16, 2, mma="tf32",
-                                                      mma_opts="xt")])
+@pytest.mark.parametrize("bad", [GemmConfig(128, 128, 16, 7, 4, 2, mma="tf32"),
+                                 GemmConfig(128, 128, 16, 16, 16, 2, mma="tf32",
+                                            mma_opts="xt")])
 def test_a_corrupt_persisted_mma_entry_is_tuned_again(monkeypatch, bad):
     """A gemm.json entry under an MMA key that is not a valid MMA tile (or names variants
     this version lacks) is ignored."""

@@ -14,6 +14,9 @@ from fusejit.targets.scoped import Scoped
 # Marks an inline-asm statement that only an sm_90a build may hold: the kernel writes it behind
 # this comment and runtime/opencl/build.py's PTX rebuild restores it (codegen/gemm/wgmma.py)
 SM90A_MARK = "// FJPTX "
+# k depth of one mma.sync of each kind: m16n8k8 for tf32 (3xTF32 too), m16n8k16 for float16
+K_STEP = {"tf32": 8, "3xtf32": 8, "f16": 16}
+
 _MMA_OPERANDS = ('"+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), '
                  '"r"(b0), "r"(b1)')
 PTX_MACROS = (
@@ -154,5 +157,5 @@ def emulated() -> contextlib.AbstractContextManager[None]:
     return _emulate.set(True)
 
 
-__all__ = ["PTX_MACROS", "SM90A_MARK", "emulated", "emulated_macros", "wgmma_asm",
+__all__ = ["K_STEP", "PTX_MACROS", "SM90A_MARK", "emulated", "emulated_macros", "wgmma_asm",
            "wgmma_emulated", "wgmma_macros"]

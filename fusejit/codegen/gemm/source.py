@@ -32,7 +32,8 @@ import numpy as np
 
 from fusejit.ir import dtypes as dt
 from fusejit.codegen.gemm.epilogue import Epilogue, _var
-from fusejit.codegen.gemm.tune import GemmConfig, heuristic
+from fusejit.codegen.gemm.config import GemmConfig
+from fusejit.codegen.gemm.simt import describe, heuristic
 from fusejit.ir.indexing import Index, unravel
 from fusejit.ir.graph import Node
 from fusejit.codegen.context import ModuleContext
@@ -194,7 +195,7 @@ class _Gen(Epilogue):
         gz = self.B * S
         gsize = (nm * nn * T, gz) if gz > 1 else (nm * nn * T,)
         lsize = (T, 1) if gz > 1 else (T,)
-        reason = f"{self.group.reason}; kernel: {cfg.describe()}" + (
+        reason = f"{self.group.reason}; kernel: {self.describe_config()}" + (
             f" ({cfg.why})" if cfg.why else "")
         group = replace(self.group, reason=reason, gemm_config=cfg)
         kernel = Kernel(name, "\n".join(lines), sig, gsize, lsize, group,
@@ -203,6 +204,10 @@ class _Gen(Epilogue):
         if S > 1:
             out.append(self.combine(group))
         return out
+
+    def describe_config(self) -> str:
+        """The configuration as explain() tells it (the tensor-core generator has its own)."""
+        return describe(self.cfg)
 
     # -- split-K ----------------------------------------------------------------------------------
     def partial_store(self) -> None:
@@ -521,19 +526,4 @@ def _gpu_limits(sm: object):
     return DeviceLimits(is_gpu=bool(getattr(sm, "is_gpu", False)))
 
 
-def gemm_kernels(sm: ModuleContext, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
-    """The kernel of one gemm group, two with split-K (see the module docstring)."""
-    from fusejit.passes.host_gemm import HostBlas
-
-    if isinstance(group.gemm_config, HostBlas):  # NumPy's BLAS on the host: codegen/gemm/host.py
-        from fusejit.codegen.gemm.host import host_kernels
-
-        return host_kernels(sm, name, group)
-    if getattr(group.gemm_config, "mma", ""):  # tensor cores: fusejit/codegen/gemm/mma.py
-        from fusejit.codegen.gemm.mma import MmaGen
-
-        return MmaGen(sm, name, group).build()
-    return _Gen(sm, name, group).build()
-
-
-__all__ = ["accumulator", "gemm_kernels"]
+__all__ = ["accumulator"]

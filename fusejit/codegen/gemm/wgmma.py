@@ -96,15 +96,11 @@ does), so PoCL runs these kernels on CI.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-from fusejit.codegen.gemm.mma_async import Operand, Tiles, _emit
+from fusejit.codegen.gemm.config import GemmConfig
+from fusejit.codegen.gemm.mma_async import MmaKernel, Operand, Tiles, _emit
 from fusejit.codegen.gemm.ptx import _emulate, wgmma_asm, wgmma_emulated, wgmma_macros
-
-if TYPE_CHECKING:
-    from fusejit.codegen.gemm.mma import MmaGen
-    from fusejit.codegen.gemm.tune import GemmConfig
-    from fusejit.codegen.lowering import Block
+from fusejit.codegen.lowering import Block
 
 LOCAL = 48 * 1024  # NVIDIA's OpenCL local memory a work-group (no opt-in to more)
 MAX_STAGES = 8
@@ -230,7 +226,7 @@ class WgTiles(Tiles):
     """The ring with wgmma compute (module docstring). ``q``: the operand read from local
     memory (0: a, 1: b); the generator's configuration is already ``oriented``."""
 
-    def __init__(self, gen: MmaGen, ops: tuple[Operand, Operand], q: int) -> None:
+    def __init__(self, gen: MmaKernel, ops: tuple[Operand, Operand], q: int) -> None:
         super().__init__(gen, ops)
         self.q = q
         self.gr = groups(gen.cfg)

@@ -17,7 +17,9 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from fusejit.codegen.gemm.tune import GemmConfig, Tuner, Tuning, rank, with_split
+from fusejit.codegen.gemm.config import GemmConfig, with_split
+from fusejit.codegen.gemm.simt import rank
+from fusejit.codegen.gemm.tune import Tuner, Tuning
 from fusejit.codegen.source import SourceModule
 from fusejit.ir.graph import Graph, Node, Param
 from fusejit.ir.ops import Op
