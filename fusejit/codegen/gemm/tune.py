@@ -24,7 +24,7 @@ from fusejit.ir.ops import MOVEMENT, TRANSCENDENTAL
 from fusejit.passes.host_gemm import kept_in_kernels
 from fusejit.passes.plan import DeviceLimits, Group, Plan, gemm_problem
 
-_forced: list[GemmConfig] = []
+_forced: list[GemmConfig] = []  # forced() blocks open, innermost last
 
 
 @contextlib.contextmanager
@@ -84,7 +84,7 @@ class Tuning:
     before under a key (the persisted table, None if none), ``tuner`` times candidates now
     (None: autotuning is off)."""
 
-    known: Callable[[str], "GemmConfig | None"]
+    known: Callable[[str], GemmConfig | None]
     tuner: Tuner | None = None
 
 

@@ -171,7 +171,7 @@ def lookup(key: str) -> GemmConfig | None:
     return GemmConfig(**found)
 
 
-# every other field is a positive int
+# GemmConfig's fields that are not positive ints, by their type
 _FIELD_TYPES = {"local": bool, "why": str, "mma": str, "mma_opts": str}
 
 
