@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
-from fusejit.runtime.opencl.build import SM90A_MARK as M
+from fusejit.codegen.gemm.ptx import SM90A_MARK as M
 from fusejit.runtime.opencl.build import sm90a_ptx
 
 GROUPS = 8

@@ -26,13 +26,14 @@ import fusejit
 from fusejit import fuse
 from fusejit.codegen.gemm import mma as gemm_mma, tune as gemm_tune
 from fusejit.bench.gemm_timing import steady
+from fusejit.codegen.gemm.ptx import SM90A_MARK
 from fusejit.runtime.opencl import build
 
 
 def _ptxas(queue: cl.CommandQueue, source: str) -> list[str]:
     """ptxas's resource lines for ``source``, built as fusejit builds it."""
     prg = cl.Program(queue.context, source).build(options=["-cl-std=CL1.2", "-cl-nv-verbose"])
-    if build.SM90A_MARK in source:
+    if SM90A_MARK in source:
         ptx = bytes(prg.get_info(cl.program_info.BINARIES)[0]).rstrip(b"\0").decode()
         prg = cl.Program(queue.context, [queue.device],
                          [build.sm90a_ptx(ptx).encode() + b"\0"]).build(

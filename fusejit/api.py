@@ -24,7 +24,7 @@ from fusejit.errors import ContextMismatchError
 from fusejit.internal import internal_errors
 from fusejit.passes import run_pipeline
 from fusejit.codegen.gemm import tune as gemm_tune
-from fusejit.codegen.gemm.mma import check_precision, mma_unavailable, with_wgmma
+from fusejit.codegen.gemm.mma import check_precision
 from fusejit.passes.gemm import partition_gemm
 from fusejit.passes.host_gemm import host_blas
 from fusejit.compile.recompiles import (
@@ -39,6 +39,8 @@ from fusejit.runtime.backend import backend_of, default_queue
 from fusejit.runtime.executable import OutSpec
 from fusejit.runtime.opencl.executable import NO_QUEUE, Executable
 from fusejit.runtime.memory import check_call
+from fusejit.runtime.opencl import gemm_bench
+from fusejit.runtime.opencl.mma_probe import mma_unavailable, with_wgmma
 from fusejit.compile.signature import (
     CacheInfo,
     CallKey,
@@ -370,7 +372,7 @@ class Fused:
         precision = self.matmul_precision
         mma = mma_unavailable(queue, precision, plan)
         limits = info.limits if mma is not None else with_wgmma(queue, info.limits)
-        plan = gemm_tune.configure(plan, info.key, limits, gemm_tune.tuner(
+        plan = gemm_tune.configure(plan, info.key, limits, gemm_bench.tuning(
             queue, info, self.autotune), precision, mma)
         aliased = frozenset(p for c in classes for p in c)
         module = SourceModule(graph, plan, backend.target(info), limits, aliased,

@@ -25,8 +25,8 @@ import pyopencl.array as cla
 
 import fusejit
 from fusejit import fuse
-from fusejit.codegen.gemm import tune as gemm_tune
 from fusejit.bench.gemm_timing import TorchNs, anchor, steady
+from fusejit.codegen.gemm import simt as gemm_simt, tune as gemm_tune
 from fusejit.bench.workloads import dense_gelu, dense_relu, gelu, mlp_block
 
 
@@ -160,9 +160,9 @@ def _sweep(queue: cl.CommandQueue, fn: Callable[..., Any] = plain, m: int = 4096
     rng = np.random.default_rng(1)
     args = [cla.to_device(queue, rng.standard_normal(s).astype(np.float32))
             for s in ((m, k), (k, n), (n,))][:3 if fn is not plain else 2]
-    cands = gemm_tune.space(info.limits, np.dtype(np.float32))
+    cands = gemm_simt.space(info.limits, np.dtype(np.float32))
     if top:
-        cands = gemm_tune.rank(cands, m, n, 1, info.limits.compute_units)[:top]
+        cands = gemm_simt.rank(cands, m, n, 1, info.limits.compute_units)[:top]
     out = []
     for cfg in cands:
         f = fuse(lambda *a: fn(np, *a))
@@ -170,10 +170,10 @@ def _sweep(queue: cl.CommandQueue, fn: Callable[..., Any] = plain, m: int = 4096
             try:
                 f(*args)
             except Exception as exc:  # noqa: BLE001 - report and go on
-                out.append({"config": cfg.describe(), "error": str(exc)[:200]})
+                out.append({"config": gemm_simt.describe(cfg), "error": str(exc)[:200]})
                 continue
             t = steady(lambda: f(*args), queue.finish, budget=0.2)
-        out.append({"case": f"{fn.__name__} {m}x{n}x{k}", "config": cfg.describe(),
+        out.append({"case": f"{fn.__name__} {m}x{n}x{k}", "config": gemm_simt.describe(cfg),
                     "ms": t * 1e3, "tflops": 2 * m * n * k / t / 1e12})
         print(json.dumps(out[-1]), flush=True)
     return out

@@ -105,9 +105,10 @@ def _mma_sweep(queue: cl.CommandQueue, budget: float, torch: Any) -> list[dict[s
     row with its error against a float64 product (torch on the GPU) so a variant that
     computes wrongly shows it."""
     from fusejit.runtime.opencl.devices import device_info
+    from fusejit.runtime.opencl.mma_probe import with_wgmma
 
     info = device_info(queue.device)
-    limits = gemm_mma.with_wgmma(queue, info.limits)
+    limits = with_wgmma(queue, info.limits)
     rng = np.random.default_rng(1)
     n = int(os.environ.get("FUSEJIT_BENCH_N", 4096))
     host = [rng.standard_normal(s).astype(np.float32) for s in ((n, n), (n, n), (n,))]
@@ -134,7 +135,8 @@ def _mma_sweep(queue: cl.CommandQueue, budget: float, torch: Any) -> list[dict[s
             break
         f = fuse(lambda *a: dense_relu(np, *a),
                  matmul_precision="tf32" if kind == "f16" else kind)
-        row: dict[str, Any] = {"kind": kind, "opts": cfg.mma_opts, "config": cfg.describe()}
+        row: dict[str, Any] = {"kind": kind, "opts": cfg.mma_opts,
+                               "config": gemm_mma.describe(cfg)}
         with gemm_tune.forced(cfg):
             try:
                 got = f(*args)

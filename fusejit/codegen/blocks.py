@@ -9,13 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fusejit.ir.indexing import Index
 from fusejit.ir.graph import Node
-
-if TYPE_CHECKING:
-    from fusejit.codegen.lowering import Lowering
 
 
 @dataclass(eq=False)
@@ -74,9 +71,16 @@ class Nested:
     operands: tuple[Ref, ...] = ()
 
 
+class Values(Protocol):
+    """What a block asks of the lowering it emits for (``lowering.Lowering``, which imports
+    these blocks): the value of ``node`` at ``idx``, lowered where ``block`` sees it."""
+
+    def value(self, block: Block, node: Node, idx: Index) -> Ref: ...
+
+
 @dataclass(eq=False)
 class Block:
-    lowering: Lowering
+    lowering: Values
     parent: Block | None = None
     loop_vars: frozenset[str] = frozenset()  # values not using these hoist to the parent
     items: list[Instr | Nested] = field(default_factory=list)

@@ -11,6 +11,7 @@ import numpy as np
 
 from fusejit.ir.graph import Graph
 from fusejit.passes.partition import Group, Plan
+from fusejit.passes.verify import verify_module
 from fusejit.targets.base import Target
 
 # -- kernel arguments -------------------------------------------------------------------------------
@@ -99,6 +100,11 @@ class Kernel:
     vec: int = 1  # elementwise: elements per vector (lanes)
     host: HostMatmul | None = None  # role "host": a step the host runs, not an OpenCL kernel
 
+    @property
+    def buffers(self) -> tuple[BufferArg, ...]:
+        """The buffer arguments, in binding order (what passes/verify.py proves the order of)."""
+        return tuple(a for a in self.signature.args if isinstance(a, BufferArg))
+
 
 @dataclass(frozen=True)
 class Partial:
@@ -122,6 +128,4 @@ class Module:
         reads an argument's old value after a kernel wrote it) and that no kernel writes an
         element another of its work-items reads; ``ScheduleError`` otherwise (a fusejit bug).
         ``aliases``: sets of parameters sharing memory. See ``passes/verify.py``."""
-        from fusejit.passes.verify import verify_module
-
         verify_module(graph, plan, self, aliases)

@@ -18,7 +18,7 @@ from fusejit.ir import dtypes as dt
 from fusejit.ir.indexing import Index, gathered_index, ravel, src_index
 from fusejit.ir.graph import Graph, Node, const_value
 from fusejit.codegen.args import ArgTable  # (importable from here too, as before the split)
-from fusejit.codegen.blocks import LANE, Block, CacheRead, Imm, Instr, LaneOf, Lanes, Nested, Ref
+from fusejit.codegen.blocks import LANE, Block, CacheRead, Imm, Instr, LaneOf, Lanes, Ref
 from fusejit.ir.ops import ELEMENTWISE, LEAVES, OPS, REDUCE, Op
 from fusejit.passes.partition import Store
 from fusejit.ir.rows import RowExtent

@@ -44,22 +44,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fusejit.ir import dtypes as dt
 from fusejit.ir.indexing import Index, unravel
 from fusejit.ir.graph import Node, const, const_value
+from fusejit.codegen.context import ModuleContext
 from fusejit.codegen.kernels import Kernel, Partial
 from fusejit.codegen.lowering import LANE, Block, Imm, Lanes, Lowering, Ref, _store
 from fusejit.ir.ops import SCAN_COMBINE, Op
-from fusejit.passes.plan import Group, Store
+from fusejit.passes.plan import Group
 from fusejit.codegen.render import Renderer
 from fusejit.ir.symbolic import Expr
-
-if TYPE_CHECKING:
-    from fusejit.codegen.source import SourceModule
 
 _TILED_MIN_LENGTH = 64  # shorter rows: one work-item per row beats a work-group's barriers
 # rows per compute unit from which a scan along a strided axis runs one work-item per row
@@ -112,17 +109,6 @@ def strategy(scan: Node, limits: object) -> ScanStrategy:
     return ScanStrategy("tiled", wg, vec, gy)
 
 
-def scan_reason(scan: Node, stores: list[Store], prologue: list[str]) -> str:
-    """The partitioner's reason line for a scan group."""
-    op, axis = scan.arg
-    text = (f"scan ({op.name.lower()}) along axis {axis} of {scan.describe()}")
-    if prologue:
-        text += f"; prologue fused into its loads: {', '.join(prologue)}"
-    where = {"output": "output", "param": "argument", "temp": "temporary"}
-    return text + "; stores " + ", ".join(f"{where[s.dest.kind]} {s.dest.index}"
-                                          for s in stores)
-
-
 def _identity(op: Op, dtype: np.dtype) -> Node:
     """The combine op's identity in ``dtype`` as a literal node."""
     ident = SCAN_COMBINE[op]
@@ -145,7 +131,7 @@ def _identity(op: Op, dtype: np.dtype) -> Node:
 class _Gen:
     """State of one scan group's kernels."""
 
-    def __init__(self, sm: SourceModule, name: str, group: Group) -> None:
+    def __init__(self, sm: ModuleContext, name: str, group: Group) -> None:
         self.sm, self.name, self.group = sm, name, group
         scan = group.scan
         assert scan is not None
@@ -424,9 +410,9 @@ class _Gen:
                            (self.R * st.gy * st.wg,), (st.wg,), "main")
 
 
-def scan_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
+def scan_kernels(sm: ModuleContext, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
     """The kernels of one scan group (see the module docstring)."""
     return _Gen(sm, name, group).kernels()
 
 
-__all__ = ["ScanStrategy", "scan_kernels", "scan_reason", "strategy"]
+__all__ = ["ScanStrategy", "scan_kernels", "strategy"]

@@ -15,11 +15,13 @@ elementwise kernels.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from fusejit.ir import dtypes as dt
-from fusejit.codegen.gemm.source import gemm_kernels
+from fusejit.codegen.gemm.dispatch import gemm_kernels
 from fusejit.ir.indexing import Index, broadcast_index, unravel
 from fusejit.ir.graph import Graph, Node, toposort
+from fusejit.codegen.context import ModuleContext
 from fusejit.codegen.kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
 from fusejit.codegen.lowering import LANE, ArgTable, Block, Lowering, _extent, _guard, _store
 from fusejit.ir.ops import ELEMENTWISE, SHARED_BY_LANES, Op
@@ -29,8 +31,16 @@ from fusejit.codegen.reduce import ReductionKernels
 from fusejit.codegen.render import Renderer
 from fusejit.codegen.scan import scan_kernels
 from fusejit.codegen.rows import elementwise_rows
+from fusejit.codegen.svd import svd_kernels
 from fusejit.ir.symbolic import Expr, Var
 from fusejit.targets.base import Target
+
+# The writers of the group kinds whose kernels are a codegen module of their own: each takes the
+# module being built (as codegen/context.py's ModuleContext), the kernel's name and the group.
+# Elementwise and reduction groups are SourceModule's own (it holds their shared machinery).
+# A new kind of kernel is a module with such a writer and its line here.
+Writer = Callable[[ModuleContext, str, Group], list[tuple[Kernel, Lowering]]]
+WRITERS: dict[str, Writer] = {"gemm": gemm_kernels, "scan": scan_kernels, "svd": svd_kernels}
 
 
 class SourceModule(ReductionKernels):
@@ -99,16 +109,11 @@ class SourceModule(ReductionKernels):
         uses_fp64 = False
         for i, group in enumerate(self.plan.groups):
             self.current = i
-            if group.kind == "elementwise":
+            writer = WRITERS.get(group.kind)
+            if writer is not None:
+                made = writer(self, f"fj_k{i}", group)
+            elif group.kind == "elementwise":
                 made = [self._elementwise(f"fj_k{i}", group)]
-            elif group.kind == "gemm":
-                made = gemm_kernels(self, f"fj_k{i}", group)
-            elif group.kind == "scan":
-                made = scan_kernels(self, f"fj_k{i}", group)
-            elif group.kind == "svd":
-                from fusejit.codegen.svd import svd_kernels
-
-                made = svd_kernels(self, f"fj_k{i}", group)
             else:
                 made = self._reduce(f"fj_k{i}", group)
             for kernel, low in made:

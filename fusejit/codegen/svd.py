@@ -21,24 +21,21 @@ is typical for double precision).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fusejit.ir.indexing import unravel
+from fusejit.codegen.context import ModuleContext
 from fusejit.codegen.kernels import Kernel, Partial
 from fusejit.codegen.lowering import Block, Lowering, _store
 from fusejit.passes.plan import Group
 from fusejit.codegen.render import Renderer
 from fusejit.ir.symbolic import Expr
 
-if TYPE_CHECKING:
-    from fusejit.codegen.source import SourceModule
-
 _SWEEPS = 40
 
 
-def work_group(sm: SourceModule, pairs: int) -> int:
+def work_group(sm: ModuleContext, pairs: int) -> int:
     """Work-items per matrix: one per column pair on GPUs (a power of two, within the
     device's barrier limit), one on CPUs."""
     wg = 1
@@ -49,7 +46,7 @@ def work_group(sm: SourceModule, pairs: int) -> int:
     return wg
 
 
-def svd_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
+def svd_kernels(sm: ModuleContext, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
     """The kernel of one svd group (see the module docstring)."""
     node = group.svd
     assert node is not None

@@ -9,7 +9,7 @@ that (see ``runtime.opencl.executable.Executable.guarded``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 

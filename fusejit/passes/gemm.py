@@ -215,10 +215,8 @@ class _GemmPartition:
                 stores = list(epilogue[m]) + [Store(p, Dest("temp", temp_of[p]))
                                               for p, g in stored_by.items() if g is m]
                 if m.op is Op.SCAN:
-                    from fusejit.codegen.scan import scan_reason
-
                     groups.append(Group("scan", m.shape, tuple(stores),
-                                        scan_reason(m, stores, _ops(m.srcs[0], stored)),
+                                        _scan_reason(m, stores, _ops(m.srcs[0], stored)),
                                         scan=m))
                     continue
                 if m.op is Op.SVDVALS:
@@ -332,6 +330,17 @@ def _reason(m: Node, stores: list[Store], stored: set[Node]) -> str:
         where = {"output": "output", "param": "argument", "temp": "temporary"}[st.dest.kind]
         epi.append(f"{where} {st.dest.index}" + (f" ({', '.join(ops)})" if ops else ""))
     return text + "; epilogue stores " + ", ".join(epi)
+
+
+def _scan_reason(scan: Node, stores: list[Store], prologue: list[str]) -> str:
+    """The reason line of a scan group."""
+    op, axis = scan.arg
+    text = (f"scan ({op.name.lower()}) along axis {axis} of {scan.describe()}")
+    if prologue:
+        text += f"; prologue fused into its loads: {', '.join(prologue)}"
+    where = {"output": "output", "param": "argument", "temp": "temporary"}
+    return text + "; stores " + ", ".join(f"{where[s.dest.kind]} {s.dest.index}"
+                                          for s in stores)
 
 
 def _reads(group: Group, temps: set[Node]) -> set[int]:

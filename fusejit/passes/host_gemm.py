@@ -23,8 +23,10 @@ Small products stay in the OpenCL kernel (the finish, maps and unmaps cost ~0.3 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from fusejit.ir import dtypes as dt
@@ -33,8 +35,7 @@ from fusejit.ir.graph import Graph, Node
 from fusejit.ir.ops import MOVEMENT, Op
 from fusejit.ir.shapes import broadcast_shapes, row_major_strides
 from fusejit.ir.symbolic import Expr
-from fusejit.codegen.gemm import tune as gemm_tune
-from fusejit.passes.plan import Dest, DeviceLimits, Group, Plan, Store
+from fusejit.passes.plan import Dest, DeviceLimits, Group, Plan, Store, gemm_problem
 
 # B*M*N*K from which the host's BLAS pays on PoCL (2 shared cores, dense ReLU layers, fastest
 # of 9: the step's finish, maps and unmaps cost ~0.3 ms, so at 128^3 the kernel took 0.12 ms
@@ -48,6 +49,21 @@ DTYPES = (dt.FLOAT32, dt.FLOAT64)  # what BLAS computes (float16 and integers st
 class HostBlas:
     """The gemm_config of a group whose product runs on the host (codegen/gemm/host.py makes its
     record, runtime/host_steps.py runs it); the group's reason says why."""
+
+
+# open kept_in_kernels() blocks: while any is, every product stays in its kernel
+_kept: list[None] = []
+
+
+@contextlib.contextmanager
+def kept_in_kernels() -> Iterator[None]:
+    """Every product planned inside the block stays in its OpenCL kernel (codegen/gemm/tune.py's
+    ``forced``: a test of a kernel variant must run that kernel, not the host's BLAS)."""
+    _kept.append(None)
+    try:
+        yield
+    finally:
+        _kept.pop()
 
 
 def mode() -> str:
@@ -92,7 +108,7 @@ def _eligible(group: Group, how: str) -> bool:
     m = group.matmul
     if m.dtype not in DTYPES or any(s.dtype != m.dtype for s in m.srcs):
         return False
-    work = math.prod(gemm_tune.problem(group))
+    work = math.prod(gemm_problem(group))
     return work > 0 and (how == "on" or work >= MIN_WORK)
 
 
@@ -100,8 +116,7 @@ def host_blas(graph: Graph, plan: Plan, limits: DeviceLimits) -> Plan:
     """The plan with large float products on the host where the device allows it (see the
     module docstring); the plan itself everywhere else (GPUs, Vulkan, small products)."""
     how = mode()
-    # (gemm_tune._forced: a kernel configuration forced, by the tests of the kernels)
-    if not limits.host_blas or limits.is_gpu or how == "off" or gemm_tune._forced or not any(
+    if not limits.host_blas or limits.is_gpu or how == "off" or _kept or not any(
             _eligible(g, how) for g in plan.groups):
         return plan
     temps = list(plan.temps)

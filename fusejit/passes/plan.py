@@ -100,7 +100,9 @@ class Group:
     strategy: ReduceStrategy | None = None
     reads: frozenset[Node] = field(default=frozenset())  # materialised nodes it loads
     matmul: Node | None = None  # gemm: the MATMUL whose accumulator the stores read
-    gemm_config: object = None  # gemm: the kernel configuration codegen uses (gemm_tune)
+    # gemm: the kernel configuration codegen uses (codegen/gemm/config.py's GemmConfig, chosen by
+    # codegen/gemm/tune.py) or host_gemm.HostBlas; object: the plan is below codegen
+    gemm_config: object = None
     copy: bool = False  # copies a staged in-place value from its temporary into its argument
     scan: Node | None = None  # scan: the SCAN whose running value the stores read
     svd: Node | None = None  # svd: the SVDVALS whose singular values the stores read
@@ -132,6 +134,15 @@ class Plan:
     copies: tuple[tuple[int, int], ...] = ()  # (temp, param): in-place results copied back
     notes: tuple[str, ...] = ()
     staged: frozenset[int] = frozenset()  # temps holding staged in-place values (schedule.py)
+
+
+def gemm_problem(group: Group) -> tuple[int, int, int, int]:
+    """(M, N, K, batch) of a gemm group's product: what its kernel's configuration, the host
+    BLAS step and the tuner are chosen for."""
+    m = group.matmul
+    assert m is not None
+    *batch, rows, k = m.srcs[0].shape
+    return rows, m.shape[-1], k, math.prod(batch)
 
 
 # -- analysis -------------------------------------------------------------------------------------

@@ -9,27 +9,59 @@ binds, in launch order), and the index analysis of its group for the race rule:
   writes itself (same layout, same index, no broadcast store).
 
 Any violation is a fusejit bug and raises ``ScheduleError`` naming the kernels and the buffer.
+
+The proof checks the schedule's rules (passes/schedule.py), so it lives with them; what it reads
+of the lowered module is named by the protocols below, which codegen's records
+(codegen/kernels.py: Module, Kernel, BufferArg) fit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fusejit.errors import ScheduleError
 from fusejit.ir.graph import Graph
-from fusejit.passes.plan import Plan
+from fusejit.passes.plan import Group, Plan
 from fusejit.passes.schedule import families, loaded, params_read, race
 
-if TYPE_CHECKING:
-    from fusejit.codegen.kernels import Module
+
+class BoundBuffer(Protocol):
+    """A buffer a kernel binds: its role (param | output | temp | partial), which one, and
+    whether the kernel writes it."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def writable(self) -> bool: ...
 
 
-def verify_module(graph: Graph, plan: Plan, module: Module,
+class LoweredKernel(Protocol):
+    """A generated kernel: its name, the group it computes, its role (main | partial |
+    combine | host) and the buffers it binds, in launch order."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def group(self) -> Group: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def buffers(self) -> Sequence[BoundBuffer]: ...
+
+
+class LoweredModule(Protocol):
+    """The kernels of a lowered module, in launch order."""
+
+    @property
+    def kernels(self) -> Sequence[LoweredKernel]: ...
+
+
+def verify_module(graph: Graph, plan: Plan, module: LoweredModule,
                   aliases: Sequence[frozenset[int]] = ()) -> None:
     """Raise ``ScheduleError`` unless ``module`` keeps the order and no-race rules."""
-    from fusejit.codegen.kernels import BufferArg  # kernels imports the partitioner, which imports us
-
     fam = families(aliases)
     written: dict[tuple[str, int], str] = {}  # buffer -> the first kernel that wrote it
     param_written: dict[int, str] = {}  # parameter -> the first kernel that wrote its memory
@@ -37,7 +69,7 @@ def verify_module(graph: Graph, plan: Plan, module: Module,
         name = kernel.name
         group = kernel.group
         stop = set(loaded(plan.temps, plan.staged, group))
-        buffers = [a for a in kernel.signature.args if isinstance(a, BufferArg)]
+        buffers = kernel.buffers
         reads = params_read(group, stop) if any(a.role == "param" and a.writable
                                                 for a in buffers) else set()
         for a in buffers:

@@ -41,7 +41,7 @@ def enabled(flag: bool | None) -> bool:
     return os.environ.get("FUSEJIT_AUTOTUNE", "1") not in ("0", "", "false")
 
 
-def _cache_file(name: str = "autotune.json") -> Path | None:
+def cache_file(name: str = "autotune.json") -> Path | None:
     """A file in fusejit's cache directory (``FUSEJIT_CACHE_DIR``), or None when it is off."""
     root = cache.cache_dir()
     return None if root is None else root / name
@@ -64,7 +64,7 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    path = _cache_file()
+    path = cache_file()
     if path is None:
         return
     try:
@@ -90,7 +90,7 @@ def _load() -> None:
 
 
 def _save() -> None:
-    path = _cache_file()
+    path = cache_file()
     if path is None:
         return
     write_json(path, {k: list(v) for k, v in _memory.items()})

@@ -12,7 +12,7 @@ import pytest
 import fusejit
 from fusejit import fuse
 from fusejit.codegen.gemm import tune as gemm_tune
-from fusejit.codegen.gemm.tune import GemmConfig
+from fusejit.codegen.gemm.config import GemmConfig
 
 TILED = GemmConfig(16, 16, 4, 4, 4, 2)  # small enough to have many edge tiles at test sizes
 TILED_WIDE = GemmConfig(32, 32, 8, 8, 8, 4)
@@ -436,7 +436,7 @@ def test_first_use_tuning_persists(queue, tmp_path, monkeypatch) -> None:
     from fusejit.runtime.opencl.devices import device_info
 
     monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(gt, "_memory", {})
+    monkeypatch.setattr(gemm_bench, "_memory", {})
     x = np.ones((40, 24), np.float32)
     f = fuse(lambda a, b: a @ b)
     group = next(g for g in f.lower(x, x.T.copy()).plan.groups if g.kind == "gemm")
@@ -445,7 +445,7 @@ def test_first_use_tuning_persists(queue, tmp_path, monkeypatch) -> None:
     best = tune(group, "test-key", cands, 1.0)
     assert best is not None and gt.replace(best, why="") in cands
     assert "tuned now over 2 candidates" in best.why
-    assert gt.lookup("test-key") in cands and (tmp_path / "gemm.json").exists()
+    assert gemm_bench.lookup("test-key") in cands and (tmp_path / "gemm.json").exists()
     log = ("ptxas info    : Compiling entry function 'fj_tune0' for 'sm_90'\n"
            "ptxas info    : Function properties for fj_tune0\n"
            "    8 bytes stack frame, 16 bytes spill stores, 16 bytes spill loads\n"

@@ -14,8 +14,9 @@ import pytest
 import fusejit
 from fusejit import fuse
 from fusejit.codegen.gemm import mma as gemm_mma, tune as gemm_tune
+from fusejit.codegen.gemm.config import GemmConfig
 from fusejit.errors import MatmulPrecisionError
-from fusejit.runtime.opencl import mma_probe
+from fusejit.runtime.opencl import gemm_bench, mma_probe
 from fusejit.codegen.gemm.tf32 import error_stats
 
 EPS = 2.0 ** -24  # float32's unit roundoff
@@ -109,8 +110,8 @@ def test_selected_kernel_spells_ptx_and_is_keyed(monkeypatch):
     rng = np.random.default_rng(2)
     a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((64, 48), (48, 40), (40,)))
     keys = []
-    real_lookup = gemm_tune.lookup
-    monkeypatch.setattr(gemm_tune, "lookup", lambda key: keys.append(key) or real_lookup(key))
+    real_lookup = gemm_bench.lookup
+    monkeypatch.setattr(gemm_bench, "lookup", lambda key: keys.append(key) or real_lookup(key))
     mmas = {}
     for precision in ("tf32", "3xtf32"):
         src = fuse(_relu, matmul_precision=precision).lower(a, b, c).source
@@ -137,7 +138,7 @@ def test_space_and_heuristic_are_valid():
     for kind in gemm_mma.KINDS:
         cands = gemm_mma.space(kind, limits)
         assert cands and all(gemm_mma.valid(c, limits) for c in cands)
-        assert all(c.local_bytes(4) <= 48 * 1024 for c in cands)
+        assert all(gemm_mma.local_bytes(c) <= 48 * 1024 for c in cands)
         assert gemm_mma.heuristic(kind, 4096, 4096, limits).mma == kind
 
 
@@ -279,14 +280,14 @@ def test_gpu_3xtf32_error_no_worse_than_simt(k):
     assert mx3 <= mxs and rms3 <= rmss, ((mx3, rms3), (mxs, rmss))
 
 
-@pytest.mark.parametrize("bad", [gemm_tune.GemmConfig(128, 128, 16, 7, 4, 2, mma="tf32"),
-                                 gemm_tune.GemmConfig(128, 128, 16, 16, 16, 2, mma="tf32",
-                                                      mma_opts="xt")])
+@pytest.mark.parametrize("bad", [GemmConfig(128, 128, 16, 7, 4, 2, mma="tf32"),
+                                 GemmConfig(128, 128, 16, 16, 16, 2, mma="tf32",
+                                            mma_opts="xt")])
 def test_a_corrupt_persisted_mma_entry_is_tuned_again(monkeypatch, bad):
     """A gemm.json entry under an MMA key that is not a valid MMA tile (or names variants
     this version lacks) is ignored."""
     monkeypatch.setattr(mma_probe, "unavailable", lambda queue: None)
-    monkeypatch.setattr(gemm_tune, "lookup", lambda key: bad if "mma-" in key else None)
+    monkeypatch.setattr(gemm_bench, "lookup", lambda key: bad if "mma-" in key else None)
     a = np.ones((64, 48), np.float32)
     src = fuse(lambda a, b: a @ b, matmul_precision="tf32").lower(a, a.T).source
     assert "mma.sync" in src and f"reqd_work_group_size({bad.threads}," not in src

@@ -25,6 +25,7 @@ from fusejit import fuse
 from fusejit.codegen.gemm import mma as gemm_mma, tune as gemm_tune, wgmma as gemm_wgmma
 from fusejit.passes.plan import DeviceLimits
 from fusejit.runtime.opencl import build, mma_probe
+from fusejit.codegen.gemm.ptx import SM90A_MARK
 from fusejit.codegen.gemm.tf32 import error_stats
 
 _queue = fusejit.default_queue()
@@ -76,7 +77,7 @@ def test_wgmma_orientations_edges_k_tails(kind, shape, m, n, k, layout):
     # (R = b, outer-contiguous halves, from its ring stage)
     assert ldsm == (kind == "f16" and layout == "nn" and "r" not in shape[-1])
     if _mma:
-        assert build.SM90A_MARK + "{ .reg .pred p;" in src
+        assert SM90A_MARK + "{ .reg .pred p;" in src
     ref = a.astype(np.float64) @ b.astype(np.float64) + c
     _check(kind, got, np.maximum(ref, 0), a, b)
 
@@ -142,10 +143,10 @@ def test_neither_operand_k_contiguous_takes_the_mma_sync_ring():
 
 def test_sm90a_ptx_restores_marked_statements_and_retargets():
     ptx = (".version 8.5\n.target sm_90, texmode_independent\n.address_size 64\n"
-           f"\t{build.SM90A_MARK}wgmma.fence.sync.aligned;\n\tmov.u32 %r1, 0; // sm_90 kept\n")
+           f"\t{SM90A_MARK}wgmma.fence.sync.aligned;\n\tmov.u32 %r1, 0; // sm_90 kept\n")
     out = build.sm90a_ptx(ptx)
     assert ".target sm_90a, texmode_independent" in out
-    assert "\twgmma.fence.sync.aligned;\n" in out and build.SM90A_MARK not in out
+    assert "\twgmma.fence.sync.aligned;\n" in out and SM90A_MARK not in out
     assert "// sm_90 kept" in out
     with pytest.raises(ValueError, match="sm_90 device.*sm_80"):
         build.sm90a_ptx(".target sm_80\n")

@@ -192,7 +192,7 @@ def test_gpu_limits_keep_the_kernel(gpu_style, rng) -> None:
 def test_forced_kernel_configuration_keeps_the_kernel(rng) -> None:
     """gemm_tune.forced (the kernel tests' variants) keeps products in OpenCL."""
     from fusejit.codegen.gemm import tune as gemm_tune
-    from fusejit.codegen.gemm.tune import GemmConfig
+    from fusejit.codegen.gemm.config import GemmConfig
 
     x = rng.standard_normal((64, 64)).astype(np.float32)
     with gemm_tune.forced(GemmConfig(16, 16, 4, 4, 4, 2)):

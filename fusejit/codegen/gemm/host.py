@@ -6,21 +6,17 @@ generated; the record's source is a comment saying what the runtime does in its 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-from fusejit.codegen.gemm import tune as gemm_tune
 from fusejit.errors import InternalError
+from fusejit.codegen.context import ModuleContext
 from fusejit.codegen.kernels import BufferArg, HostMatmul, HostView, Kernel, ScalarArg
 from fusejit.codegen.lowering import Lowering
 from fusejit.passes.host_gemm import operand_view
-from fusejit.passes.plan import Group
+from fusejit.passes.plan import Group, gemm_problem
 from fusejit.ir.shapes import row_major_strides
 
-if TYPE_CHECKING:
-    from fusejit.codegen.source import SourceModule
 
-
-def host_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
+def host_kernels(sm: ModuleContext, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
     """The host step of one host gemm group."""
     m = group.matmul
     low = sm._lowering(group)
@@ -56,7 +52,7 @@ def host_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel
               f"(NumPy's BLAS); {a} {views[0].shape} strides {views[0].strides}, "
               f"{b} {views[1].shape} strides {views[1].strides} (elements) */")
     kernel = Kernel(name, source, sig, (1,), None, group, "host",
-                    work=math.prod(gemm_tune.problem(group)),
+                    work=math.prod(gemm_problem(group)),
                     host=HostMatmul(*views, m.dtype))
     return [(kernel, low)]
 

@@ -97,22 +97,21 @@ fragments through local memory and computes the same products, so PoCL runs the 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import replace
 
 import numpy as np
 
 from fusejit.ir import dtypes as dt
 from fusejit.errors import MatmulPrecisionError
+from fusejit.codegen.gemm import mma_async, wgmma
+from fusejit.codegen.gemm.config import GemmConfig
 from fusejit.codegen.gemm.source import _Gen
-from fusejit.codegen.gemm.tune import GemmConfig
 from fusejit.codegen.lowering import Block
-from fusejit.codegen.gemm.ptx import PTX_MACROS, _emulate, emulated, emulated_macros
+from fusejit.codegen.gemm.ptx import K_STEP, PTX_MACROS, _emulate, emulated, emulated_macros
 from fusejit.passes.plan import DeviceLimits
 
 PRECISIONS = ("highest", "3xtf32", "tf32")
 KINDS = ("tf32", "3xtf32", "f16")
-_K_STEP = {"tf32": 8, "3xtf32": 8, "f16": 16}
 
 
 def check_precision(value: object) -> str:
@@ -140,27 +139,6 @@ def kind_for(dtype: np.dtype, precision: str, unavailable: str | None) -> tuple[
         return "", (f"matmul_precision={precision!r}: tensor cores unavailable "
                     f"({unavailable}); fell back to the SIMT kernel")
     return kind, f"matmul_precision={precision!r}: tensor cores ({kind})"
-
-
-def mma_unavailable(queue: object, precision: str, plan: object) -> str | None:
-    """Why this call's products cannot use tensor cores (None: they can); probes the device
-    only when ``precision`` asks for them and the plan has a product."""
-    if precision == "highest" or not any(g.kind == "gemm" for g in plan.groups):  # type: ignore
-        return "matmul_precision='highest'"
-    from fusejit.runtime.opencl.mma_probe import unavailable
-
-    return unavailable(queue)
-
-
-def with_wgmma(queue: object, limits: DeviceLimits) -> DeviceLimits:
-    """``limits`` of a device whose tensor cores serve this call, with ``wgmma`` set where
-    Hopper's warpgroup MMA runs there (runtime/opencl/mma_probe.py; FUSEJIT_WGMMA=0: never, the
-    mma.sync kernels alone)."""
-    if os.environ.get("FUSEJIT_WGMMA", "1") == "0":
-        return limits
-    from fusejit.runtime.opencl.mma_probe import wgmma_unavailable
-
-    return replace(limits, wgmma=wgmma_unavailable(queue) is None)
 
 
 # -- configurations ---------------------------------------------------------------------------------
@@ -201,16 +179,12 @@ def local_bytes(cfg: GemmConfig) -> int:
     """Local memory of the kernel: with "a" the larger of the ring and the register path's
     double buffer (it serves the products whose operands cp.async cannot copy)."""
     if "g" in cfg.mma_opts:  # (its register path is another configuration: MmaGen)
-        from fusejit.codegen.gemm.wgmma import local_bytes as wg
-
-        return wg(cfg)
-    from fusejit.codegen.gemm.mma_async import local_bytes as ring
-
+        return wgmma.local_bytes(cfg)
     item = 2 if cfg.mma == "f16" else 4  # (float16 tiles hold halves)
     regs = 2 * cfg.kwg * (cfg.mwg + pad(cfg.mma) + cfg.nwg + pad(cfg.mma)) * item
     if "a" not in cfg.mma_opts:
         return regs
-    return max(regs, ring(cfg))
+    return max(regs, mma_async.local_bytes(cfg))
 
 
 def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
@@ -220,16 +194,14 @@ def valid(cfg: GemmConfig, limits: DeviceLimits | None = None) -> bool:
     if cfg.mma_opts != "".join(o for o in OPTS if o in cfg.mma_opts):
         return False  # (unknown, repeated or out-of-order letters: a foreign entry)
     if "g" in cfg.mma_opts:
-        from fusejit.codegen.gemm import wgmma as gemm_wgmma
-
         return (cfg.vw == 2 and cfg.mma_opts in ("ag", "agr", "agh", "agrh") and
-                gemm_wgmma.valid(cfg) and
+                wgmma.valid(cfg) and
                 (limits is None or (limits.wgmma and local_bytes(cfg) <= limits.local_mem and
                                     cfg.threads <= limits.max_work_group)))
     if ("s" in cfg.mma_opts or "l" in cfg.mma_opts) and "a" not in cfg.mma_opts:
         return False
     wm, wn = cfg.mwg // wgm, cfg.nwg // wgn
-    if cfg.mwg % wgm or cfg.nwg % wgn or wm % 16 or wn % 8 or cfg.kwg % _K_STEP[cfg.mma]:
+    if cfg.mwg % wgm or cfg.nwg % wgn or wm % 16 or wn % 8 or cfg.kwg % K_STEP[cfg.mma]:
         return False
     if limits is not None and (local_bytes(cfg) > limits.local_mem or
                                cfg.threads > limits.max_work_group):
@@ -317,9 +289,7 @@ def heuristic(kind: str, m: int, n: int, limits: DeviceLimits) -> GemmConfig | N
 
 def describe(cfg: GemmConfig) -> str:
     if "g" in cfg.mma_opts:
-        from fusejit.codegen.gemm.wgmma import describe as wg
-
-        return wg(cfg)
+        return wgmma.describe(cfg)
     wgm, wgn = warps(cfg)
     inst = {"tf32": "m16n8k8 tf32", "3xtf32": "m16n8k8 tf32, three products a step (3xTF32)",
             "f16": "m16n8k16 f16, float32 accumulators"}[cfg.mma]
@@ -348,27 +318,23 @@ class MmaGen(_Gen):
         self.tiles = None
         emulate = _emulate.value
         if "a" in cfg.mma_opts:  # cp.async where both operands are plain copies
-            from fusejit.codegen.gemm import mma_async as ring
-
             self.S = cfg.split if cfg.local else 1
             self.Kc = self.K // self.S
-            ops = ring.eligible(self)
+            ops = mma_async.eligible(self)
             q = None
             if not isinstance(ops, str) and "g" in cfg.mma_opts:
-                from fusejit.codegen.gemm import wgmma as wg
-
-                q = wg.q_operand(ops)
+                q = wgmma.q_operand(ops)
                 if q is None:
                     self.cfg = cfg = self._ring_path(cfg, "neither operand is k-contiguous "
                                                      "(wgmma reads tf32 tiles k-major)")
-                    ops = ring.eligible(self)
+                    ops = mma_async.eligible(self)
             if isinstance(ops, str):
                 self.cfg = cfg = self._register_path(cfg, ops)
             elif q is not None:
-                self.cfg = cfg = wg.oriented(cfg, q)
-                self.tiles = wg.WgTiles(self, ops, q)
+                self.cfg = cfg = wgmma.oriented(cfg, q)
+                self.tiles = wgmma.WgTiles(self, ops, q)
             else:
-                self.tiles = ring.Tiles(self, ops)
+                self.tiles = mma_async.Tiles(self, ops)
         it = self.it
         self.pre += [f"const {it} lane = ({it})get_local_id(0) % 32;",
                      f"const {it} warp = ({it})get_local_id(0) / 32;",
@@ -382,12 +348,14 @@ class MmaGen(_Gen):
             self.pre += [f"const {it} wm = warp / {self.wgn};",
                          f"const {it} wn = warp % {self.wgn};"]
         if self.tiles is not None:
-            from fusejit.codegen.gemm import mma_async as ring
-
-            self.pre += list(ring.emulated_macros(cfg.threads) if emulate else ring.PTX_MACROS)
+            self.pre += list(mma_async.emulated_macros(cfg.threads) if emulate else
+                             mma_async.PTX_MACROS)
         # (identical macros in each kernel of a program: a benign redefinition)
         self.pre += list(emulated_macros(cfg.threads) if emulate else PTX_MACROS)
         return super().build()
+
+    def describe_config(self) -> str:  # (the tensor-core description, not the SIMT one)
+        return describe(self.cfg)
 
     def _register_path(self, cfg: GemmConfig, why: str) -> GemmConfig:
         """The configuration serving a product cp.async cannot copy: the register path's
@@ -504,7 +472,7 @@ class MmaGen(_Gen):
         pa, pb = self.pitch(True), self.pitch(False)
         ti, tj = self.wm // 16, self.wn // 8
         f16 = kind == "f16"
-        step = _K_STEP[kind]
+        step = K_STEP[kind]
         body = block.nested("{")
         emit = body.emit
         # (float16: words of k pairs, so lane t's first word row is t, as for tf32)

@@ -40,18 +40,50 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fusejit.ir import dtypes as dt
 from fusejit.ir.graph import Node
+from fusejit.ir.indexing import Index
 from fusejit.ir.ops import Op
+from fusejit.codegen.gemm.config import GemmConfig
+from fusejit.codegen.gemm.ptx import K_STEP
+from fusejit.codegen.lowering import Block, Lowering
 from fusejit.passes.plan import reads_of
 from fusejit.ir.symbolic import Expr
+from fusejit.targets.base import Target
 
-if TYPE_CHECKING:
-    from fusejit.codegen.gemm.mma import MmaGen
-    from fusejit.codegen.gemm.tune import GemmConfig
-    from fusejit.codegen.lowering import Block
+
+class MmaKernel(Protocol):
+    """What the ring (and wgmma.py's on it) reads and calls of the tensor-core kernel it
+    loads for: codegen/gemm/mma.py's MmaGen, which builds the ring, so the ring names it by
+    this protocol rather than importing it."""
+
+    cfg: GemmConfig
+    kind: str  # "tf32" | "3xtf32" | "f16"
+    name: str
+    low: Lowering
+    t: Target
+    it: str  # the index type
+    top: Block
+    pre: list[str]  # kernel-level lines ahead of the body
+    head: list[str]  # program-level definitions the kernel needs
+    a: Node
+    b: Node
+    M: int
+    N: int
+    S: int  # split-K slices
+    Kc: int  # the K of one slice
+    wm: int  # a warp's rows of the tile
+    wn: int  # a warp's columns
+
+    def a_index(self, row: Expr, k: Expr) -> Index: ...
+
+    def b_index(self, k: Expr, col: Expr) -> Index: ...
+
+    def mmas(self, s: Block, ti: int, tj: int, x: str) -> None: ...
+
+    def _fragment(self, block: Block, name: str, first: str) -> None: ...
 
 PTX_MACROS = (
     '#define FJ_CP_ASYNC(dst, src, nb) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, '
@@ -122,7 +154,7 @@ class Operand:
         return " + ".join(parts) or "0"
 
 
-def _plain(gen: MmaGen, node: Node, is_a: bool) -> Operand | str:
+def _plain(gen: MmaKernel, node: Node, is_a: bool) -> Operand | str:
     """The operand's copy plan, or why it cannot be copied by cp.async."""
     elem = dt.FLOAT16 if gen.kind == "f16" else dt.FLOAT32
     n = node
@@ -151,7 +183,7 @@ def _plain(gen: MmaGen, node: Node, is_a: bool) -> Operand | str:
     return Operand(layout, ptr, coefs, addr.const)
 
 
-def eligible(gen: MmaGen) -> tuple[Operand, Operand] | str:
+def eligible(gen: MmaKernel) -> tuple[Operand, Operand] | str:
     """Both operands' copy plans, or why the register path serves this product."""
     cfg = gen.cfg
     E = 16 // _item(gen.kind)
@@ -184,7 +216,7 @@ def _outer_swizzled(chunks: int) -> bool:
 class Tiles:
     """Generates the multistage loads and the MMAs of one kernel."""
 
-    def __init__(self, gen: MmaGen, ops: tuple[Operand, Operand]) -> None:
+    def __init__(self, gen: MmaKernel, ops: tuple[Operand, Operand]) -> None:
         self.g, self.ops = gen, ops
         cfg = gen.cfg
         self.S = stages(cfg)
@@ -478,9 +510,7 @@ class Tiles:
                                              for r in range(2)) + ";")
 
     def steps(self) -> list[int]:
-        from fusejit.codegen.gemm.mma import _K_STEP
-
-        return list(range(0, self.g.cfg.kwg, _K_STEP[self.g.kind]))
+        return list(range(0, self.g.cfg.kwg, K_STEP[self.g.kind]))
 
     def piped(self) -> bool:
         """"p": the next step's fragments load before this step's MMAs, across stages too
@@ -498,4 +528,5 @@ class Tiles:
             g.mmas(s, ti, tj, "")
 
 
-__all__ = ["PTX_MACROS", "Tiles", "eligible", "emulated_macros", "local_bytes", "stages"]
+__all__ = ["MmaKernel", "PTX_MACROS", "Tiles", "eligible", "emulated_macros", "local_bytes",
+           "stages"]

@@ -11,6 +11,12 @@ import contextlib
 
 from fusejit.targets.scoped import Scoped
 
+# Marks an inline-asm statement that only an sm_90a build may hold: the kernel writes it behind
+# this comment and runtime/opencl/build.py's PTX rebuild restores it (codegen/gemm/wgmma.py)
+SM90A_MARK = "// FJPTX "
+# k depth of one mma.sync of each kind: m16n8k8 for tf32 (3xTF32 too), m16n8k16 for float16
+K_STEP = {"tf32": 8, "3xtf32": 8, "f16": 16}
+
 _MMA_OPERANDS = ('"+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), '
                  '"r"(b0), "r"(b1)')
 PTX_MACROS = (
@@ -84,8 +90,6 @@ def emulated_macros(threads: int) -> tuple[str, ...]:
 def wgmma_asm(kind: str, n: int) -> str:
     """The wgmma statement (marked for build.py's sm_90a rebuild): D (n/2 floats) += R (4
     registers) x Q (descriptor)."""
-    from fusejit.runtime.opencl.build import SM90A_MARK
-
     d = ", ".join(f"%{i}" for i in range(n // 2))
     a = ", ".join(f"%{n // 2 + i}" for i in range(4))
     desc, one = f"%{n // 2 + 4}", f"%{n // 2 + 5}"
@@ -99,8 +103,7 @@ def wgmma_asm(kind: str, n: int) -> str:
 
 def wgmma_macros() -> tuple[str, ...]:
     """wgmma's fence, commit and wait (marked), and the generic-to-async proxy fence."""
-    from fusejit.runtime.opencl.build import SM90A_MARK as M
-
+    M = SM90A_MARK
     return (
         f'#define FJ_WG_FENCE() asm volatile("{M}wgmma.fence.sync.aligned;" ::: "memory")',
         (f'#define FJ_WG_COMMIT() asm volatile("{M}wgmma.commit_group.sync.aligned;" ::: '
@@ -154,5 +157,5 @@ def emulated() -> contextlib.AbstractContextManager[None]:
     return _emulate.set(True)
 
 
-__all__ = ["PTX_MACROS", "emulated", "emulated_macros", "wgmma_asm", "wgmma_emulated",
-           "wgmma_macros"]
+__all__ = ["K_STEP", "PTX_MACROS", "SM90A_MARK", "emulated", "emulated_macros", "wgmma_asm",
+           "wgmma_emulated", "wgmma_macros"]

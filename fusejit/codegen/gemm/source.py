@@ -27,24 +27,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fusejit.ir import dtypes as dt
 from fusejit.codegen.gemm.epilogue import Epilogue, _var
-from fusejit.codegen.gemm.tune import GemmConfig, heuristic
+from fusejit.codegen.gemm.config import GemmConfig
+from fusejit.codegen.gemm.simt import describe, heuristic
 from fusejit.ir.indexing import Index, unravel
 from fusejit.ir.graph import Node
+from fusejit.codegen.context import ModuleContext
 from fusejit.codegen.kernels import Kernel, Partial
 from fusejit.codegen.lowering import LANE, Block, Imm, LaneOf, Lanes, Lowering, Ref, _store
 from fusejit.ir.ops import Op
 from fusejit.passes.plan import Group, Store, reads_of
 from fusejit.codegen.render import Renderer
 from fusejit.ir.symbolic import Expr, Var
-
-if TYPE_CHECKING:
-    from fusejit.codegen.source import SourceModule
 
 
 def accumulator(dtype: np.dtype) -> np.dtype:
@@ -61,7 +59,7 @@ def accumulator(dtype: np.dtype) -> np.dtype:
 class _Gen(Epilogue):
     """State of one GEMM kernel being generated."""
 
-    def __init__(self, sm: SourceModule, name: str, group: Group) -> None:
+    def __init__(self, sm: ModuleContext, name: str, group: Group) -> None:
         self.sm, self.name, self.group = sm, name, group
         m = group.matmul
         assert m is not None
@@ -197,7 +195,7 @@ class _Gen(Epilogue):
         gz = self.B * S
         gsize = (nm * nn * T, gz) if gz > 1 else (nm * nn * T,)
         lsize = (T, 1) if gz > 1 else (T,)
-        reason = f"{self.group.reason}; kernel: {cfg.describe()}" + (
+        reason = f"{self.group.reason}; kernel: {self.describe_config()}" + (
             f" ({cfg.why})" if cfg.why else "")
         group = replace(self.group, reason=reason, gemm_config=cfg)
         kernel = Kernel(name, "\n".join(lines), sig, gsize, lsize, group,
@@ -206,6 +204,10 @@ class _Gen(Epilogue):
         if S > 1:
             out.append(self.combine(group))
         return out
+
+    def describe_config(self) -> str:
+        """The configuration as explain() tells it (the tensor-core generator has its own)."""
+        return describe(self.cfg)
 
     # -- split-K ----------------------------------------------------------------------------------
     def partial_store(self) -> None:
@@ -524,19 +526,4 @@ def _gpu_limits(sm: object):
     return DeviceLimits(is_gpu=bool(getattr(sm, "is_gpu", False)))
 
 
-def gemm_kernels(sm: SourceModule, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
-    """The kernel of one gemm group, two with split-K (see the module docstring)."""
-    from fusejit.passes.host_gemm import HostBlas
-
-    if isinstance(group.gemm_config, HostBlas):  # NumPy's BLAS on the host: codegen/gemm/host.py
-        from fusejit.codegen.gemm.host import host_kernels
-
-        return host_kernels(sm, name, group)
-    if getattr(group.gemm_config, "mma", ""):  # tensor cores: fusejit/codegen/gemm/mma.py
-        from fusejit.codegen.gemm.mma import MmaGen
-
-        return MmaGen(sm, name, group).build()
-    return _Gen(sm, name, group).build()
-
-
-__all__ = ["accumulator", "gemm_kernels"]
+__all__ = ["accumulator"]

@@ -3,8 +3,8 @@ mma_opts`` "g", on the cp.async ring of codegen/gemm/mma_async.py, for tf32, 3xT
 
 **Getting sm_90a from OpenCL.** NVIDIA's OpenCL compiler targets sm_90 on an H100/H200 and
 ptxas refuses wgmma there. The kernel therefore writes each wgmma statement as a PTX comment
-behind ``runtime.build.SM90A_MARK``; build.py compiles the source (the comments' operands are
-bound as any asm's), takes the PTX the driver returns as the program binary, restores the
+behind ``ptx.SM90A_MARK``; runtime/opencl/build.py compiles the source (the comments' operands
+are bound as any asm's), takes the PTX the driver returns as the program binary, restores the
 statements, raises ``.target`` to sm_90a and builds that PTX as a binary (probed on an H200:
 benchmarks/wgmma_probe.py; the probe at device setup checks one wgmma of each kind).
 
@@ -96,15 +96,11 @@ does), so PoCL runs these kernels on CI.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-from fusejit.codegen.gemm.mma_async import Operand, Tiles, _emit
+from fusejit.codegen.gemm.config import GemmConfig
+from fusejit.codegen.gemm.mma_async import MmaKernel, Operand, Tiles, _emit
 from fusejit.codegen.gemm.ptx import _emulate, wgmma_asm, wgmma_emulated, wgmma_macros
-
-if TYPE_CHECKING:
-    from fusejit.codegen.gemm.mma import MmaGen
-    from fusejit.codegen.gemm.tune import GemmConfig
-    from fusejit.codegen.lowering import Block
+from fusejit.codegen.lowering import Block
 
 LOCAL = 48 * 1024  # NVIDIA's OpenCL local memory a work-group (no opt-in to more)
 MAX_STAGES = 8
@@ -230,7 +226,7 @@ class WgTiles(Tiles):
     """The ring with wgmma compute (module docstring). ``q``: the operand read from local
     memory (0: a, 1: b); the generator's configuration is already ``oriented``."""
 
-    def __init__(self, gen: MmaGen, ops: tuple[Operand, Operand], q: int) -> None:
+    def __init__(self, gen: MmaKernel, ops: tuple[Operand, Operand], q: int) -> None:
         super().__init__(gen, ops)
         self.q = q
         self.gr = groups(gen.cfg)

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pyopencl as cl
 
 from fusejit._version import __version__
+from fusejit.codegen.gemm.ptx import SM90A_MARK  # (the mark codegen puts on sm_90a-only asm)
 from fusejit.errors import DeviceUnavailableError, KernelBuildError
 from fusejit.runtime import cache
 from fusejit.runtime.backend import DeviceInfo
@@ -93,7 +94,6 @@ def _build_error(ctx: cl.Context, name: str, source: str, exc: cl.Error) -> Exce
 
 # -- Hopper-only PTX ------------------------------------------------------------------------------
 
-SM90A_MARK = "// FJPTX "  # an inline-asm statement that only an sm_90a build may hold
 _TARGET = re.compile(r"^\.target\s+sm_90\b", re.MULTILINE)
 
 

@@ -1,23 +1,34 @@
 """First-use tuning of GEMM kernels: candidates compiled in one program and timed on the
-device, within a time budget, the winner persisted (fusejit/codegen/gemm/tune.py)."""
+device, within a time budget, the winner persisted in ``gemm.json`` in the user cache directory
+next to the launch tuning data (runtime/autotune.py). ``tuning`` hands both, the table and the
+tuner, to codegen/gemm/tune.py's ``configure``, which chooses with them."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
+import threading
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from fusejit.codegen.gemm.tune import GemmConfig, Tuner, problem, rank, remember, with_split
+from fusejit.codegen.gemm.config import GemmConfig, with_split
+from fusejit.codegen.gemm.simt import rank
+from fusejit.codegen.gemm.tune import Tuner, Tuning
+from fusejit.codegen.source import SourceModule
 from fusejit.ir.graph import Graph, Node, Param
 from fusejit.ir.ops import Op
-from fusejit.passes.plan import Dest, Group, Plan, Store
+from fusejit.passes.plan import Dest, Group, Plan, Store, gemm_problem
 from fusejit.ir.shapes import row_major_strides
+from fusejit.runtime import autotune
 from fusejit.runtime.opencl.build import build_options, build_program
 from fusejit.runtime.opencl.devices import DeviceInfo
+from fusejit.targets.opencl.target import OpenCLTarget
 
 # Tuning time per compile of a fused function, all its products together: with the final
 # build (~0.4 s) a first call stays under 2 s on an H200. Measured there: 6 candidates cost
@@ -29,6 +40,12 @@ MAX_CANDIDATES = 3
 # 256x128 wgmma tile spills 4 bytes and is its fastest, 1.99 ms against 2.10 on an H200), a
 # spilling accumulator tile costs 3x (1324 bytes: 6.29 ms)
 SPILL_LIMIT = 64
+
+
+def tuning(queue: cl.CommandQueue, info: DeviceInfo, flag: bool | None) -> Tuning:
+    """What configure gets for a call on ``queue``: the persisted table, and the first-use
+    tuner of its device unless autotuning is off (``flag``: ``@fuse(autotune=...)``)."""
+    return Tuning(lookup, make_tuner(queue, info) if autotune.enabled(flag) else None)
 
 
 def make_tuner(queue: cl.CommandQueue, info: DeviceInfo) -> Tuner:
@@ -43,11 +60,8 @@ def make_tuner(queue: cl.CommandQueue, info: DeviceInfo) -> Tuner:
 
     def _tune(group: Group, key: str, cands: list[GemmConfig], share: float
               ) -> GemmConfig | None:
-        from fusejit.codegen.source import SourceModule
-        from fusejit.targets.opencl.target import OpenCLTarget
-
         start = time.perf_counter()
-        m, n, k, b = problem(group)
+        m, n, k, b = gemm_problem(group)
         mm = group.matmul
         dtype = mm.dtype
         a_shape, b_shape = mm.srcs[0].shape, mm.srcs[1].shape
@@ -122,6 +136,64 @@ def make_tuner(queue: cl.CommandQueue, info: DeviceInfo) -> Tuner:
         remember(key, replace(cfg, why=""))
         return cfg
     return tune
+
+
+# -- persisted tuning results ----------------------------------------------------------------------
+
+_lock = threading.Lock()
+_memory: dict[str, dict] = {}
+_loaded = False
+
+
+def _cache_file() -> Path | None:
+    return autotune.cache_file("gemm.json")  # (None: FUSEJIT_CACHE_DIR=0)
+
+
+def lookup(key: str) -> GemmConfig | None:
+    """The configuration tuned before under ``key`` (this process, or the file), or None."""
+    global _loaded
+    with _lock:
+        if not _loaded:
+            _loaded = True
+            path = _cache_file()
+            try:
+                stored = json.loads(path.read_text()) if path is not None else {}
+            except (OSError, ValueError, UnicodeDecodeError):
+                stored = {}  # unreadable or corrupt: tune again and rewrite
+            if isinstance(stored, dict):  # keep only well-formed entries
+                _memory.update({k: v for k, v in stored.items()
+                                if isinstance(k, str) and isinstance(v, dict)})
+        found = _memory.get(key)
+    if found is None:
+        return None
+    if not _well_formed(found):  # written by another version, or a corrupt file: tune again
+        return None
+    return GemmConfig(**found)
+
+
+# GemmConfig's fields that are not positive ints, by their type
+_FIELD_TYPES = {"local": bool, "why": str, "mma": str, "mma_opts": str}
+
+
+def _well_formed(found: dict) -> bool:
+    names = {f.name for f in dataclasses.fields(GemmConfig)}
+    if not set(found) <= names or not {"mwg", "nwg", "kwg", "mdimc", "ndimc"} <= set(found):
+        return False
+    for k, v in found.items():
+        t = _FIELD_TYPES.get(k, int)
+        if type(v) is not t or (t is int and v < 1):
+            return False
+    if found.get("mma", "") not in ("", "tf32", "3xtf32", "f16"):
+        return False
+    return found["mwg"] % found["mdimc"] == 0 and found["nwg"] % found["ndimc"] == 0
+
+
+def remember(key: str, cfg: GemmConfig) -> None:
+    with _lock:
+        _memory[key] = asdict(cfg)
+        path = _cache_file()
+        if path is not None:
+            autotune.write_json(path, _memory)
 
 
 _ENTRY = re.compile(r"Compiling entry function '(\w+)'")

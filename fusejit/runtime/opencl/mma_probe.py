@@ -8,9 +8,13 @@ Where that passes, compute capability 9.0 and a kernel with one ``wgmma`` of eac
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+
 import numpy as np
 import pyopencl as cl
 
+from fusejit.passes.plan import DeviceLimits, Plan
 from fusejit.runtime.opencl.probes import PerDevice, kernel_verdict
 
 COMPUTE_CAPABILITY_MAJOR_NV = 0x4000
@@ -199,4 +203,25 @@ def wgmma_unavailable(queue: object) -> str | None:
     return why if why is not None else _wgmma(queue)  # type: ignore[arg-type]
 
 
-__all__ = ["nvidia_capability", "unavailable", "wgmma_unavailable"]
+# -- what a call's products get: codegen chooses kernels from these answers ------------------------
+
+
+def mma_unavailable(queue: object, precision: str, plan: Plan) -> str | None:
+    """Why this call's products cannot use tensor cores (None: they can), for
+    codegen/gemm/tune.py's ``configure``; probes the device only when ``precision`` asks for
+    them and the plan has a product."""
+    if precision == "highest" or not any(g.kind == "gemm" for g in plan.groups):
+        return "matmul_precision='highest'"
+    return unavailable(queue)
+
+
+def with_wgmma(queue: object, limits: DeviceLimits) -> DeviceLimits:
+    """``limits`` of a device whose tensor cores serve this call, with ``wgmma`` set where
+    Hopper's warpgroup MMA runs there (FUSEJIT_WGMMA=0: never, the mma.sync kernels alone)."""
+    if os.environ.get("FUSEJIT_WGMMA", "1") == "0":
+        return limits
+    return replace(limits, wgmma=wgmma_unavailable(queue) is None)
+
+
+__all__ = ["mma_unavailable", "nvidia_capability", "unavailable", "wgmma_unavailable",
+           "with_wgmma"]
