@@ -19,7 +19,7 @@ import pyopencl.array as cla
 import pytest
 
 # every test traces (trace counts, and the trace path itself, are what most tests check):
-# the disk cache of lowered signatures is on only in tests/test_trace_cache.py
+# the disk cache of lowered signatures is on only in tests/compile/test_trace_cache.py
 os.environ.setdefault("FUSEJIT_TRACE_CACHE", "0")
 
 # tests/ mirrors the package's folders, and test modules share helpers across them (the op

@@ -407,7 +407,7 @@ def test_catalog_covers_every_elementwise_op() -> None:
     """Every elementwise op is reached through a ufunc (UNARY, BINARY), astype or np.where; an
     op added to the table without a ufunc would escape the catalog and fails here."""
     random_ops = {Op.MULHI, Op.PHILOX}  # no ufunc: tests/test_random.py, against NumPy's Philox
-    # np.real / np.imag on complex, and complex values from parts: tests/test_complex.py
+    # np.real / np.imag on complex, and complex values from parts: tests/targets/test_complex.py
     parts = {Op.REAL, Op.IMAG, Op.COMPLEX}
     assert {OP_OF_UFUNC[u] for u in UNARY + BINARY} | {Op.CAST, Op.WHERE} | random_ops \
         | parts == ELEMENTWISE

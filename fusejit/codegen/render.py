@@ -3,7 +3,7 @@ same type within a block (values read from nested blocks or register arrays stay
 
 from __future__ import annotations
 
-from fusejit.codegen.lowering import Block, CacheRead, Imm, Instr, LaneOf, Nested, Ref
+from fusejit.codegen.blocks import Block, CacheRead, Imm, Instr, LaneOf, Nested, Ref
 
 # -- rendering with name reuse --------------------------------------------------------------------
 

@@ -86,7 +86,7 @@ def type_name(dt: np.dtype) -> str:
 def extremum_keeps_second(dt: np.dtype) -> bool:
     """Of two equal operands (-0.0 and 0.0), do NumPy's maximum, minimum, fmax and fmin return
     the second? Its float32/float64 loops do (SIMD, maxps-like), its float16 loop returns the
-    first (scalar C); x86 NumPy, checked by tests/test_numpy_traps.py."""
+    first (scalar C); x86 NumPy, checked by tests/frontend/test_numpy_traps.py."""
     return dt.kind == "f" and dt != FLOAT16
 
 

@@ -114,7 +114,7 @@ def _half_power(node: Node, k: int) -> Node:
     NumPy's float16 power is powf in float32, rounded to float16. ``x*x`` of a float16 is exact
     in float32, so these products are each one rounding of the exact power (correctly rounded),
     and rounding them to float16 gives NumPy's result for all 63488 finite float16 inputs
-    (tests/test_half2.py checks every one). float16 products round twice: 5176, 7734 and 17024
+    (tests/targets/test_half2.py checks every one). float16 products round twice: 5176, 7734 and 17024
     inputs differed (float16 GELU's ``x ** 3``: 0.24 % of its elements)."""
     wide = Node.make(Op.CAST, dt.FLOAT32, node.shape, (node.srcs[0],))
     square = wide.replace(op=Op.MUL, srcs=(wide, wide))

@@ -223,7 +223,7 @@ def test_shape_errors_are_numpys(fn, shapes) -> None:
 
 
 def test_unsupported() -> None:
-    # (einsum with diagonals or one operand is traced elementwise: tests/test_einsum.py)
+    # (einsum with diagonals or one operand is traced elementwise: tests/frontend/test_einsum.py)
     with pytest.raises(fusejit.UnsupportedDTypeError):
         fuse(lambda x: x @ x)(np.ones((2, 2), np.complex64))
 

@@ -121,7 +121,7 @@ def test_ring_batched_and_split_k(kind):
 def test_operands_cp_async_cannot_copy_take_the_register_path():
     """A leading dimension off the 16-byte chunks (K = 29), a prologue (computed, not copied)
     and a view starting one element in: the register path's kernel, and the reason says why
-    (its results are tests/test_gemm_mma.py's)."""
+    (its results are tests/codegen/test_gemm_mma.py's)."""
     rng = np.random.default_rng(7)
     a = rng.standard_normal((37, 29)).astype(np.float32)
     b = rng.standard_normal((29, 40)).astype(np.float32)

@@ -129,7 +129,7 @@ def test_lower_abstract_then_compile_serves_calls(tmp_path):
     # the later extents reused the program (0 when an earlier test built the same source in
     # this process: the program memo serves it)
     assert info.compiles + info.disk_hits <= 1
-    # a None dimension exports as one signature for every extent (tests/test_aot_dynamic.py)
+    # a None dimension exports as one signature for every extent (tests/compile/test_aot_dynamic.py)
     g = fusejit.load(fusejit.export(f, [(ShapeDtype((None, 64), np.float32, device=False),)],
                                     tmp_path / "x.fjb"))
     for n in (1016, 3, 1024):  # NumPy arguments: host mode

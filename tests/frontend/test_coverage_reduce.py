@@ -127,7 +127,7 @@ def test_bad_input_raises_numpys_error(fn, error, launches):
 
 
 @pytest.mark.parametrize("fn", [
-    lambda x: np.linalg.svd(x),  # singular vectors (values only: tests/test_svd.py)
+    lambda x: np.linalg.svd(x),  # singular vectors (values only: tests/codegen/test_svd.py)
     lambda x: np.subtract.reduce(x),
 ])
 def test_refused_with_a_clear_error(fn):

@@ -155,7 +155,7 @@ def test_duplicate_axes_and_tuple_axis_of_argmax_raise_like_numpy() -> None:
 
 
 def test_where_argument_matches_numpy() -> None:
-    # (supported since issue 17; tests/test_coverage_reduce.py covers where= in full)
+    # (supported since issue 17; tests/frontend/test_coverage_reduce.py covers where= in full)
     x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
     got = fuse(lambda a: np.sum(a, where=a > 0))(x)
     np.testing.assert_array_equal(got, np.sum(x, where=x > 0))

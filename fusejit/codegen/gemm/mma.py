@@ -19,7 +19,7 @@ epilogue (the Lowering's stores, guarded in edge tiles) are the same code. What 
   ``mma.sync`` per MMA tile.
   3xTF32 splits each value x into big = tf32(x) and small = tf32(x - big) and sums
   small*big + big*small + big*big (small*small, ~2^-22 of the product, is dropped): float32
-  accuracy (fusejit/codegen/gemm/tf32.py models it in NumPy, tests/test_tf32.py bounds it).
+  accuracy (fusejit/codegen/gemm/tf32.py models it in NumPy, tests/codegen/test_tf32.py bounds it).
 
 On this register path fragments are read with plain 32-bit local loads, not ldmatrix: float16
 tiles are k-pair interleaved, so each fragment register is already one load (the ring below

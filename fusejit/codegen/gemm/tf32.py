@@ -1,5 +1,5 @@
 """NumPy models of the tensor-core GEMM's arithmetic (fusejit/codegen/gemm/mma.py), so its accuracy is
-checked without a GPU (tests/test_tf32.py) and its error bounds have one definition.
+checked without a GPU (tests/codegen/test_tf32.py) and its error bounds have one definition.
 
 * ``tf32_round``: PTX's ``cvt.rna.tf32.f32``: round to nearest, ties away from zero, to 10
   mantissa bits (the 13 low bits cleared). Finite values only change; overflow rounds to inf.

@@ -66,7 +66,7 @@ not what bounds these kernels.
 **Rounding.** R's tf32 fragments are rounded to nearest (``cvt.rna``) as in the mma.sync
 kernel; the tensor cores read Q's float32 values from local memory and use their top 19 bits
 (rounding toward zero). So a tf32 product's operands err by up to 2**-11 (R) and under 2**-10
-(Q); tests/test_gemm_mma.py's bound covers both. float16 products are exact either way.
+(Q); tests/codegen/test_gemm_mma.py's bound covers both. float16 products are exact either way.
 
 **3xTF32.** R's fragments are split in registers (big = tf32(x), small = tf32(x - big)), as
 the mma.sync kernel splits both operands. Q's must be in local memory: once a stage lands,

@@ -116,7 +116,7 @@ _INVERSE = ("sin", "cos", "tan", "sinh", "cosh", "tanh")
 # NumPy's complex loops (numpy/_core/src/umath/loops.c.src, NumPy 2): written with the same
 # operation order, so results round the same way. Its SIMD product and square (x86-64-v3 and
 # later, the builds on PyPI) fuse one multiply-add per part, as the products below do (checked
-# bit for bit by tests/test_complex.py); everything else has FP_CONTRACT OFF.
+# bit for bit by tests/targets/test_complex.py); everything else has FP_CONTRACT OFF.
 HELPERS = """
 inline {C} fj_cmul_{t}({C} a, {C} b) {{
     return ({C})(fma(a.x, b.x, -(a.y * b.y)), fma(a.x, b.y, a.y * b.x));
