@@ -106,7 +106,7 @@ def run_cluster(workers: int, kind: str, names: Sequence[str], impls: Sequence[s
 
                 seeds = iter(range(1 << 30))
 
-                def once(y: Any = y) -> None:
+                def once(y: Any = y, x: Any = x) -> None:
                     # fresh keys each run (the inputs kept): the scheduler may not have
                     # released the previous run's results yet, and would reuse them
                     leaves = y if isinstance(y, tuple) else (y,)
