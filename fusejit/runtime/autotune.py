@@ -101,13 +101,15 @@ def write_json(path: Path, data: dict) -> None:
     keeps results in memory."""
     try:
         cache.atomic_write(path, json.dumps(data, indent=0, sort_keys=True).encode())
-    except OSError:
-        pass
+    except OSError as exc:
+        cache.disk_failed(path.parent, exc)
 
 
-def key(device_key: str, source: str, items: int) -> str:
-    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    return f"{device_key}|{digest}|{items}"
+def key(device_key: str, program_source: str, kernel: str, items: int) -> str:
+    """A kernel's tuning key: the device, its whole program (as the program cache keys it)
+    and its name in it, and the element count."""
+    digest = hashlib.sha256(program_source.encode()).hexdigest()[:24]
+    return f"{device_key}|{digest}|{kernel}|{items}"
 
 
 def candidates(items: int, max_wg: int, is_gpu: bool) -> list[tuple[int, int | None]]:

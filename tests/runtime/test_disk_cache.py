@@ -19,7 +19,7 @@ import pyopencl as cl
 import pytest
 
 import fusejit
-from fusejit.runtime import autotune, cache
+from fusejit.runtime import autotune, cache, files, pocl_cache
 from fusejit.runtime.opencl import build
 from fusejit.runtime.opencl.build import build_options, program_key
 from fusejit.runtime.opencl.devices import device_info
@@ -39,7 +39,7 @@ X = np.linspace(-3, 3, 3000, dtype=np.float32)
 @pytest.fixture
 def cache_root(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setattr(files, "_warned", set())
     return tmp_path
 
 
@@ -196,7 +196,7 @@ def test_autotune_entry_unfit_for_the_device_is_retuned(fresh_autotune, queue):
     knl = cl.Program(queue.context, source).build().k
     buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, items * 4)
     knl.set_arg(0, buf)
-    tkey = autotune.key("dev", source, items)
+    tkey = autotune.key("dev", source, "k", items)
     fresh_autotune.write_text(json.dumps({tkey: [3, 64]}))  # not a candidate
     limits = device_info(queue.device).limits
     cfg = autotune.tune(queue, knl, tkey, items, limits.max_work_group, limits.is_gpu)
@@ -217,54 +217,101 @@ def test_autotune_write_does_not_follow_a_symlink(fresh_autotune):
 # -- PoCL's kernel cache ----------------------------------------------------------------------------
 
 
-def test_pocl_cache_cleared_after_a_process_died_building(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "_warned", set())  # (a real recovery earlier warned once)
-    kcache = tmp_path / "pocl" / "kcache"
-    (kcache / "AB").mkdir(parents=True)
-    (kcache / "AB" / "program.bc").write_bytes(b"corrupt")
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    guard = cache.PoclGuard(kcache)
-    (guard.markers).mkdir(parents=True)
-    (guard.markers / f"{dead.pid}.1").touch()
-    (guard.markers / f"{os.getpid()}.1").touch()  # a live process's build: left alone
-    with pytest.warns(cache.CacheWarning, match="died while PoCL was building"):
-        assert guard.recover()
-    assert kcache.is_dir() and not any(kcache.iterdir())
-    assert sorted(p.name for p in guard.markers.iterdir()) == [f"{os.getpid()}.1"]
-    assert not guard.recover()  # once per process
+_POCL_CHILD = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np
+    import fusejit
+    x = np.linspace(-2, 2, 4099, dtype=np.float32)
+    m = np.linspace(-1, 1, 33 * 65, dtype=np.float32).reshape(33, 65)
+    out = fusejit.fuse(lambda x: np.sin(x) * 2 + 1)(x)
+    np.testing.assert_allclose(out, np.sin(x) * 2 + 1, rtol=2e-6, atol=2e-6)
+    s = fusejit.fuse(lambda m: m - m.max(axis=1, keepdims=True))(m)
+    np.testing.assert_array_equal(s, m - m.max(axis=1, keepdims=True))
+    print("OK", os.environ["POCL_CACHE_DIR"], flush=True)
+""")
 
 
-def test_pocl_cache_recovery_waits_for_other_live_users(tmp_path, monkeypatch):
-    """Clearing PoCL's cache under a live process makes PoCL abort it later (it compiles each
-    work-group size of a built program at first launch, in that program's cache directory):
-    a dead builder's marker is acted on only once no other process holds the cache."""
-    monkeypatch.setattr(cache, "_warned", set())
-    kcache = tmp_path / "pocl" / "kcache"
-    (kcache / "AB").mkdir(parents=True)
-    (kcache / "AB" / "program.bc").write_bytes(b"in use")
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    guard = cache.PoclGuard(kcache)
-    guard.markers.mkdir(parents=True)
-    (guard.markers / f"{dead.pid}.1").touch()
-    user = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | "
-         "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_SH); print('held', flush=True); "
-         "sys.stdin.read()", str(kcache.parent / "users")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert user.stdout.readline().strip() == "held"
-        assert not guard.recover()  # another live user: the cache stays as it is
-        assert (kcache / "AB" / "program.bc").read_bytes() == b"in use"
-        assert (guard.markers / f"{dead.pid}.1").exists()
-    finally:
-        user.communicate("")
-    later = cache.PoclGuard(kcache)  # the next process, alone now, clears it
-    with pytest.warns(cache.CacheWarning, match="died while PoCL was building"):
-        assert later.recover()
-    assert kcache.is_dir() and not any(kcache.iterdir())
-    assert not (guard.markers / f"{dead.pid}.1").exists()
+def _pocl_child(env: dict) -> tuple[str, str]:
+    p = subprocess.run([sys.executable, "-c", _POCL_CHILD], env=env, capture_output=True,
+                       text=True, timeout=240)
+    assert p.returncode == 0 and p.stdout.startswith("OK"), (p.returncode, p.stderr[-3000:])
+    return p.stdout.split()[1], p.stderr
+
+
+def _pocl_env(root: Path) -> dict:
+    env = dict(os.environ, FUSEJIT_CACHE_DIR=str(root), PYTHONPATH=CHILD_PATH)
+    env.pop("POCL_CACHE_DIR", None)
+    return env
+
+
+def _so_files(root: Path) -> list[Path]:
+    return sorted((root / "pocl").rglob("*.so"))
+
+
+@pytest.mark.parametrize("damage", ["flip_bit", "random", "empty", "truncated", "garbage_bc"])
+def test_pocl_files_of_earlier_processes_are_never_loaded(tmp_path, damage):
+    """Every PoCL file a process leaves behind is damaged: later processes never load them
+    (each has its own directory, filled only from checksummed entries), compute the right
+    values, and delete the dead process's directory."""
+    env = _pocl_env(tmp_path)
+    first, _ = _pocl_child(env)
+    sos = [p for p in _so_files(tmp_path) if str(p).startswith(first)]
+    assert sos  # (the first process's kernels, still there until the next process sweeps)
+    for so in sos:
+        data = so.read_bytes()
+        if damage == "flip_bit":
+            so.write_bytes(data[:len(data) // 2] + bytes([data[len(data) // 2] ^ 0x10]) +
+                           data[len(data) // 2 + 1:])
+        elif damage == "random":
+            so.write_bytes(os.urandom(len(data)))
+        elif damage == "empty":
+            so.write_bytes(b"")
+        elif damage == "truncated":
+            so.write_bytes(data[:len(data) // 3])
+    for bc in (tmp_path / "pocl").rglob("program.bc"):
+        if damage == "garbage_bc":
+            bc.write_bytes(os.urandom(4000))
+    second, _ = _pocl_child(env)
+    assert second != first and not Path(first).exists()
+    third, _ = _pocl_child(env)
+    assert not Path(second).exists() and Path(third).parent == tmp_path / "pocl"
+
+
+def test_pocl_kernel_objects_come_back_from_the_entries(tmp_path):
+    """What PoCL compiled at first launch (a kernel object per work-group size) is kept in the
+    program's entry and restored in the next process: no recompile, same values."""
+    env = _pocl_env(tmp_path)
+    _pocl_child(env)
+    extras = 0
+    for path in (tmp_path / "programs").glob("*.fjc"):
+        data = path.read_bytes()
+        extras += data.count(b".so")
+    assert extras  # (names of the kernel objects, in the entries' metadata)
+    run, _ = _pocl_child(env)
+    restored = list(Path(run).rglob("*.so"))
+    assert restored
+
+
+def test_pocl_cache_is_bounded_by_the_live_processes(tmp_path):
+    env = _pocl_env(tmp_path)
+    for _ in range(3):
+        _pocl_child(env)
+    runs = [p for p in (tmp_path / "pocl").iterdir() if p.name.startswith("run-")]
+    assert len(runs) == 1  # (only the last process's, swept by the next)
+
+
+def test_pocl_restore_skips_names_outside_the_program_directory(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setattr(pocl_cache, "_run", [run])
+    monkeypatch.setenv("POCL_CACHE_DIR", str(run))
+    binary = b"poclbin\0" + b"\0" * 20 + b"AB/" + b"C" * 37 + b"\0" * 40
+    entry = cache.Entry(binary, (), (("../../escape.so", b"x"), ("/abs.so", b"x"),
+                                     ("k/8-1-1/k.so", b"ok")))
+    pocl_cache.restore(entry)
+    assert (run / "AB" / ("C" * 37) / "k/8-1-1/k.so").read_bytes() == b"ok"
+    assert not (tmp_path / "escape.so").exists() and not Path("/abs.so").exists()
+    assert sorted(p.name for p in run.rglob("*.so")) == ["k.so"]
 
 
 # -- processes racing on one cache ------------------------------------------------------------------

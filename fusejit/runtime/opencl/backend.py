@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
-import pyopencl.invoker  # noqa: F401 - cl.Kernel imports it at first use (~8 ms); now instead
+
+# (cl.Kernel imports pyopencl.invoker at first use, ~8 ms: now instead, and safely on a full disk)
+from fusejit.runtime.opencl import cl_kernels as _cl_kernels  # noqa: F401
 
 from fusejit.errors import UnsupportedDTypeError
 from fusejit.targets.opencl import fastdiv as fastdiv
