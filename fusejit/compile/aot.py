@@ -4,10 +4,12 @@
 disk cache: magic, length, SHA-256; JSON and bytes, no pickle, no Python code): per signature
 the argument specs, the graph (as text, for reading), the kernel source, the launch metadata
 (kernels with their typed arguments and geometry, outputs, temporaries, captured constants) and
-the device binary of every device it was built for. ``fusejit.load(path)`` returns a callable
-that needs neither the Python function nor a trace: on a device whose key (device, driver,
-options, source) matches a stored binary nothing is compiled; elsewhere the stored source is
-built (through the disk cache).
+the device binary of every device it was built for (and, with ``key=``, an HMAC of it all).
+``fusejit.load(path)`` returns a callable that needs neither the Python function nor a trace.
+What it believes of the file is compile/bundle_trust.py's: by default its metadata are checked
+and its source is built here (through the disk cache), its binaries never loaded; with the
+signing key (``load(path, key=)``) or ``trust=True``, on a device whose key (device, driver,
+options, source) matches a stored binary nothing is compiled.
 
 A signature with None dimensions exports as entries that serve every extent (Nones at one
 position from the last axis are one extent: a batch size, a row length): it is lowered at
@@ -331,7 +333,7 @@ def load(path: str | Path, *, trust: bool = False, key: bytes | str | None = Non
     try:
         manifest = json.loads(payload[4:4 + mlen])
         if not isinstance(manifest, dict):
-            raise ValueError("not a JSON object")
+            raise TypeError("not a JSON object")
         if manifest.get("format") not in (1, 2, FORMAT):
             raise BundleError(f"{path} has bundle format {manifest.get('format')}, this "
                               f"fusejit reads {FORMAT}")

@@ -22,9 +22,9 @@ import errno
 import importlib
 import os
 import sqlite3
+import stat
 import sys
 import tempfile
-import stat
 import threading
 import warnings
 from pathlib import Path

@@ -35,6 +35,7 @@ from fusejit.runtime import cache
 from fusejit.runtime.files import private_dir, room_for_temporaries
 
 _ALIVE = ".alive"
+_MARK = "FUSEJIT_POCL_RUN"  # the POCL_CACHE_DIR fusejit set (children inherit both)
 _PREFIX = "run-"
 _LEGACY = ("kcache", "inflight", "lock", "users")  # an older fusejit's shared PoCL cache
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
@@ -49,8 +50,11 @@ _watched: dict[str, tuple[cache.ProgramCache, cache.ProgramKey, cache.Entry, fro
 
 def place() -> None:
     """Give PoCL this process's own cache directory; before PoCL initialises (the first
-    platform query). A user's ``POCL_CACHE_DIR`` is left alone (and not restored into)."""
-    if "POCL_CACHE_DIR" in os.environ or _run:
+    platform query). A user's ``POCL_CACHE_DIR`` is left alone (and not restored into); one
+    inherited from a fusejit parent process (marked) is replaced: the parent's directory
+    goes when the parent does."""
+    given = os.environ.get("POCL_CACHE_DIR")
+    if _run or (given is not None and given != os.environ.get(_MARK)):
         return
     root = cache.cache_dir()
     run = None
@@ -69,7 +73,7 @@ def place() -> None:
             run = _new_run(base, prefix)
         except OSError:
             return  # nowhere to write: PoCL's own default
-    os.environ["POCL_CACHE_DIR"] = str(run)
+    os.environ["POCL_CACHE_DIR"] = os.environ[_MARK] = str(run)
     _run.append(run)
     atexit.register(snapshot)
 

@@ -233,7 +233,7 @@ _POCL_CHILD = textwrap.dedent("""
 
 def _pocl_child(env: dict) -> tuple[str, str]:
     p = subprocess.run([sys.executable, "-c", _POCL_CHILD], env=env, capture_output=True,
-                       text=True, timeout=240)
+                       text=True, timeout=240, check=False)
     assert p.returncode == 0 and p.stdout.startswith("OK"), (p.returncode, p.stderr[-3000:])
     return p.stdout.split()[1], p.stderr
 
@@ -366,5 +366,25 @@ def test_four_processes_one_killed_mid_write(tmp_path):
                 p.kill()
             p.communicate()
     assert list((tmp_path / "programs").glob(".*.tmp"))  # the victim's half entry, ignored
-    after = subprocess.run(cmd + ["run"], env=env, capture_output=True, text=True, timeout=240)
+    after = subprocess.run(cmd + ["run"], env=env, capture_output=True, text=True, timeout=240, check=False)
     assert after.returncode == 0 and after.stdout.strip() == "OK", after.stderr
+
+
+def test_child_process_gets_its_own_pocl_directory(tmp_path):
+    """A child inherits the parent's POCL_CACHE_DIR in its environment; fusejit gives it its
+    own directory (the parent's is deleted once the parent ends, under a live child)."""
+    env = _pocl_env(tmp_path)
+    code = ("import os, subprocess, sys; import fusejit; fusejit.default_queue(); "
+            "mine = os.environ['POCL_CACHE_DIR']; "
+            "child = subprocess.run([sys.executable, '-c', 'import os, fusejit; "
+            "fusejit.default_queue(); print(os.environ[\"POCL_CACHE_DIR\"])'], "
+            "capture_output=True, text=True, check=True).stdout.strip(); "
+            "print(mine != child and os.path.isdir(child), flush=True)")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=240, check=False)
+    assert p.stdout.strip() == "True", p.stderr[-3000:]
+    user = dict(env, POCL_CACHE_DIR=str(tmp_path / "mine"))  # a user's choice is kept
+    p = subprocess.run([sys.executable, "-c", "import os, fusejit; fusejit.default_queue(); "
+                        "print(os.environ['POCL_CACHE_DIR'])"], env=user, capture_output=True,
+                       text=True, timeout=240, check=False)
+    assert p.stdout.strip() == str(tmp_path / "mine"), p.stderr[-3000:]

@@ -12,9 +12,6 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-# (cl.Kernel imports pyopencl.invoker at first use, ~8 ms: now instead, and safely on a full disk)
-from fusejit.runtime.opencl import cl_kernels as _cl_kernels  # noqa: F401
-
 from fusejit.errors import UnsupportedDTypeError
 from fusejit.targets.opencl import fastdiv as fastdiv
 from fusejit.targets.opencl import half2 as half2
