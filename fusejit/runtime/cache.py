@@ -75,7 +75,8 @@ def cache_dir() -> Path | None:
     if env.strip().lower() in ("0", "off", "false", "none"):
         return None
     known = _known_dir
-    if known and known[0] == env:  # (a first call asks 6 times)
+    if known and known[0] == env and (known[1] is None or os.path.isdir(known[1])):
+        # (a first call asks 6 times; a directory removed since is made again)
         return known[1]
     if env:
         path = Path(env).expanduser()

@@ -241,6 +241,15 @@ def test_generated_gemm_configurations_pass_the_same_check():
             assert simt.unfit(cfg, 1024, 1024, 1024, 1, limits, np.dtype(np.float32)) is None
 
 
+def test_tuning_files_stay_bounded(root):
+    cache.cache_dir()
+    path = root / "autotune.json"
+    data = {f"k{i}": [1, None] for i in range(autotune.MAX_ENTRIES + 50)}
+    autotune.write_json(path, data)
+    stored = json.loads(path.read_text())
+    assert len(stored) == autotune.MAX_ENTRIES and "k0" not in stored and f"k{50}" in stored
+
+
 # -- launch tuning keyed on the program ---------------------------------------------------------------
 
 
