@@ -4,10 +4,10 @@ checksummed entries.
 PoCL loads what it finds in its cache directory without any check: one flipped bit in a
 kernel ``.so`` gave wrong values or SIGSEGV in every later process, a truncated one SIGBUS, a
 garbage ``program.bc`` SIGABRT. So no process reads a file another process left there:
-``place`` points ``POCL_CACHE_DIR`` (unless the user set it) at a fresh directory of this
-process, ``<cache>/pocl/run-<pid>-<random>`` (in memory-only mode a private temporary
-directory), locked while the process lives; the next process deletes the directories of dead
-ones (``sweep``), so PoCL's files never outgrow the processes using them.
+``place`` points ``POCL_CACHE_DIR`` (unless the user set it) at a fresh private directory of
+this process, in memory where there is room (``/dev/shm``), else ``<cache>/pocl/run-*``,
+locked while the process lives and deleted at its exit; a later process deletes those of
+processes killed before (``sweep``), so PoCL's files never outlive the processes using them.
 
 What PoCL compiles after a build, each kernel's object for each work-group size it is launched
 with (~0.1 s apiece), would then be compiled again by every process. ``watch`` notes each
@@ -29,10 +29,11 @@ import stat
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from fusejit.runtime import cache
-from fusejit.runtime.files import private_dir, room_for_temporaries
+from fusejit.runtime.files import private_dir, room_for_temporaries, unusable
 
 _ALIVE = ".alive"
 _MARK = "FUSEJIT_POCL_RUN"  # the POCL_CACHE_DIR fusejit set (children inherit both)
@@ -57,25 +58,47 @@ def place() -> None:
     if _run or (given is not None and given != os.environ.get(_MARK)):
         return
     root = cache.cache_dir()
+    if root is not None and (root / "pocl").is_dir():
+        with contextlib.suppress(OSError):
+            sweep(root / "pocl")  # (killed processes' directories, an older shared cache)
     run = None
-    if root is not None:
-        with contextlib.suppress(OSError):
-            base = root / "pocl"
-            private_dir(base)
-            sweep(base)
-            run = _new_run(base, _PREFIX)
-    if run is None:  # memory only: a private temporary directory, on a file system with room
-        base = room_for_temporaries()
-        prefix = f"fusejit-pocl-{os.getuid()}-{_PREFIX}"
-        with contextlib.suppress(OSError):
-            sweep(base, prefix)
+    for base, prefix in _bases(root):
         try:
+            sweep(base, prefix)
             run = _new_run(base, prefix)
+            break
         except OSError:
-            return  # nowhere to write: PoCL's own default
+            continue
+    if run is None:
+        return  # nowhere to write: PoCL's own default
     os.environ["POCL_CACHE_DIR"] = os.environ[_MARK] = str(run)
     _run.append(run)
-    atexit.register(snapshot)
+    atexit.register(_at_exit)
+
+
+def _bases(root: Path | None) -> Iterator[tuple[Path, str]]:
+    """Where this process's directory may go, best first: memory (PoCL fsyncs every file it
+    writes, a program's binary unpacked cost 9-12 ms on a disk against 1.1 ms on tmpfs),
+    then the cache directory (whose ``pocl/`` also holds an older fusejit's shared cache,
+    swept), then the system's temporary directory."""
+    private = f"fusejit-pocl-{os.getuid()}-{_PREFIX}"
+    for d in (os.environ.get("XDG_RUNTIME_DIR"), "/dev/shm"):
+        if d and os.path.isdir(d) and unusable(Path(d)) is None:
+            yield Path(d), private
+    if root is not None:
+        with contextlib.suppress(OSError):
+            private_dir(root / "pocl")
+            yield root / "pocl", _PREFIX
+    yield room_for_temporaries(), private
+
+
+def _at_exit() -> None:
+    """Keep what PoCL compiled (``snapshot``), then delete this process's directory (memory,
+    when on tmpfs)."""
+    snapshot()
+    run = run_dir()
+    if run is not None:
+        shutil.rmtree(run, ignore_errors=True)
 
 
 def _new_run(base: Path, prefix: str) -> Path:
@@ -157,9 +180,13 @@ def restore(entry: cache.Entry) -> None:
             continue
         path = run.joinpath(rel, *parts)
         with contextlib.suppress(OSError):
-            if not path.exists():
-                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                cache.atomic_write(path, data)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # (no fsync: a scratch directory of this process; O_EXCL: a file PoCL already
+            # has is left as it is)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
 
 
 def watch(store: cache.ProgramCache, key: cache.ProgramKey, entry: cache.Entry) -> None:

@@ -219,44 +219,49 @@ def test_autotune_write_does_not_follow_a_symlink(fresh_autotune):
 
 _POCL_CHILD = textwrap.dedent("""
     import os, sys, time
+    from pathlib import Path
     import numpy as np
     import fusejit
+    from fusejit.runtime import pocl_cache
+    restored = []
+    real_restore = pocl_cache.restore
+    pocl_cache.restore = lambda e: restored.append(len(e.extras)) or real_restore(e)
     x = np.linspace(-2, 2, 4099, dtype=np.float32)
     m = np.linspace(-1, 1, 33 * 65, dtype=np.float32).reshape(33, 65)
     out = fusejit.fuse(lambda x: np.sin(x) * 2 + 1)(x)
     np.testing.assert_allclose(out, np.sin(x) * 2 + 1, rtol=2e-6, atol=2e-6)
     s = fusejit.fuse(lambda m: m - m.max(axis=1, keepdims=True))(m)
     np.testing.assert_array_equal(s, m - m.max(axis=1, keepdims=True))
-    print("OK", os.environ["POCL_CACHE_DIR"], flush=True)
+    run = os.environ["POCL_CACHE_DIR"]
+    print("OK", run, sum(restored), flush=True)
+    if os.environ.get("FJ_KILLED"):
+        os._exit(0)  # (as a killed process: no exit handlers)
 """)
 
 
-def _pocl_child(env: dict) -> tuple[str, str]:
+def _pocl_child(env: dict) -> tuple[Path, int]:
+    """(the child's PoCL directory, how many extra files it restored from entries)"""
     p = subprocess.run([sys.executable, "-c", _POCL_CHILD], env=env, capture_output=True,
                        text=True, timeout=240, check=False)
     assert p.returncode == 0 and p.stdout.startswith("OK"), (p.returncode, p.stderr[-3000:])
-    return p.stdout.split()[1], p.stderr
+    _, run, sos = p.stdout.split()
+    return Path(run), int(sos)
 
 
-def _pocl_env(root: Path) -> dict:
-    env = dict(os.environ, FUSEJIT_CACHE_DIR=str(root), PYTHONPATH=CHILD_PATH)
+def _pocl_env(root: Path, **more: str) -> dict:
+    env = dict(os.environ, FUSEJIT_CACHE_DIR=str(root), PYTHONPATH=CHILD_PATH, **more)
     env.pop("POCL_CACHE_DIR", None)
     return env
 
 
-def _so_files(root: Path) -> list[Path]:
-    return sorted((root / "pocl").rglob("*.so"))
-
-
 @pytest.mark.parametrize("damage", ["flip_bit", "random", "empty", "truncated", "garbage_bc"])
 def test_pocl_files_of_earlier_processes_are_never_loaded(tmp_path, damage):
-    """Every PoCL file a process leaves behind is damaged: later processes never load them
-    (each has its own directory, filled only from checksummed entries), compute the right
-    values, and delete the dead process's directory."""
-    env = _pocl_env(tmp_path)
-    first, _ = _pocl_child(env)
-    sos = [p for p in _so_files(tmp_path) if str(p).startswith(first)]
-    assert sos  # (the first process's kernels, still there until the next process sweeps)
+    """Every PoCL file a killed process left behind is damaged: later processes never load
+    them (each has its own directory, filled only from checksummed entries), compute the
+    right values, and delete the dead process's directory."""
+    first, _ = _pocl_child(_pocl_env(tmp_path, FJ_KILLED="1"))
+    sos = sorted(first.rglob("*.so"))
+    assert sos  # (left behind: no exit handler ran)
     for so in sos:
         data = so.read_bytes()
         if damage == "flip_bit":
@@ -268,13 +273,11 @@ def test_pocl_files_of_earlier_processes_are_never_loaded(tmp_path, damage):
             so.write_bytes(b"")
         elif damage == "truncated":
             so.write_bytes(data[:len(data) // 3])
-    for bc in (tmp_path / "pocl").rglob("program.bc"):
+    for bc in first.rglob("program.bc"):
         if damage == "garbage_bc":
             bc.write_bytes(os.urandom(4000))
-    second, _ = _pocl_child(env)
-    assert second != first and not Path(first).exists()
-    third, _ = _pocl_child(env)
-    assert not Path(second).exists() and Path(third).parent == tmp_path / "pocl"
+    second, _ = _pocl_child(_pocl_env(tmp_path))
+    assert second != first and not first.exists() and not second.exists()
 
 
 def test_pocl_kernel_objects_come_back_from_the_entries(tmp_path):
@@ -282,22 +285,15 @@ def test_pocl_kernel_objects_come_back_from_the_entries(tmp_path):
     program's entry and restored in the next process: no recompile, same values."""
     env = _pocl_env(tmp_path)
     _pocl_child(env)
-    extras = 0
-    for path in (tmp_path / "programs").glob("*.fjc"):
-        data = path.read_bytes()
-        extras += data.count(b".so")
-    assert extras  # (names of the kernel objects, in the entries' metadata)
-    run, _ = _pocl_child(env)
-    restored = list(Path(run).rglob("*.so"))
-    assert restored
+    assert any(b".so" in p.read_bytes() for p in (tmp_path / "programs").glob("*.fjc"))
+    _, restored = _pocl_child(env)
+    assert restored >= 2  # (kernel objects written back from the two programs' entries)
 
 
-def test_pocl_cache_is_bounded_by_the_live_processes(tmp_path):
+def test_pocl_directories_end_with_their_processes(tmp_path):
     env = _pocl_env(tmp_path)
-    for _ in range(3):
-        _pocl_child(env)
-    runs = [p for p in (tmp_path / "pocl").iterdir() if p.name.startswith("run-")]
-    assert len(runs) == 1  # (only the last process's, swept by the next)
+    runs = [_pocl_child(env)[0] for _ in range(2)]
+    assert runs[0] != runs[1] and not any(r.exists() for r in runs)
 
 
 def test_pocl_restore_skips_names_outside_the_program_directory(tmp_path, monkeypatch):
@@ -379,7 +375,7 @@ def test_child_process_gets_its_own_pocl_directory(tmp_path):
             "child = subprocess.run([sys.executable, '-c', 'import os, fusejit; "
             "fusejit.default_queue(); print(os.environ[\"POCL_CACHE_DIR\"])'], "
             "capture_output=True, text=True, check=True).stdout.strip(); "
-            "print(mine != child and os.path.isdir(child), flush=True)")
+            "print(mine != child and os.path.isdir(mine), flush=True)")
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=240, check=False)
     assert p.stdout.strip() == "True", p.stderr[-3000:]
