@@ -13,9 +13,10 @@ it and the checksum. So by default a bundle is *untrusted*:
   as large as the elements it writes. A bundle that fails is a BundleError naming what, never
   a crash.
 
-What the default does not decide is whether the OpenCL source is the one fusejit generated:
-a source rewritten on purpose computes what it says (device code, compiled and run like any
-OpenCL kernel). For bundles from others, sign them: ``export(..., key=k)`` appends an
+What the default does not decide is whether the OpenCL source is the one fusejit generated
+(a source whose digest differs from the one its binaries were built from is refused, but
+whoever rewrites the source can rewrite that digest too): a source rewritten on purpose
+computes what it says (device code, compiled and run like any OpenCL kernel). For bundles from others, sign them: ``export(..., key=k)`` appends an
 HMAC-SHA256 of the whole file, and ``load(path, key=k)`` refuses a bundle without the right
 one; a verified bundle is the exporter's own, and its binaries are loaded. ``trust=True``
 loads the binaries of an unsigned bundle (one you wrote yourself).
@@ -155,6 +156,10 @@ def _check(e: dict[str, Any], blobs: list[bytes]) -> None:
         if type(blob) is not int or not 0 <= blob < len(blobs) or \
                 len(blobs[blob]) != math.prod(shape) * dtype.itemsize:
             raise BundleError(f"constant {p} is not {math.prod(shape)} x {dtype.name} bytes")
+    digest = hashlib.sha256(e["source"].encode()).hexdigest()
+    if any(b["key"]["source_sha256"] != digest for b in e.get("binaries", ())):
+        # (consistency, not authenticity: whoever rewrites the source can rewrite this too)
+        raise BundleError("its source is not the one its binaries were built from")
     declared = _declared(e["source"])
     partials = [(np.dtype(p["dtype"]), (p["size"],)) for p in e["partials"]]
     roles = {"param": params, "output": outs, "temp": temps, "partial": partials}

@@ -170,11 +170,35 @@ def _foreign(st: os.stat_result) -> bool:
     return st.st_uid not in (os.getuid(), 0)
 
 
+def _others_can_write(st: os.stat_result) -> bool:
+    """Whether users other than this one could rename or replace what a directory holds: it
+    is world-writable, or group-writable by a group other than this user's private one (as
+    ssh's StrictModes allows), without the sticky bit (/tmp)."""
+    if st.st_mode & stat.S_ISVTX:
+        return False
+    if st.st_mode & 0o002:
+        return True
+    return bool(st.st_mode & 0o020) and not _private_group(st.st_gid)
+
+
+def _private_group(gid: int) -> bool:
+    try:
+        import grp
+        import pwd
+
+        members = set(grp.getgrgid(gid).gr_mem)
+        me = pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return False
+    return gid == os.getgid() and members <= {me}
+
+
 def untrusted(path: Path) -> str | None:
     """Why another user could plant files in the cache directory ``path`` (which exists),
     or None: it or a parent is owned by someone other than this user or root, a parent is
     writable by others without the sticky bit (/tmp itself is fine), or ``path`` is a
     symlink owned by another user. The directory itself is made 0700 by ``private_dir``."""
+    # (parents writable by this user's private group are fine: umask 002 distributions)
     path = Path(os.path.abspath(path))
     try:
         link = os.lstat(path)
@@ -188,7 +212,7 @@ def untrusted(path: Path) -> str | None:
             st = os.stat(parent)
             if _foreign(st):
                 return f"its parent {parent} is owned by uid {st.st_uid}"
-            if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            if _others_can_write(st):
                 return f"its parent {parent} is writable by others " \
                        f"(mode {stat.S_IMODE(st.st_mode):04o})"
     except OSError as exc:

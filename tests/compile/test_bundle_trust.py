@@ -77,6 +77,9 @@ def _craft(tmp_path: Path, how: str, queue) -> Path:
     elif how == "source_types":  # elements of another size than the buffers'
         e["source"] = e["source"].replace("__global float * restrict out0",
                                           "__global double * restrict out0")
+    elif how == "source_values":  # same arguments, other values: only its digest tells
+        assert "(v0 * 0x1p+1f)" in e["source"]
+        e["source"] = e["source"].replace("(v0 * 0x1p+1f)", "(v0 * 0x1.8p+1f)")
     elif how == "shape":
         e["graph_outputs"][0]["shape"] = [1]
     elif how == "dtype":
@@ -123,13 +126,14 @@ def test_native_binary_swap_never_runs_by_default(tmp_path, queue):
     assert _load_in_child(path, trust=True).startswith("RESULT wrong 0 1")
 
 
-@pytest.mark.parametrize("how", ["source_args", "source_types", "shape", "dtype"])
+@pytest.mark.parametrize("how", ["source_args", "source_types", "source_values", "shape",
+                                 "dtype"])
 def test_inconsistent_bundle_is_a_bundle_error(tmp_path, queue, how):
     out = _load_in_child(_craft(tmp_path, how, queue))
     assert out.startswith("BundleError"), out
 
 
-@pytest.mark.parametrize("how", ["native_swap", "source_args", "shape", "dtype"])
+@pytest.mark.parametrize("how", ["native_swap", "source_values", "shape", "dtype"])
 def test_signed_bundle_changed_after_signing_is_refused(tmp_path, queue, how):
     path = _export(tmp_path / "signed.fjb", key=KEY)
     mac = path.read_bytes()[-32:]

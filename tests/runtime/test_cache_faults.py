@@ -322,6 +322,21 @@ def test_parent_writable_by_others_is_refused_unless_sticky(root):
     assert cache.cache_dir() == root
 
 
+@needs_root
+def test_parent_writable_by_a_shared_group_is_refused_by_a_private_one_not(root):
+    import grp
+
+    root.parent.chmod(0o775)
+    shared = next((g.gr_gid for g in grp.getgrall() if g.gr_gid != os.getgid()), None)
+    if shared is None:
+        pytest.skip("no group other than this user's")
+    os.chown(root.parent, os.getuid(), shared)
+    _refused(str(root), "writable by others")
+    os.chown(root.parent, os.getuid(), os.getgid())  # (root's own group: a private one)
+    cache.forget_dir()
+    assert cache.cache_dir() == root
+
+
 def test_own_directory_writable_by_others_is_made_private(root):
     root.mkdir(mode=0o777)
     root.chmod(0o777)
