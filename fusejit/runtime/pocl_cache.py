@@ -189,6 +189,14 @@ def restore(entry: cache.Entry) -> None:
                 f.write(data)
 
 
+def discard(entry: cache.Entry) -> None:
+    """Remove what ``restore`` wrote for an entry whose binary the driver then refused: the
+    source build that follows may use the same directory."""
+    run, rel = run_dir(), program_dir(entry.binary)
+    if run is not None and rel is not None:
+        shutil.rmtree(run / rel, ignore_errors=True)
+
+
 def watch(store: cache.ProgramCache, key: cache.ProgramKey, entry: cache.Entry) -> None:
     """Note a program the disk cache just served or stored: ``snapshot`` keeps what PoCL
     compiles for it from now on."""

@@ -231,6 +231,8 @@ def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: 
                 return program, True
         except cl.Error as exc:
             why = f"the driver rejected the binary: {exc}".splitlines()[0]
+        if pocl:
+            pocl_cache.discard(entry)
         store.reject(key, why)
     program = _checked(_build_uncached(ctx, source, options, name), source, name)
     binary = program.get_info(cl.program_info.BINARIES)[0]
