@@ -134,8 +134,15 @@ def _check(e: dict[str, Any], blobs: list[bytes]) -> None:
     params = [(_dtype(p["dtype"], f"parameter {p['name']!r}"),
                _shape(p["shape"], f"parameter {p['name']!r}")) for p in e["params"]]
     for p in e["params"]:
+        if p.get("expr") and p["source"] == -1:
+            continue  # (a scalar derived from others, passes/hoist.py)
         if type(p["source"]) is not int or not 0 <= p["source"] < len(e["args"]):
             raise BundleError(f"parameter {p['name']!r} reads argument {p['source']!r}")
+        a = e["args"][p["source"]]
+        if p["kind"] == "array" and a["kind"] in ("device", "host") and \
+                (p["dtype"] != a["dtype"] or p["shape"] != a["shape"]):
+            raise BundleError(f"parameter {p['name']!r} is {p['dtype']}{p['shape']}, the "
+                              f"argument it reads {a['dtype']}{a['shape']}")
     outs = [(_dtype(o["dtype"], "an output"), _shape(o["shape"], "an output"))
             for o in e["graph_outputs"]]
     temps = [(_dtype(t["dtype"], "a temporary"), _shape(t["shape"], "a temporary"))

@@ -84,6 +84,8 @@ def _craft(tmp_path: Path, how: str, queue) -> Path:
         e["graph_outputs"][0]["shape"] = [1]
     elif how == "dtype":
         e["graph_outputs"][0]["dtype"] = "|O"
+    elif how == "param_shape":  # a parameter larger than the argument it reads
+        e["params"][0]["shape"] = [4096]
     _write(path, manifest, blobs)
     return path
 
@@ -127,7 +129,7 @@ def test_native_binary_swap_never_runs_by_default(tmp_path, queue):
 
 
 @pytest.mark.parametrize("how", ["source_args", "source_types", "source_values", "shape",
-                                 "dtype"])
+                                 "dtype", "param_shape"])
 def test_inconsistent_bundle_is_a_bundle_error(tmp_path, queue, how):
     out = _load_in_child(_craft(tmp_path, how, queue))
     assert out.startswith("BundleError"), out
