@@ -17,10 +17,12 @@ A CUDA or Vulkan backend's caches use these too (one helper, one set of rules).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import importlib
 import os
+import shutil
 import sqlite3
 import stat
 import sys
@@ -265,11 +267,12 @@ def import_with_cache_fallback(module: str, what: str) -> object:
     except (sqlite3.Error, OSError) as exc:
         sys.modules.pop(module, None)
         where = os.environ.get("XDG_CACHE_HOME", "~/.cache")
-        warn_once(f"import:{what}", f"{what}'s cache under {where} is unusable ({exc}); "
+        warn_once(f"import:{what}", f"the {what} cache under {where} is unusable ({exc}); "
                                     f"it is kept in a temporary directory instead")
     old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix=f"fusejit-{what}-",
-                                                    dir=room_for_temporaries())
+    scratch = tempfile.mkdtemp(prefix=f"fusejit-{what}-", dir=room_for_temporaries())
+    atexit.register(shutil.rmtree, scratch, True)
+    os.environ["XDG_CACHE_HOME"] = scratch
     try:
         return importlib.import_module(module)
     finally:
