@@ -4,10 +4,12 @@
 disk cache: magic, length, SHA-256; JSON and bytes, no pickle, no Python code): per signature
 the argument specs, the graph (as text, for reading), the kernel source, the launch metadata
 (kernels with their typed arguments and geometry, outputs, temporaries, captured constants) and
-the device binary of every device it was built for. ``fusejit.load(path)`` returns a callable
-that needs neither the Python function nor a trace: on a device whose key (device, driver,
-options, source) matches a stored binary nothing is compiled; elsewhere the stored source is
-built (through the disk cache).
+the device binary of every device it was built for (and, with ``key=``, an HMAC of it all).
+``fusejit.load(path)`` returns a callable that needs neither the Python function nor a trace.
+What it believes of the file is compile/bundle_trust.py's: by default its metadata are checked
+and its source is built here (through the disk cache), its binaries never loaded; with the
+signing key (``load(path, key=)``) or ``trust=True``, on a device whose key (device, driver,
+options, source) matches a stored binary nothing is compiled.
 
 A signature with None dimensions exports as entries that serve every extent (Nones at one
 position from the last axis are one extent: a batch size, a row length): it is lowered at
@@ -38,6 +40,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from fusejit._version import __version__
+from fusejit.compile import bundle_trust
 from fusejit.compile.aot_dynamic import (
     BundleError,
     buckets,
@@ -175,12 +178,14 @@ def _shape(j: Any) -> tuple[int, ...]:
 
 
 def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path, *,
-           max_row_length: int = 4096) -> Path:
+           max_row_length: int = 4096, key: bytes | str | None = None) -> Path:
     """Compile ``f`` for each signature (a tuple of ShapeDtype, arrays and scalars, as f's
     positional arguments; ShapeDtypes may have None dimensions) and write the bundle to
     ``path``; see the module docstring. A None row length (the last axis of a function that
-    reduces rows) is served up to ``max_row_length``, every bucket built now. Returns
-    ``path``."""
+    reduces rows) is served up to ``max_row_length``, every bucket built now. ``key``: sign
+    the bundle (HMAC-SHA256, compile/bundle_trust.py), so that ``load(path, key=key)`` knows
+    it is yours and loads its binaries. Returns ``path``."""
+    mac_key = bundle_trust.key_bytes(key)
     buckets(max_row_length)  # (a named error for a bad bound, whatever the signatures)
     entries, blobs = [], []
 
@@ -203,6 +208,8 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path, *,
                            "blobs": [len(b) for b in blobs]}, sort_keys=True).encode()
     payload = struct.pack("<I", len(manifest)) + manifest + b"".join(blobs)
     data = _HEADER.pack(MAGIC, len(payload), hashlib.sha256(payload).digest()) + payload
+    if mac_key is not None:
+        data = bundle_trust.sign(data, mac_key)
     path = Path(path)
     cache.atomic_write(path, data)
     return path
@@ -293,31 +300,54 @@ def _options(exe: Executable) -> list[str]:
 # -- load -----------------------------------------------------------------------------------------
 
 
-def load(path: str | Path) -> Loaded:
-    """The exported function of the bundle at ``path`` (see the module docstring)."""
-    data = cache.read_regular(Path(path))
+def load(path: str | Path, *, trust: bool = False, key: bytes | str | None = None
+         ) -> Loaded:
+    """The exported function of the bundle at ``path`` (see the module docstring).
+
+    Untrusted by default (compile/bundle_trust.py): its OpenCL source is compiled here and its
+    metadata are checked, its native binaries are never loaded. ``key``: the bundle must carry
+    an HMAC made with it (``export(..., key=)``); then, as with ``trust=True``, its binaries
+    for this device are loaded. Anything that is not a whole, consistent bundle is a
+    BundleError naming ``path``."""
+    mac_key = bundle_trust.key_bytes(key)
+    try:
+        data = cache.read_regular(Path(path), follow=True)
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"cannot read a bundle from {path}: {exc}") from None
     if data is None:
         raise BundleError(f"no bundle at {path}")
-    if len(data) < _HEADER.size:
+    if len(data) < _HEADER.size + 4:
         raise BundleError(f"{path} is not a fusejit bundle (truncated)")
     magic, length, digest = _HEADER.unpack_from(data)
+    if magic != MAGIC or length > len(data) - _HEADER.size:
+        raise BundleError(f"{path} is not a whole fusejit bundle (bad magic or length): "
+                          "export it again")
+    data, mac = bundle_trust.split_mac(data, _HEADER.size + length, path)
     payload = data[_HEADER.size:]
-    if magic != MAGIC or len(payload) != length or hashlib.sha256(payload).digest() != digest:
-        raise BundleError(f"{path} is not a whole fusejit bundle (bad magic, length or "
-                          "checksum): export it again")
+    if hashlib.sha256(payload).digest() != digest:
+        raise BundleError(f"{path} is not a whole fusejit bundle (bad checksum): export it "
+                          "again")
+    if mac_key is not None:
+        bundle_trust.verify(data, mac, mac_key, path)
     (mlen,) = struct.unpack_from("<I", payload)
     try:
         manifest = json.loads(payload[4:4 + mlen])
-    except ValueError as exc:
+        if not isinstance(manifest, dict):
+            raise TypeError("not a JSON object")
+        if manifest.get("format") not in (1, 2, FORMAT):
+            raise BundleError(f"{path} has bundle format {manifest.get('format')}, this "
+                              f"fusejit reads {FORMAT}")
+        blobs, at = [], 4 + mlen
+        for n in manifest["blobs"]:
+            if type(n) is not int or n < 0:
+                raise ValueError(f"blob length {n!r}")
+            blobs.append(payload[at:at + n])
+            at += n
+        if at != len(payload):
+            raise ValueError("blob lengths do not add up to the payload")
+        return Loaded(manifest, blobs, trusted=trust or mac_key is not None)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BundleError(f"{path}: unreadable manifest ({exc})") from None
-    if manifest.get("format") not in (1, 2, FORMAT):
-        raise BundleError(f"{path} has bundle format {manifest.get('format')}, this fusejit "
-                          f"reads {FORMAT}")
-    blobs, at = [], 4 + mlen
-    for n in manifest["blobs"]:
-        blobs.append(payload[at:at + n])
-        at += n
-    return Loaded(manifest, blobs)
 
 
 class Loaded:
@@ -329,8 +359,10 @@ class Loaded:
     traces = 0
     MAX_EXTENTS = 256  # executables (per signature, extent, context) and instances kept
 
-    def __init__(self, manifest: dict[str, Any], blobs: list[bytes]) -> None:
-        self.__name__ = manifest.get("name", "loaded")
+    def __init__(self, manifest: dict[str, Any], blobs: list[bytes], trusted: bool = False
+                 ) -> None:
+        self.__name__ = str(manifest.get("name", "loaded"))
+        self.trusted = trusted  # whether its native binaries may be loaded
         self._entries = [upgrade(e) for e in manifest["entries"]]
         self._blobs = blobs
         self._exes: dict[tuple, Executable] = {}
@@ -422,6 +454,7 @@ class Loaded:
                 exe = self._exes.get(key)
                 if exe is None:
                     e = self._entries[i] if n is None else self._instance(i, n)
+                    bundle_trust.check_entry(e, self._blobs, self.__name__)
                     exe = executable_from(e, self._blobs, self._program(i, queue),
                                           device_info(queue.device), autotune=False)
                     if len(self._exes) >= self.MAX_EXTENTS:
@@ -439,7 +472,8 @@ class Loaded:
         ctx, device = queue.context, queue.device
         source, options = e["source"], list(e["options"])
         want = program_key(device, source, options).as_json()
-        stored = next((b for b in e["binaries"] if b["key"] == want), None)
+        stored = next((b for b in e["binaries"] if b["key"] == want), None) \
+            if self.trusted else None  # (untrusted: no machine code from the file runs)
         if stored is not None and len(ctx.devices) == 1:
             try:
                 program = from_binary(ctx, device, self._blobs[stored["blob"]], options)

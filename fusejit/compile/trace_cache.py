@@ -228,17 +228,13 @@ def load(fused: Any, key: Any, queue: cl.CommandQueue, autotune: bool
         if at != len(stored.binary):
             raise ValueError("blob lengths do not add up")
         info = fused_device_info(queue)
-        # the program's binary, stored in this entry (one file read and checksum, not two)
-        at = entry.get("program_blob")
-        binary = None if at is None else blobs[int(at)]
+        # the program itself comes from its own program-cache entry (stored once, not in
+        # every signature's entry)
         program, how = build_cached(queue.context, entry["source"], build_options(info),
-                                    getattr(fused._fn, "__name__", "fn"), binary)
+                                    getattr(fused._fn, "__name__", "fn"))
         exe = aot.executable_from(entry, blobs, program, info, autotune)
     except (ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
         store.reject(disk_key, f"unusable trace entry: {exc}")
-        return None
-    if binary is not None and how == "compiled":  # the driver refused the stored binary:
-        store.reject(disk_key, "its program binary was refused")  # a miss, stored anew
         return None
     return exe, how
 
@@ -265,12 +261,6 @@ def store(fused: Any, key: Any, queue: cl.CommandQueue, exe: Executable, lowered
 
     try:
         entry = aot.entry_of(exe, key.specs, blob, format_graph(lowered.graph))
-        # the program's binary as its program-cache entry holds it (just written by the
-        # build; absent there, the load reads that entry instead)
-        stored = target.get(program_key(queue.device, exe.module.source,
-                                        build_options(exe.info)))
-        if stored is not None:
-            entry["program_blob"] = blob(stored.binary)
         entry["blobs"] = [len(b) for b in blobs]
         again = aot.executable_from(json.loads(json.dumps(entry)), blobs, exe.program,
                                     exe.info, exe.autotune)

@@ -94,20 +94,30 @@ def _save() -> None:
     if path is None:
         return
     write_json(path, {k: list(v) for k, v in _memory.items()})
+    while len(_memory) > MAX_ENTRIES:
+        del _memory[next(iter(_memory))]
+
+
+MAX_ENTRIES = 4096  # per tuning file: the oldest go first (the file stays well under its read
+# bound, 16 MiB, so it is never refused for its size)
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Replace ``path`` with ``data`` safely (runtime/cache.atomic_write); a read-only home
-    keeps results in memory."""
+    """Replace ``path`` with ``data`` safely (runtime/cache.atomic_write), dropping the oldest
+    entries past MAX_ENTRIES (from ``data`` too); a read-only home keeps results in memory."""
+    for k in list(data)[:max(0, len(data) - MAX_ENTRIES)]:
+        del data[k]
     try:
         cache.atomic_write(path, json.dumps(data, indent=0, sort_keys=True).encode())
-    except OSError:
-        pass
+    except OSError as exc:
+        cache.disk_failed(path.parent, exc)
 
 
-def key(device_key: str, source: str, items: int) -> str:
-    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    return f"{device_key}|{digest}|{items}"
+def key(device_key: str, program_source: str, kernel: str, items: int) -> str:
+    """A kernel's tuning key: the device, its whole program (as the program cache keys it)
+    and its name in it, and the element count."""
+    digest = hashlib.sha256(program_source.encode()).hexdigest()[:24]
+    return f"{device_key}|{digest}|{kernel}|{items}"
 
 
 def candidates(items: int, max_wg: int, is_gpu: bool) -> list[tuple[int, int | None]]:

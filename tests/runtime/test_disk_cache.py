@@ -19,7 +19,7 @@ import pyopencl as cl
 import pytest
 
 import fusejit
-from fusejit.runtime import autotune, cache
+from fusejit.runtime import autotune, cache, files, pocl_cache
 from fusejit.runtime.opencl import build
 from fusejit.runtime.opencl.build import build_options, program_key
 from fusejit.runtime.opencl.devices import device_info
@@ -39,7 +39,7 @@ X = np.linspace(-3, 3, 3000, dtype=np.float32)
 @pytest.fixture
 def cache_root(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setattr(files, "_warned", set())
     return tmp_path
 
 
@@ -196,7 +196,7 @@ def test_autotune_entry_unfit_for_the_device_is_retuned(fresh_autotune, queue):
     knl = cl.Program(queue.context, source).build().k
     buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, items * 4)
     knl.set_arg(0, buf)
-    tkey = autotune.key("dev", source, items)
+    tkey = autotune.key("dev", source, "k", items)
     fresh_autotune.write_text(json.dumps({tkey: [3, 64]}))  # not a candidate
     limits = device_info(queue.device).limits
     cfg = autotune.tune(queue, knl, tkey, items, limits.max_work_group, limits.is_gpu)
@@ -217,54 +217,97 @@ def test_autotune_write_does_not_follow_a_symlink(fresh_autotune):
 # -- PoCL's kernel cache ----------------------------------------------------------------------------
 
 
-def test_pocl_cache_cleared_after_a_process_died_building(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache, "_warned", set())  # (a real recovery earlier warned once)
-    kcache = tmp_path / "pocl" / "kcache"
-    (kcache / "AB").mkdir(parents=True)
-    (kcache / "AB" / "program.bc").write_bytes(b"corrupt")
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    guard = cache.PoclGuard(kcache)
-    (guard.markers).mkdir(parents=True)
-    (guard.markers / f"{dead.pid}.1").touch()
-    (guard.markers / f"{os.getpid()}.1").touch()  # a live process's build: left alone
-    with pytest.warns(cache.CacheWarning, match="died while PoCL was building"):
-        assert guard.recover()
-    assert kcache.is_dir() and not any(kcache.iterdir())
-    assert sorted(p.name for p in guard.markers.iterdir()) == [f"{os.getpid()}.1"]
-    assert not guard.recover()  # once per process
+_POCL_CHILD = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    import numpy as np
+    import fusejit
+    from fusejit.runtime import pocl_cache
+    restored = []
+    real_restore = pocl_cache.restore
+    pocl_cache.restore = lambda e: restored.append(len(e.extras)) or real_restore(e)
+    x = np.linspace(-2, 2, 4099, dtype=np.float32)
+    m = np.linspace(-1, 1, 33 * 65, dtype=np.float32).reshape(33, 65)
+    out = fusejit.fuse(lambda x: np.sin(x) * 2 + 1)(x)
+    np.testing.assert_allclose(out, np.sin(x) * 2 + 1, rtol=2e-6, atol=2e-6)
+    s = fusejit.fuse(lambda m: m - m.max(axis=1, keepdims=True))(m)
+    np.testing.assert_array_equal(s, m - m.max(axis=1, keepdims=True))
+    run = os.environ["POCL_CACHE_DIR"]
+    print("OK", run, sum(restored), flush=True)
+    if os.environ.get("FJ_KILLED"):
+        os._exit(0)  # (as a killed process: no exit handlers)
+""")
 
 
-def test_pocl_cache_recovery_waits_for_other_live_users(tmp_path, monkeypatch):
-    """Clearing PoCL's cache under a live process makes PoCL abort it later (it compiles each
-    work-group size of a built program at first launch, in that program's cache directory):
-    a dead builder's marker is acted on only once no other process holds the cache."""
-    monkeypatch.setattr(cache, "_warned", set())
-    kcache = tmp_path / "pocl" / "kcache"
-    (kcache / "AB").mkdir(parents=True)
-    (kcache / "AB" / "program.bc").write_bytes(b"in use")
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    guard = cache.PoclGuard(kcache)
-    guard.markers.mkdir(parents=True)
-    (guard.markers / f"{dead.pid}.1").touch()
-    user = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | "
-         "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_SH); print('held', flush=True); "
-         "sys.stdin.read()", str(kcache.parent / "users")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert user.stdout.readline().strip() == "held"
-        assert not guard.recover()  # another live user: the cache stays as it is
-        assert (kcache / "AB" / "program.bc").read_bytes() == b"in use"
-        assert (guard.markers / f"{dead.pid}.1").exists()
-    finally:
-        user.communicate("")
-    later = cache.PoclGuard(kcache)  # the next process, alone now, clears it
-    with pytest.warns(cache.CacheWarning, match="died while PoCL was building"):
-        assert later.recover()
-    assert kcache.is_dir() and not any(kcache.iterdir())
-    assert not (guard.markers / f"{dead.pid}.1").exists()
+def _pocl_child(env: dict) -> tuple[Path, int]:
+    """(the child's PoCL directory, how many extra files it restored from entries)"""
+    p = subprocess.run([sys.executable, "-c", _POCL_CHILD], env=env, capture_output=True,
+                       text=True, timeout=240, check=False)
+    assert p.returncode == 0 and p.stdout.startswith("OK"), (p.returncode, p.stderr[-3000:])
+    _, run, sos = p.stdout.split()
+    return Path(run), int(sos)
+
+
+def _pocl_env(root: Path, **more: str) -> dict:
+    env = dict(os.environ, FUSEJIT_CACHE_DIR=str(root), PYTHONPATH=CHILD_PATH, **more)
+    env.pop("POCL_CACHE_DIR", None)
+    return env
+
+
+@pytest.mark.parametrize("damage", ["flip_bit", "random", "empty", "truncated", "garbage_bc"])
+def test_pocl_files_of_earlier_processes_are_never_loaded(tmp_path, damage):
+    """Every PoCL file a killed process left behind is damaged: later processes never load
+    them (each has its own directory, filled only from checksummed entries), compute the
+    right values, and delete the dead process's directory."""
+    first, _ = _pocl_child(_pocl_env(tmp_path, FJ_KILLED="1"))
+    sos = sorted(first.rglob("*.so"))
+    assert sos  # (left behind: no exit handler ran)
+    for so in sos:
+        data = so.read_bytes()
+        if damage == "flip_bit":
+            so.write_bytes(data[:len(data) // 2] + bytes([data[len(data) // 2] ^ 0x10]) +
+                           data[len(data) // 2 + 1:])
+        elif damage == "random":
+            so.write_bytes(os.urandom(len(data)))
+        elif damage == "empty":
+            so.write_bytes(b"")
+        elif damage == "truncated":
+            so.write_bytes(data[:len(data) // 3])
+    for bc in first.rglob("program.bc"):
+        if damage == "garbage_bc":
+            bc.write_bytes(os.urandom(4000))
+    second, _ = _pocl_child(_pocl_env(tmp_path))
+    assert second != first and not first.exists() and not second.exists()
+
+
+def test_pocl_kernel_objects_come_back_from_the_entries(tmp_path):
+    """What PoCL compiled at first launch (a kernel object per work-group size) is kept in the
+    program's entry and restored in the next process: no recompile, same values."""
+    env = _pocl_env(tmp_path)
+    _pocl_child(env)
+    assert any(b".so" in p.read_bytes() for p in (tmp_path / "programs").glob("*.fjc"))
+    _, restored = _pocl_child(env)
+    assert restored >= 2  # (kernel objects written back from the two programs' entries)
+
+
+def test_pocl_directories_end_with_their_processes(tmp_path):
+    env = _pocl_env(tmp_path)
+    runs = [_pocl_child(env)[0] for _ in range(2)]
+    assert runs[0] != runs[1] and not any(r.exists() for r in runs)
+
+
+def test_pocl_restore_skips_names_outside_the_program_directory(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setattr(pocl_cache, "_run", [run])
+    monkeypatch.setenv("POCL_CACHE_DIR", str(run))
+    binary = b"poclbin\0" + b"\0" * 20 + b"AB/" + b"C" * 37 + b"\0" * 40
+    entry = cache.Entry(binary, (), (("../../escape.so", b"x"), ("/abs.so", b"x"),
+                                     ("k/8-1-1/k.so", b"ok")))
+    pocl_cache.restore(entry)
+    assert (run / "AB" / ("C" * 37) / "k/8-1-1/k.so").read_bytes() == b"ok"
+    assert not (tmp_path / "escape.so").exists() and not Path("/abs.so").exists()
+    assert sorted(p.name for p in run.rglob("*.so")) == ["k.so"]
 
 
 # -- processes racing on one cache ------------------------------------------------------------------
@@ -319,5 +362,25 @@ def test_four_processes_one_killed_mid_write(tmp_path):
                 p.kill()
             p.communicate()
     assert list((tmp_path / "programs").glob(".*.tmp"))  # the victim's half entry, ignored
-    after = subprocess.run(cmd + ["run"], env=env, capture_output=True, text=True, timeout=240)
+    after = subprocess.run(cmd + ["run"], env=env, capture_output=True, text=True, timeout=240, check=False)
     assert after.returncode == 0 and after.stdout.strip() == "OK", after.stderr
+
+
+def test_child_process_gets_its_own_pocl_directory(tmp_path):
+    """A child inherits the parent's POCL_CACHE_DIR in its environment; fusejit gives it its
+    own directory (the parent's is deleted once the parent ends, under a live child)."""
+    env = _pocl_env(tmp_path)
+    code = ("import os, subprocess, sys; import fusejit; fusejit.default_queue(); "
+            "mine = os.environ['POCL_CACHE_DIR']; "
+            "child = subprocess.run([sys.executable, '-c', 'import os, fusejit; "
+            "fusejit.default_queue(); print(os.environ[\"POCL_CACHE_DIR\"])'], "
+            "capture_output=True, text=True, check=True).stdout.strip(); "
+            "print(mine != child and os.path.isdir(mine), flush=True)")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=240, check=False)
+    assert p.stdout.strip() == "True", p.stderr[-3000:]
+    user = dict(env, POCL_CACHE_DIR=str(tmp_path / "mine"))  # a user's choice is kept
+    p = subprocess.run([sys.executable, "-c", "import os, fusejit; fusejit.default_queue(); "
+                        "print(os.environ['POCL_CACHE_DIR'])"], env=user, capture_output=True,
+                       text=True, timeout=240, check=False)
+    assert p.stdout.strip() == str(tmp_path / "mine"), p.stderr[-3000:]

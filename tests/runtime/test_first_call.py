@@ -19,7 +19,7 @@ def test_program_key_names_the_device_as_its_info_queries_do(queue):
 def test_private_dir_creates_tightens_and_refuses_files(tmp_path):
     import pytest
 
-    from fusejit.runtime.cache import _private_dir
+    from fusejit.runtime.files import private_dir as _private_dir
 
     made = tmp_path / "a" / "b"
     _private_dir(made)

@@ -76,6 +76,35 @@ def _valid(cfg: GemmConfig, limits: DeviceLimits, acc: np.dtype, item: int) -> b
     return all((o * cfg.kwg) % cfg.threads == 0 for o in (cfg.mwg, cfg.nwg))
 
 
+def unfit(cfg: GemmConfig, m: int, n: int, k: int, batch: int, limits: DeviceLimits,
+          acc: np.dtype) -> str | None:
+    """Why the SIMT kernels cannot run ``cfg`` for an m x n x k (x batch) product on a device
+    with ``limits`` (a wrong value, a build error or a runaway source), or None: the one check
+    that the heuristic's choices, the tuner's candidates and stored configurations (gemm.json)
+    all pass."""
+    if cfg.mma:
+        return f"a tensor-core configuration ({cfg.mma})"
+    if cfg.mwg % cfg.mdimc or cfg.nwg % cfg.ndimc:
+        return "the work-group tile does not divide among its work-items"
+    if cfg.mwi * cfg.nwi > 256 or cfg.kwg > 64 or not 1 <= cfg.group_m <= 64:
+        return "a tile larger than any kernel unrolls"
+    if cfg.threads > limits.max_work_group:
+        return f"{cfg.threads} work-items, more than the device's {limits.max_work_group}"
+    if cfg.vw not in (1, 2, 4, 8, 16):
+        return f"vector width {cfg.vw}"
+    if not cfg.local:
+        if cfg.vw > 1 and (acc.kind != "f" or cfg.nwi % cfg.vw or n % cfg.vw):
+            return f"the vector kernel needs float accumulators and N ({n}) and the " \
+                   f"work-item's columns ({cfg.nwi}) in whole vectors of {cfg.vw}"
+        return None
+    item = max(4, acc.itemsize)
+    if not _valid(cfg, limits, acc, item):
+        return "the tiled kernel's local memory, registers or load rounds do not fit"
+    if cfg.split not in (1, 2, 4, 8, 16) or k % (cfg.split * cfg.kwg):
+        return f"split-K by {cfg.split} does not divide K ({k}) into whole steps"
+    return None
+
+
 def rank(cands: list[GemmConfig], m: int, n: int, batch: int, units: int
          ) -> list[GemmConfig]:
     """Candidates by expected speed: work per local-memory read (the register tile's area),
@@ -105,9 +134,10 @@ def heuristic(m: int, n: int, k: int, batch: int, limits: DeviceLimits, acc: np.
         # memory: no local memory, barriers or work-item loops to split around them. 48x32
         # measured best of 32x16..96x16 on PoCL at 1024^3 (0.12 s against 0.31-0.8 s)
         vw = 32 // max(4, acc.itemsize)
-        if acc.kind == "f" and n % vw == 0:
-            return GemmConfig(48, 4 * vw, 1, 8, 2, vw, 1, local=False,
-                              why=f"CPU device: the direct kernel over float{vw} vectors")
+        simd = GemmConfig(48, 4 * vw, 1, 8, 2, vw, 1, local=False,
+                          why=f"CPU device: the direct kernel over float{vw} vectors")
+        if unfit(simd, m, n, k, batch, limits, acc) is None:
+            return simd
         return GemmConfig(32, 64, 1, 8, 8, 1, 1, local=False,
                           why="CPU device: the direct kernel")
     if m * n * k * batch <= 64 * 64 * 64 * 8:
@@ -120,4 +150,5 @@ def heuristic(m: int, n: int, k: int, batch: int, limits: DeviceLimits, acc: np.
                    "area, compute units kept busy, edge waste)")
 
 
-__all__ = ["REGISTER_LIMIT", "describe", "heuristic", "local_bytes", "rank", "registers", "space"]
+__all__ = ["REGISTER_LIMIT", "describe", "heuristic", "local_bytes", "rank", "registers", "space",
+           "unfit"]

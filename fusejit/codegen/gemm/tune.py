@@ -19,6 +19,7 @@ import numpy as np
 from fusejit.codegen.gemm import mma as gemm_mma  # (configure's ``mma`` is the probe's answer)
 from fusejit.codegen.gemm.config import GemmConfig, with_split
 from fusejit.codegen.gemm.simt import heuristic, space
+from fusejit.codegen.gemm.simt import unfit as simt_unfit
 from fusejit.codegen.gemm.source import accumulator
 from fusejit.ir.ops import MOVEMENT, TRANSCENDENTAL
 from fusejit.passes.host_gemm import kept_in_kernels
@@ -86,6 +87,8 @@ class Tuning:
 
     known: Callable[[str], GemmConfig | None]
     tuner: Tuner | None = None
+    # told when a configuration ``known`` returned cannot run the product at hand (and why)
+    reject: Callable[[str, str], None] = lambda key, why: None
 
 
 def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuning: Tuning | None = None,
@@ -111,10 +114,15 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuning: Tuning 
                        epilogue_class(g)) + (f"|mma-{kind}" if kind else "")
         cfg = _forced[-1] if _forced else tuning.known(key) if tuning is not None else None
         if cfg is not None and not _forced:
-            cfg = replace(cfg, why=f"tuned on first use, kept under {key!r}")
+            # a stored configuration passes the check a generated one does, for this very
+            # shape (the key's bucket spans several), or is reported and ignored
+            why = unfit(cfg, kind, m, n, k, b, limits, acc)
+            if why is not None:
+                tuning.reject(key, f"{why} (for {m}x{k} @ {k}x{n})")
+                cfg = None
+            else:
+                cfg = replace(cfg, why=f"tuned on first use, kept under {key!r}")
         if kind and not _forced:
-            if cfg is not None and (cfg.mma != kind or not gemm_mma.valid(cfg, limits)):
-                cfg = None  # (a stale, foreign or corrupt entry)
             if cfg is None and tuner is not None and m * n * k * b >= 1 << 24:
                 cfg = tuner(g, key, gemm_mma.space(kind, limits), 1 / products)
             if cfg is None:
@@ -123,7 +131,8 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuning: Tuning 
                 note = (f"matmul_precision={precision!r}: no tensor-core tile fits this "
                         "device's local memory; fell back to the SIMT kernel")
         if cfg is None and tuner is not None and limits.is_gpu and m * n * k * b >= 1 << 24:
-            cfg = tuner(g, key, space(limits, acc), 1 / products)
+            cfg = tuner(g, key, [c for c in space(limits, acc)
+                                 if unfit(c, "", m, n, k, b, limits, acc) is None], 1 / products)
         if cfg is None:
             cfg = heuristic(m, n, k, b, limits, acc)
         if note:
@@ -132,6 +141,17 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuning: Tuning 
             cfg = with_split(cfg, m, n, k, b, limits.compute_units)
         groups.append(replace(g, gemm_config=cfg))
     return replace(plan, groups=tuple(groups))
+
+
+def unfit(cfg: GemmConfig, kind: str, m: int, n: int, k: int, batch: int,
+          limits: DeviceLimits, acc: np.dtype) -> str | None:
+    """Why ``cfg`` cannot run an m x n x k (x batch) product as a kernel of ``kind`` ("" the
+    SIMT kernels, else the tensor cores' MMA kind), or None: its kind's own check."""
+    if kind:
+        if cfg.mma != kind or not gemm_mma.valid(cfg, limits):
+            return f"not a {kind} tensor-core configuration for this device"
+        return None
+    return simt_unfit(cfg, m, n, k, batch, limits, acc)
 
 
 def bucket(m: int, n: int, k: int, batch: int) -> str:
@@ -146,4 +166,4 @@ def tune_key(device: str, dtype: np.dtype, layout: str, shape: str, epilogue: st
 
 
 __all__ = ["Tuner", "Tuning", "bucket", "configure", "epilogue_class", "forced", "layout",
-           "tune_key"]
+           "tune_key", "unfit"]

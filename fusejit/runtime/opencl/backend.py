@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
-import pyopencl.invoker  # noqa: F401 - cl.Kernel imports it at first use (~8 ms); now instead
 
 from fusejit.errors import UnsupportedDTypeError
 from fusejit.targets.opencl import fastdiv as fastdiv

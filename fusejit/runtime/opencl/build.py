@@ -13,14 +13,16 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyopencl as cl
 
 from fusejit._version import __version__
 from fusejit.codegen.gemm.ptx import SM90A_MARK  # (the mark codegen puts on sm_90a-only asm)
 from fusejit.errors import DeviceUnavailableError, KernelBuildError
-from fusejit.runtime import cache
+from fusejit.runtime import cache, pocl_cache
 from fusejit.runtime.backend import DeviceInfo
+from fusejit.runtime.files import unusable
 from fusejit.runtime.opencl.identity import device_identity
 
 _KERNEL = re.compile(r"__kernel void (\w+)\(")
@@ -84,7 +86,12 @@ def _build(ctx: cl.Context, source: str, options: list[str], name: str) -> cl.Pr
 def _build_error(ctx: cl.Context, name: str, source: str, exc: cl.Error) -> Exception:
     """A failed source build's error: KernelBuildError (the source's: a fusejit bug), or,
     when the device's compiler cannot build any kernel, DeviceUnavailableError (the setup's,
-    saying what to install)."""
+    saying what to install, or the disk it writes on that is full or read-only)."""
+    scratch = os.environ.get("POCL_CACHE_DIR") or tempfile.gettempdir()
+    disk = unusable(Path(scratch)) if os.path.isdir(scratch) else None
+    if disk is not None:  # (the compiler's files could not be written: the disk's, not ours)
+        return DeviceUnavailableError(f"the OpenCL compiler could not build {name}: its "
+                                      f"working directory {scratch} is unusable ({disk})")
     hint = setup_hint(str(exc))
     if hint is not None:
         return DeviceUnavailableError(f"the OpenCL device {ctx.devices[0].name.strip()!r} "
@@ -177,20 +184,17 @@ _memo: OrderedDict[tuple, cl.Program] = OrderedDict()
 _memo_lock = threading.Lock()
 
 
-def build_cached(ctx: cl.Context, source: str, options: list[str], name: str,
-                 binary: bytes | None = None) -> tuple[cl.Program, str]:
+def build_cached(ctx: cl.Context, source: str, options: list[str], name: str
+                 ) -> tuple[cl.Program, str]:
     """(program, how): a program built earlier in this process ("memory"), one loaded from
-    the disk cache ("disk"), or one compiled ("compiled"). ``binary``: this program's device
-    binary as another verified cache entry holds it (a trace-cache entry carries its own),
-    loaded instead of reading the program's entry; when the driver refuses it, the source
-    is built ("compiled") and the caller treats its entry as bad."""
+    the disk cache ("disk"), or one compiled ("compiled")."""
     memo_key = (ctx, hashlib.sha256(source.encode()).digest(), tuple(options))
     with _memo_lock:
         program = _memo.get(memo_key)
         if program is not None:
             _memo.move_to_end(memo_key)
             return program, "memory"
-    program, from_disk = _build_through_disk(ctx, source, options, name, binary)
+    program, from_disk = _build_through_disk(ctx, source, options, name)
     with _memo_lock:
         _memo[memo_key] = program
         while len(_memo) > _MEMO_SIZE:
@@ -198,15 +202,14 @@ def build_cached(ctx: cl.Context, source: str, options: list[str], name: str,
     return program, "disk" if from_disk else "compiled"
 
 
-def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: str,
-                        given: bytes | None = None) -> tuple[cl.Program, bool]:
+def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: str
+                        ) -> tuple[cl.Program, bool]:
     """``build_program`` through fusejit's disk cache: (program, whether it came from disk).
 
-    A hit builds from the stored device binary (no compiler run); a miss compiles the source,
-    bypassing PyOpenCL's pickle cache, and stores the binary. A stored binary the driver
-    rejects, or one that lacks a kernel, is a bad entry: a warning, a rebuild, a rewrite.
-    A ``given`` binary (``build_cached``) is tried instead of the entry; its caller warns
-    about the entry that held it when it fails.
+    A hit builds from the stored device binary (no compiler run), with PoCL's files for it
+    restored first (runtime/pocl_cache.py); a miss compiles the source, bypassing PyOpenCL's
+    pickle cache, and stores the binary. A stored binary the driver rejects, or one that
+    lacks a kernel, is a bad entry: a warning, a rebuild, a rewrite.
     """
     store = cache.program_cache() if len(ctx.devices) == 1 else None
     if store is None:
@@ -214,37 +217,30 @@ def _build_through_disk(ctx: cl.Context, source: str, options: list[str], name: 
     device = ctx.devices[0]
     key = program_key(device, source, options)
     expected = set(_KERNEL.findall(source))
-    guard = cache.pocl_guard() if _is_pocl(device) else None
-    with guard.building() if guard is not None else contextlib.nullcontext():
-        entry = store.get(key) if given is None else cache.Entry(given, ())
-        if entry is not None:
-            why = "the binary lacks a kernel"
-            try:
-                program = from_binary(ctx, device, entry.binary, options)
-                if not expected or expected <= _kernel_names(program):
-                    return program, True
-            except cl.Error as exc:
-                why = f"the driver rejected the binary: {exc}".splitlines()[0]
-            if given is None:
-                store.reject(key, why)
+    pocl = _is_pocl(device)
+    entry = store.get(key)
+    if entry is not None:
+        why = "the binary lacks a kernel"
         try:
-            program = _checked(_build_uncached(ctx, source, options, name), source, name)
-            # (inside the guard: PoCL reads its cache files again to serialise the binary)
-            binary = program.get_info(cl.program_info.BINARIES)[0]
-        except KernelBuildError:
-            if guard is None:
-                raise
-            program = None
-    if program is None:
-        # PoCL reports success without the kernel when a file in its cache is corrupt (dlopen
-        # of a truncated .so): clear the cache fusejit placed and build once more (outside
-        # the first build's guard: clearing waits for every build in flight)
-        guard.recover(force=True)
-        with guard.building():
-            program = _checked(_build_uncached(ctx, source, options, name), source, name)
-            binary = program.get_info(cl.program_info.BINARIES)[0]
+            if pocl:
+                pocl_cache.restore(entry)
+            program = from_binary(ctx, device, entry.binary, options)
+            if not expected or expected <= _kernel_names(program):
+                if pocl:
+                    pocl_cache.watch(store, key, entry)
+                return program, True
+        except cl.Error as exc:
+            why = f"the driver rejected the binary: {exc}".splitlines()[0]
+        if pocl:
+            pocl_cache.discard(entry)
+        store.reject(key, why)
+    program = _checked(_build_uncached(ctx, source, options, name), source, name)
+    binary = program.get_info(cl.program_info.BINARIES)[0]
     if binary:
-        store.put(key, cache.Entry(bytes(binary), tuple(sorted(expected))))
+        entry = cache.Entry(bytes(binary), tuple(sorted(expected)))
+        store.put(key, entry)
+        if pocl:
+            pocl_cache.watch(store, key, entry)
     return program, False
 
 

@@ -26,8 +26,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pyopencl as cl
-import pyopencl.invoker as _invoker
 
+from fusejit.runtime.files import import_with_cache_fallback
+
+# (its import opens pytools' SQLite cache in the user cache directory: on a full or read-only
+# disk that raises, and then keeps it in a private temporary directory instead)
+_invoker = import_with_cache_fallback("pyopencl.invoker", "pytools")
 _GENERATOR = "generate_enqueue_and_set_args"
 _lock = threading.Lock()
 

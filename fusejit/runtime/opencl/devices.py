@@ -14,13 +14,13 @@ import pyopencl as cl
 from fusejit.errors import DeviceUnavailableError
 from fusejit.passes.partition import DeviceLimits
 from fusejit.runtime.backend import DeviceInfo
-from fusejit.runtime.cache import place_pocl_cache
+from fusejit.runtime import pocl_cache
 from fusejit.runtime.opencl.build import setup_hint
 from fusejit.runtime.opencl.identity import device_identity
 from fusejit.runtime.opencl.fastdiv_probe import unavailable as fastdiv_unavailable
 from fusejit.runtime.opencl.half2_probe import unavailable as half2_unavailable
 
-place_pocl_cache()  # before PoCL initialises: its kernel cache lives where fusejit can recover it
+pocl_cache.place()  # before PoCL initialises: a kernel cache of this process's own
 
 _lock = threading.Lock()
 _log = logging.getLogger("fusejit")

@@ -455,8 +455,10 @@ class Executable(LaunchPlan):
                 _launch(queue, *self._plans[j], tables)
             _set_args(knl, plan, tables)
             record = self.kernels[i][1]
-            cfg = autotune.tune(queue, knl, autotune.key(self.info.key, record.source,
-                                                         record.items),
+            # keyed on the program (whose source every executable keeps: kernels loaded from
+            # the disk cache or a bundle carry none of their own) and the kernel's name
+            cfg = autotune.tune(queue, knl, autotune.key(self.info.key, self.module.source,
+                                                         record.name, record.items),
                                 record.items, limits.max_work_group, limits.is_gpu)
             self._plans[i][1], self._plans[i][2] = cfg.global_size, cfg.local_size
         self._to_tune = []

@@ -25,7 +25,7 @@ from fusejit.ir.graph import Graph, Node, Param
 from fusejit.ir.ops import Op
 from fusejit.passes.plan import Dest, Group, Plan, Store, gemm_problem
 from fusejit.ir.shapes import row_major_strides
-from fusejit.runtime import autotune
+from fusejit.runtime import autotune, cache
 from fusejit.runtime.opencl.build import build_options, build_program
 from fusejit.runtime.opencl.devices import DeviceInfo
 from fusejit.targets.opencl.target import OpenCLTarget
@@ -45,7 +45,8 @@ SPILL_LIMIT = 64
 def tuning(queue: cl.CommandQueue, info: DeviceInfo, flag: bool | None) -> Tuning:
     """What configure gets for a call on ``queue``: the persisted table, and the first-use
     tuner of its device unless autotuning is off (``flag``: ``@fuse(autotune=...)``)."""
-    return Tuning(lookup, make_tuner(queue, info) if autotune.enabled(flag) else None)
+    return Tuning(lookup, make_tuner(queue, info) if autotune.enabled(flag) else None,
+                  reject)
 
 
 def make_tuner(queue: cl.CommandQueue, info: DeviceInfo) -> Tuner:
@@ -155,20 +156,40 @@ def lookup(key: str) -> GemmConfig | None:
     with _lock:
         if not _loaded:
             _loaded = True
-            path = _cache_file()
-            try:
-                stored = json.loads(path.read_text()) if path is not None else {}
-            except (OSError, ValueError, UnicodeDecodeError):
-                stored = {}  # unreadable or corrupt: tune again and rewrite
-            if isinstance(stored, dict):  # keep only well-formed entries
-                _memory.update({k: v for k, v in stored.items()
-                                if isinstance(k, str) and isinstance(v, dict)})
+            _memory.update(_read())
         found = _memory.get(key)
     if found is None:
         return None
     if not _well_formed(found):  # written by another version, or a corrupt file: tune again
         return None
     return GemmConfig(**found)
+
+
+def _read() -> dict[str, dict]:
+    """gemm.json's entries that are JSON objects; an unreadable file (not a regular file,
+    too large, not JSON) is one warning and is rewritten after the next tuning."""
+    path = _cache_file()
+    if path is None:
+        return {}
+    try:
+        raw = cache.read_regular(path, limit=1 << 24)
+        stored = json.loads(raw) if raw is not None else {}
+    except (OSError, ValueError) as exc:
+        cache.warn_once(f"gemm:{path}", f"fusejit: ignoring the unreadable GEMM tuning file "
+                                        f"{path} ({exc}); it is rewritten after tuning")
+        return {}
+    if not isinstance(stored, dict):
+        return {}
+    return {k: v for k, v in stored.items() if isinstance(k, str) and isinstance(v, dict)}
+
+
+def reject(key: str, why: str) -> None:
+    """A stored configuration that cannot run the product it was looked up for: one warning,
+    and the entry is forgotten (tuned again, or the heuristic, and rewritten)."""
+    with _lock:
+        _memory.pop(key, None)
+    cache.warn_once(f"gemm:{key}", f"fusejit: ignoring the GEMM configuration stored under "
+                                   f"{key!r} in {_cache_file()}: {why}")
 
 
 # GemmConfig's fields that are not positive ints, by their type
