@@ -34,12 +34,13 @@ from fusejit.ir import dtypes as dt
 from fusejit.codegen.gemm.epilogue import Epilogue, _var
 from fusejit.codegen.gemm.config import GemmConfig
 from fusejit.codegen.gemm.simt import describe, heuristic
-from fusejit.ir.indexing import Index, unravel
+from fusejit.ir.indexing import Index, reshaped_index, unravel
 from fusejit.ir.graph import Node
 from fusejit.codegen.context import ModuleContext
 from fusejit.codegen.kernels import Kernel, Partial
 from fusejit.codegen.lowering import LANE, Block, Imm, LaneOf, Lanes, Lowering, Ref, _store
 from fusejit.ir.ops import Op
+from fusejit.passes.gemm import product_axes, product_index
 from fusejit.passes.plan import Group, Store, reads_of
 from fusejit.codegen.render import Renderer
 from fusejit.ir.symbolic import Expr, Var
@@ -134,9 +135,11 @@ class _Gen(Epilogue):
         ``vector @ matrix + b``)."""
         low = low or self.low
         node_idx = idx
-        if st.node.shape != self.m.shape:
-            rest = iter(e for e, d in zip(idx, self.m.shape) if d != 1)
-            node_idx = tuple(Expr(0) if d == 1 else next(rest) for d in st.node.shape)
+        axes = product_axes(st.node, self.m) if st.node is not self.m else None
+        if axes is not None:  # a transposed or reshaped epilogue (an NCHW image of rows)
+            node_idx = product_index(axes, idx, self.m.shape)
+        elif st.node.shape != self.m.shape:  # a reshape: rows N*H*W stored as NHWC
+            node_idx = reshaped_index(idx, self.m.shape, st.node.shape)
         _store(block, st, node_idx, low, block.value(st.node, node_idx))
 
     def fma(self, a: str, b: str, acc: str) -> str:
