@@ -32,9 +32,10 @@ from dataclasses import replace
 
 from fusejit.ir.indexing import Index, unravel
 from fusejit.ir.graph import Graph, Node, Param
-from fusejit.ir.ops import MOVEMENT, REDUCE, Op
+from fusejit.ir.ops import LEAVES, MOVEMENT, REDUCE, Op
 from fusejit.ir.shapes import row_major_strides
 from fusejit.ir.symbolic import Div, Expr, Mod, Var
+from fusejit.passes import window
 from fusejit.passes.inplace import stage
 from fusejit.passes.partition import Dest, DeviceLimits, Group, Plan, Store, partition
 from fusejit.passes.plan import leaves_of, reads_of
@@ -159,6 +160,26 @@ def _cone(node: Node) -> set[Node]:
     return seen
 
 
+def _below_maps(operand: Node, heavy: set[Node]) -> list[Node]:
+    """The values to store for an operand whose cone reaches a product or a reduction: those
+    below its index maps (views, and the writes into literals that np.pad makes), which the
+    GEMM's tile loads then read through the maps. A convolution of a pooled or activated
+    image stores that image, not its padded copy."""
+    out: list[Node] = []
+    seen: set[Node] = set()
+    stack = [operand]
+    while stack:
+        n = stack.pop()
+        if n in seen or n.op in LEAVES:
+            continue
+        seen.add(n)
+        if n.op in MOVEMENT or (n.op is Op.SETITEM and n not in heavy):
+            stack.extend(n.srcs)
+        elif any(x in heavy for x in leaves_of(n, heavy)) or n in heavy:
+            out.append(n)
+    return out
+
+
 def _strip(node: Node) -> Node:
     while node.op in MOVEMENT:
         node = node.srcs[0]
@@ -212,15 +233,15 @@ class _GemmPartition:
                 reach = leaves_of(src, self.mm_set | self.red_set)
                 if not any(x in self.mm_set or x in self.red_set for x in reach):
                     continue
-                p = _strip(src)
-                if p in self.mm_set:
-                    stored_by[p] = p
-                elif p not in stored_by and p not in extra:
-                    g = self.owner(p)
-                    if g is not None:
-                        stored_by[p] = g
-                    else:
-                        extra.append(p)
+                for p in _below_maps(src, self.mm_set | self.red_set):
+                    if p in self.mm_set:
+                        stored_by[p] = p
+                    elif p not in stored_by and p not in extra:
+                        g = self.owner(p)
+                        if g is not None:
+                            stored_by[p] = g
+                        else:
+                            extra.append(p)
         # products read by anything but their own epilogue are stored plainly
         held = set(stored_by)
         for m, stores in epilogue.items():
@@ -328,8 +349,8 @@ class _GemmPartition:
                                         f"{m.srcs[0].describe()} (one-sided Jacobi, a work-group "
                                         "per matrix)", svd=m))
                     continue
-                groups.append(Group("gemm", m.shape, tuple(stores), _reason(m, stores, stored),
-                                    matmul=m))
+                why = _reason(m, stores, stored | set(extra))
+                groups.append(Group("gemm", m.shape, tuple(stores), why, matmul=m))
         groups, temps = _inplace(graph, groups, temps, self.aliases)
         return Plan(tuple(groups), tuple(temps), (), tuple(notes))
 
@@ -422,6 +443,9 @@ def _reason(m: Node, stores: list[Store], stored: set[Node]) -> str:
     cols = b.shape[-1]
     shape = "x".join(map(str, (*batch, rows, cols, k)))
     text = f"GEMM {'batched ' if batch else ''}{shape} (batch x M x N x K) in {m.dtype.name}"
+    conv = window.describe(m, stored - {m})
+    if conv:
+        text += f"; {conv}"
     for name, src in (("a", a), ("b", b)):
         ops = _ops(src, stored - {m})
         if _strip(src) in stored:

@@ -35,6 +35,7 @@ from fusejit.ir.graph import Graph, Node
 from fusejit.ir.ops import MOVEMENT, Op
 from fusejit.ir.shapes import broadcast_shapes, row_major_strides
 from fusejit.ir.symbolic import Expr
+from fusejit.passes import window
 from fusejit.passes.plan import Dest, DeviceLimits, Group, Plan, Store, gemm_problem
 
 # B*M*N*K from which the host's BLAS pays on PoCL (2 shared cores, dense ReLU layers, fastest
@@ -138,11 +139,16 @@ def _split(graph: Graph, g: Group, temps: list[Node], written: set[Node]) -> lis
     out: list[Group] = []
     for name, src in zip("ab", m.srcs):
         if operand_view(graph, src, written) is None:
+            why = "its prologue computes"
+            if window.find_window(src, written) is not None:
+                why = (f"it reads a window map, so it is stored as an im2col matrix "
+                       f"({window.im2col_size(src)}; FUSEJIT_HOST_BLAS=0 keeps "
+                       "the convolution one implicit-GEMM kernel, no im2col buffer)")
             temps.append(src)
             written.add(src)
             out.append(Group("elementwise", src.shape, (Store(src, Dest("temp", len(temps) - 1)),),
-                             f"operand {name} of the host GEMM below, stored once: its "
-                             "prologue computes (the host's BLAS reads a plain strided array)"))
+                             f"operand {name} of the host GEMM below, stored once: {why} (the "
+                             "host's BLAS reads a plain strided array)"))
     # where the product goes: its own temporary or output store when the group has one
     own = [st for st in g.stores if st.node is m and st.region is None]
     dest = next((st for st in own if st.dest.kind == "temp"), None)

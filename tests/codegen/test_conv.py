@@ -72,7 +72,10 @@ def test_conv_bias_relu_is_one_kernel(rng, layout, n, hw, c, k, window, stride, 
     _bound_ok(fused(x, w, b, stride, pad), f, (x, w, b, stride, pad), c * window * window)
     low = fused.lower(x, w, b, stride, pad)
     assert len(low.kernels) == 1, [kern.reason for kern in low.kernels]
-    assert "im2col" not in low.kernels[0].reason
+    reason = low.kernels[0].reason
+    assert "implicit GEMM (a convolution)" in reason and "no im2col buffer" in reason
+    if window > 1:  # (K in the image's memory order: the window rows, columns, channels)
+        assert f"K = {window}*{window}*{c}" in reason or f"K = {c}*{window}*{window}" in reason
 
 
 def test_batchnorm_residual_grouped_still_one_kernel(rng) -> None:
@@ -119,4 +122,32 @@ def test_host_blas_path_stores_the_windows(rng, monkeypatch) -> None:
     fused = fuse(conv_nhwc, static_argnums=(3, 4))
     _bound_ok(fused(x, w, b, 1, 1), conv_nhwc, (x, w, b, 1, 1), 27)
     reasons = " ".join(k.reason for k in fused.lower(x, w, b, 1, 1).kernels)
-    assert "host" in reasons
+    assert "on the host" in reasons and "im2col matrix" in reasons
+
+
+def test_conv_of_pooled_image_reads_it_through_the_pad(rng) -> None:
+    """A convolution of a pooled (reduced) image stores the pooled image once and reads it
+    through the pad and window maps: two kernels, not a third storing the padded copy."""
+    x = rng.standard_normal((1, 8, 10, 2)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 2, 3)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+
+    def pool_conv(x, w, b):
+        h = swv(x, (2, 2), axis=(1, 2))[:, ::2, ::2].max(axis=(-2, -1))
+        return conv_nhwc(h, w, b, 1, 1)
+    fused = fuse(pool_conv)
+    np.testing.assert_allclose(fused(x, w, b), pool_conv(x, w, b), rtol=1e-5, atol=1e-5)
+    assert len(fused.lower(x, w, b).kernels) == 2
+
+
+def test_transposed_and_reshaped_epilogues(rng) -> None:
+    """A product's epilogue stored through a transpose or a reshape of its rows and columns is
+    still the GEMM's own: one kernel each, NumPy's values."""
+    a = rng.standard_normal((12, 5)).astype(np.float64)
+    b = rng.standard_normal((5, 6)).astype(np.float64)
+    c = rng.standard_normal((6, 1)).astype(np.float64)
+    for f in (lambda a, b, c: (a @ b).T + c, lambda a, b, c: np.tanh((a @ b).reshape(3, 4, 2, 3)),
+              lambda a, b, c: (a @ b).reshape(3, 4, 6).transpose(2, 0, 1) * 2):
+        fused = fuse(f)
+        np.testing.assert_allclose(fused(a, b, c), f(a, b, c), rtol=1e-13, atol=1e-13)
+        assert len(fused.lower(a, b, c).kernels) == 1
