@@ -151,3 +151,24 @@ def test_transposed_and_reshaped_epilogues(rng) -> None:
         fused = fuse(f)
         np.testing.assert_allclose(fused(a, b, c), f(a, b, c), rtol=1e-13, atol=1e-13)
         assert len(fused.lower(a, b, c).kernels) == 1
+
+
+@pytest.mark.parametrize("config", ["tiled", "tiled4", "simd"])
+def test_every_gemm_kernel_reads_windows_and_stores_images(rng, config) -> None:
+    """The tiled kernels (local memory, edge tiles, vector stores of full tiles) and the CPU
+    vector kernel, forced: NHWC with stride and NCHW (the product's rows stored as an image
+    through a transpose), one kernel each."""
+    from test_gemm import CONFIGS
+
+    from fusejit.codegen.gemm import tune as gemm_tune
+
+    x = rng.standard_normal((2, 11, 10, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3, 20)).astype(np.float32)
+    b = rng.standard_normal(20).astype(np.float32)
+    xc = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    wc = np.ascontiguousarray(w.transpose(3, 2, 0, 1))
+    with gemm_tune.forced(CONFIGS[config]):
+        for f, args in ((conv_nhwc, (x, w, b, 2, 1)), (conv_nchw, (xc, wc, b, 1, 1))):
+            fused = fuse(f, static_argnums=(3, 4))
+            _bound_ok(fused(*args), f, args, 27)
+            assert len(fused.lower(*args).kernels) == 1
