@@ -16,7 +16,8 @@ kernels around it:
 3. **Epilogue.** The group's stores (bias, activation, residual, several outputs, the stored
    operand of the next product) become one elementwise kernel that loads the product.
 
-Small products stay in the OpenCL kernel (the finish, maps and unmaps cost ~0.3 ms);
+Small products stay in the OpenCL kernel (the finish, maps and unmaps cost ~0.3 ms), and so do
+convolutions below 4x that work (the host would first store their windows as an im2col matrix);
 ``FUSEJIT_HOST_BLAS=0`` keeps every product there, ``=1`` sends every non-empty one here.
 ``explain()`` names the path in the group's reason and in the step's (comment) source.
 """
@@ -42,6 +43,10 @@ from fusejit.passes.plan import Dest, DeviceLimits, Group, Plan, Store, gemm_pro
 # of 9: the step's finish, maps and unmaps cost ~0.3 ms, so at 128^3 the kernel took 0.12 ms
 # against 0.44; at 256^3 0.7-1.0 ms either way; from 384^3 on the host wins, 1.5-2x at 1024^3)
 MIN_WORK = 1 << 24
+# an implicit GEMM (a convolution) pays the host's im2col matrix, written and read once: 3x3
+# layers on PoCL (NHWC, M = 12544; ms host / kernel): K=144 N=16 28 / 21, K=144 N=64 28 / 35,
+# K=288 N=64 37 / 76, K=576 N=64 72 / 149
+CONV_MIN_WORK = 4 * MIN_WORK
 ENV = "FUSEJIT_HOST_BLAS"
 DTYPES = (dt.FLOAT32, dt.FLOAT64)  # what BLAS computes (float16 and integers stay in kernels)
 
@@ -110,7 +115,10 @@ def _eligible(group: Group, how: str) -> bool:
     if m.dtype not in DTYPES or any(s.dtype != m.dtype for s in m.srcs):
         return False
     work = math.prod(gemm_problem(group))
-    return work > 0 and (how == "on" or work >= MIN_WORK)
+    least = MIN_WORK
+    if any(window.find_window(src, set()) is not None for src in m.srcs):
+        least = CONV_MIN_WORK  # (the host then stores the windows first: im2col)
+    return work > 0 and (how == "on" or work >= least)
 
 
 def host_blas(graph: Graph, plan: Plan, limits: DeviceLimits) -> Plan:
@@ -175,4 +183,4 @@ def _split(graph: Graph, g: Group, temps: list[Node], written: set[Node]) -> lis
     return out
 
 
-__all__ = ["HostBlas", "MIN_WORK", "host_blas", "operand_view"]
+__all__ = ["CONV_MIN_WORK", "HostBlas", "MIN_WORK", "host_blas", "operand_view"]
