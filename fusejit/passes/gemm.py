@@ -25,7 +25,6 @@ GEMM's own tile loads, could still read goes through a temporary copied back at 
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -61,7 +60,6 @@ def _index(shape: tuple[int, ...]) -> Index:
 ProductAxes = tuple[tuple[tuple[int, int, int], ...], ...]
 
 
-@functools.lru_cache(maxsize=512)
 def product_axes(node: Node, g: Node) -> ProductAxes | None:
     """How ``node`` reads the product ``g`` when it reads it at one element per own element,
     through reshapes and transposes only (a bijection: an epilogue's store in another layout,

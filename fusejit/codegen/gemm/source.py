@@ -71,6 +71,9 @@ class _Gen(Epilogue):
         self.N = self.b.shape[-1]
         self.B = math.prod(self.batch)
         self.low = sm._lowering(group)
+        # each store's layout against the product (product_axes), found once per kernel
+        self.layouts = {st.node: product_axes(st.node, m) for st in group.stores
+                        if st.node is not m}
         self.t = sm.target
         self.it = self.low.index_type
         self.acc = accumulator(m.dtype)
@@ -135,7 +138,7 @@ class _Gen(Epilogue):
         ``vector @ matrix + b``)."""
         low = low or self.low
         node_idx = idx
-        axes = product_axes(st.node, self.m) if st.node is not self.m else None
+        axes = self.layouts.get(st.node)
         if axes is not None:  # a transposed or reshaped epilogue (an NCHW image of rows)
             node_idx = product_index(axes, idx, self.m.shape)
         elif st.node.shape != self.m.shape:  # a reshape: rows N*H*W stored as NHWC
