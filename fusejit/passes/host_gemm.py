@@ -115,9 +115,8 @@ def _eligible(group: Group, how: str) -> bool:
     if m.dtype not in DTYPES or any(s.dtype != m.dtype for s in m.srcs):
         return False
     work = math.prod(gemm_problem(group))
-    least = MIN_WORK
-    if any(window.find_window(src, set()) is not None for src in m.srcs):
-        least = CONV_MIN_WORK  # (the host then stores the windows first: im2col)
+    # (a convolution's host product needs its windows stored first: im2col)
+    least = CONV_MIN_WORK if window.reads_window(group) else MIN_WORK
     return work > 0 and (how == "on" or work >= least)
 
 

@@ -13,6 +13,7 @@ import math
 
 from fusejit.ir.graph import Node, format_arg
 from fusejit.ir.ops import LEAVES, REDUCE, Op
+from fusejit.passes.plan import Group
 
 # values computed by kernels of their own: a window below one is not in this operand's loads
 _KERNELS = REDUCE | {Op.MATMUL, Op.SCAN, Op.SVDVALS}
@@ -36,6 +37,12 @@ def find_window(operand: Node, stop: set[Node]) -> Node | None:
             return n
         stack.extend(n.srcs)
     return None
+
+
+def reads_window(group: Group) -> bool:
+    """Does the GEMM group's product read an operand through a window map (a convolution)?"""
+    m = group.matmul
+    return m is not None and any(find_window(src, set()) is not None for src in m.srcs)
 
 
 def _factors(dims: list[int], total: int) -> tuple[str, list[int]]:

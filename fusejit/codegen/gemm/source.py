@@ -41,6 +41,7 @@ from fusejit.codegen.kernels import Kernel, Partial
 from fusejit.codegen.lowering import LANE, Block, Imm, LaneOf, Lanes, Lowering, Ref, _store
 from fusejit.ir.ops import Op
 from fusejit.passes.gemm import product_axes, product_index
+from fusejit.passes.window import reads_window
 from fusejit.passes.plan import Group, Store, reads_of
 from fusejit.codegen.render import Renderer
 from fusejit.ir.symbolic import Expr, Var
@@ -82,7 +83,7 @@ class _Gen(Epilogue):
         limits = getattr(sm, "limits", None)
         self.cfg: GemmConfig = group.gemm_config or heuristic(
             self.M, self.N, self.K, self.B, limits if limits is not None else _gpu_limits(sm),
-            self.acc)
+            self.acc, reads_window(group))
         self.bidx = unravel(_var("bz", self.B - 1), self.batch) if self.batch else ()
         self.top = Block(self.low)
         self.pre: list[str] = []

@@ -23,6 +23,7 @@ from fusejit.codegen.gemm.source import accumulator
 from fusejit.ir.ops import MOVEMENT, TRANSCENDENTAL
 from fusejit.passes.host_gemm import kept_in_kernels
 from fusejit.passes.plan import DeviceLimits, Group, Plan, gemm_problem
+from fusejit.passes.window import reads_window
 
 _forced: list[GemmConfig] = []  # forced() blocks open, innermost last
 
@@ -125,7 +126,7 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuning: Tuning 
         if cfg is None and tuner is not None and limits.is_gpu and m * n * k * b >= 1 << 24:
             cfg = tuner(g, key, space(limits, acc), 1 / products)
         if cfg is None:
-            cfg = heuristic(m, n, k, b, limits, acc)
+            cfg = heuristic(m, n, k, b, limits, acc, reads_window(g))
         if note:
             cfg = replace(cfg, why=f"{note}; {cfg.why}" if cfg.why else note)
         if not _forced and limits.is_gpu:
