@@ -11,6 +11,9 @@ Each layer is NumPy code (``sliding_window_view`` + ``np.einsum``) + bias + ReLU
 * the **anchor**: torch (channels_last, TF32 off) on a CUDA device, else NumPy
   (``np.einsum(..., optimize=True)``).
 
+``--dtype float16`` runs every layer in float16, ``--precision tf32`` (or ``3xtf32``) fuses with
+that ``matmul_precision`` and lets cuDNN use TF32 too.
+
 Pooling (2x2 max, stride 2) is timed against the same anchor. Results are checked against it.
 """
 
@@ -93,12 +96,12 @@ def layer_fn(layer: Layer) -> Callable[..., Any]:
     return lambda x, w, b: np.maximum(conv(x, w) + b, 0)
 
 
-def _data(layer: Layer, rng: np.random.Generator) -> list[np.ndarray]:
-    x = rng.standard_normal((layer.n, layer.hw, layer.hw, layer.c)).astype(np.float32)
+def _data(layer: Layer, rng: np.random.Generator, dtype: np.dtype) -> list[np.ndarray]:
+    x = rng.standard_normal((layer.n, layer.hw, layer.hw, layer.c)).astype(dtype)
     shape = (layer.c, layer.window, layer.window) if layer.depthwise else \
         (layer.window, layer.window, layer.c, layer.k)
-    w = (rng.standard_normal(shape) / np.sqrt(np.prod(shape[:-1]))).astype(np.float32)
-    return [x, w, rng.standard_normal(layer.k).astype(np.float32)]
+    w = (rng.standard_normal(shape) / np.sqrt(np.prod(shape[:-1]))).astype(dtype)
+    return [x, w, rng.standard_normal(layer.k).astype(dtype)]
 
 
 def _torch_layer(torch: Any, layer: Layer, host: list[np.ndarray]) -> Callable[[], Any]:
@@ -114,20 +117,28 @@ def _torch_layer(torch: Any, layer: Layer, host: list[np.ndarray]) -> Callable[[
     return lambda: f.relu(f.conv2d(x, wt, b, layer.stride, layer.pad, groups=groups))
 
 
-def run(scale: str) -> dict[str, Any]:
+def run(scale: str, dtype: str = "float32", precision: str = "highest") -> dict[str, Any]:
     queue = fusejit.default_queue()
     name, torch = anchor(queue)
+    if torch is not None and precision != "highest":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        name = "torch (TF32)"
     rng = np.random.default_rng(0)
-    rows = [_layer_row(layer, queue, torch, name, rng) for layer in layers(scale)]
+    rows = [_layer_row(layer, queue, torch, name, rng, np.dtype(dtype), precision)
+            for layer in layers(scale)]
     rows.append(_pool(scale, queue, torch, name, rng))
     print(json.dumps(rows[-1]), flush=True)
-    return {"anchor": name, "device": queue.device.name, "rows": rows}
+    return {"anchor": name, "device": queue.device.name, "dtype": dtype, "precision": precision,
+            "rows": rows}
 
 
-def _layer_row(layer: Layer, queue: Any, torch: Any, name: str, rng: np.random.Generator
-               ) -> dict[str, Any]:
+def _layer_row(layer: Layer, queue: Any, torch: Any, name: str, rng: np.random.Generator,
+               dtype: np.dtype, precision: str) -> dict[str, Any]:
     """One layer timed every way (see the module docstring)."""
-    host = _data(layer, rng)
+    host = _data(layer, rng, dtype)
+
+    def fuse_(f: Callable[..., Any]) -> Any:
+        return fuse(f, matmul_precision=precision)
     dev = [cla.to_device(queue, h) for h in host]
     full, conv = layer_fn(layer), conv_fn(layer)
     if torch is not None:
@@ -138,19 +149,19 @@ def _layer_row(layer: Layer, queue: Any, torch: Any, name: str, rng: np.random.G
     else:
         ref = full(*host)
         t_anchor = steady(lambda: full(*host), lambda: None)
-    fused = fuse(full)
-    got = fused(*dev).get()
+    fused = fuse_(full)
+    got = fused(*dev).get().astype(np.float64)
     row = {"layer": layer.name, "shape": f"N={layer.n} {layer.hw}x{layer.hw}x{layer.c} -> "
            f"{layer.out_hw}x{layer.out_hw}x{layer.k}",
            "kernels": len(fused.lower(*dev).kernels),
-           "max_rel_err": float(np.abs(got - ref).max() / np.abs(ref).max()),
+           "max_rel_err": float(np.abs(got - ref).max() / np.abs(ref).astype(np.float64).max()),
            "anchor": name, "anchor_ms": t_anchor * 1e3}
     t_fused = steady(lambda: fused(*dev), queue.finish)
-    in_kernel = fuse(full)
+    in_kernel = fuse_(full)
     with kept_in_kernels():
         in_kernel(*dev)
     t_in_kernel = steady(lambda: in_kernel(*dev), queue.finish)
-    alone, epilogue = fuse(conv), fuse(lambda y, b: np.maximum(y + b, 0))
+    alone, epilogue = fuse_(conv), fuse(lambda y, b: np.maximum(y + b, 0))
     t_split = steady(lambda: epilogue(alone(dev[0], dev[1]), dev[2]), queue.finish)
     row.update(fused_ms=t_fused * 1e3, fused_in_kernel_ms=t_in_kernel * 1e3,
                gemm_then_epilogue_ms=t_split * 1e3)
@@ -158,7 +169,7 @@ def _layer_row(layer: Layer, queue: Any, torch: Any, name: str, rng: np.random.G
         # (an output is stored as a plain array: the im2col matrix)
         im2col = fuse(lambda x: windows(x, layer).transpose(0, 1, 2, 4, 5, 3).reshape(
             -1, layer.window ** 2 * layer.c))
-        gemm = fuse(lambda a, w, b: np.maximum(a @ w.reshape(-1, layer.k) + b, 0))
+        gemm = fuse_(lambda a, w, b: np.maximum(a @ w.reshape(-1, layer.k) + b, 0))
         t_im2col = steady(lambda: gemm(im2col(dev[0]), dev[1], dev[2]), queue.finish)
         row["im2col_then_gemm_ms"] = t_im2col * 1e3
         row["fused_vs_im2col"] = t_im2col / t_fused
@@ -194,9 +205,12 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scale", default=os.environ.get("FUSEJIT_BENCH_SCALE", "small"),
                    choices=("tiny", "small", "full"))
+    p.add_argument("--dtype", default="float32", choices=("float32", "float16"))
+    p.add_argument("--precision", default="highest", choices=("highest", "tf32", "3xtf32"),
+                   help="fusejit's matmul_precision (and cuDNN's TF32 when not highest)")
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
-    result = run(args.scale)
+    result = run(args.scale, args.dtype, args.precision)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)
