@@ -172,3 +172,22 @@ def test_every_gemm_kernel_reads_windows_and_stores_images(rng, config) -> None:
             fused = fuse(f, static_argnums=(3, 4))
             _bound_ok(fused(*args), f, args, 27)
             assert len(fused.lower(*args).kernels) == 1
+
+
+def test_several_outputs_and_a_cast(rng) -> None:
+    """NCHW over a symmetric pad, the pre-activation and a float16 activation out: one kernel."""
+    x = rng.standard_normal((2, 3, 8, 7)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+
+    def two(x, w, b):
+        p = swv(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), mode="symmetric"), (3, 3),
+                axis=(2, 3))
+        y = np.einsum("nchwij,kcij->nkhw", p, w) + b[:, None, None]
+        return y, np.maximum(y, 0).astype(np.float16)
+    fused = fuse(two)
+    for got, want in zip(fused(x, w, b), two(x, w, b)):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-3 if want.dtype == np.float16 else 1e-5,
+                                   atol=1e-5)
+    assert len(fused.lower(x, w, b).kernels) == 1
