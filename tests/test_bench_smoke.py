@@ -90,3 +90,20 @@ def test_elements_resizes_every_workload_and_libm_cases_agree(tmp_path) -> None:
         assert rec["size"] == 2**12, (rec["name"], rec["shape"])  # softmax: 4 rows of 1024
         for impl, cell in rec["impls"].items():
             assert cell["status"] == "ok" and cell["matches"], (rec["name"], impl, cell)
+
+
+def test_conv_and_pool_workloads_agree(tmp_path) -> None:
+    """The window workloads (NumPy spellings only): fused agrees with NumPy, the pyopencl
+    namespace is marked unsupported, not failed."""
+    json_path = tmp_path / "conv.json"
+    argv = ["--scale", "tiny", "--impls", "fused,unfused,numpy", "--workloads", "conv,pool",
+            "--budget", "0", "--min-reps", "1", "--no-system", "--json", str(json_path)]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(argv) == 0
+    doc = json.loads(json_path.read_text())
+    assert [r["family"] for r in doc["results"]] == ["conv", "pool"]
+    for rec in doc["results"]:
+        for impl in ("fused", "numpy"):
+            cell = rec["impls"][impl]
+            assert cell["status"] == "ok" and cell["matches"], (rec["name"], impl, cell)
+        assert rec["impls"]["unfused"]["status"].startswith("unsupported")

@@ -49,3 +49,16 @@ def test_haversine(example):
     got = fuse(haversine)(lat1, lon1, lat2, lon2)
     assert_matches(got, haversine(lat1, lon1, lat2, lon2), ulp=64)
     assert abs(got[0] - 343.6) < 1 and got[1] == 0
+
+
+def test_cnn_forward(example, rng):
+    """The small CNN (convolutions, batch-norm, residual, pooling, dense head) fused: NumPy's
+    logits, one kernel per convolution layer with its epilogue."""
+    cnn = example("cnn_forward")
+    params = cnn.init(rng)
+    x = rng.standard_normal((2, 28, 28, 1)).astype(np.float32)
+    fused = fuse(lambda x: cnn.forward(x, params))
+    np.testing.assert_allclose(fused(x), cnn.forward(x, params), rtol=1e-5, atol=1e-5)
+    reasons = [k.reason for k in fused.lower(x).kernels]
+    assert sum("implicit GEMM" in r for r in reasons) == 3, reasons  # (not the dense head)
+    assert len(reasons) == 7, reasons  # 3 convolutions, 2 poolings, the mean, the dense head

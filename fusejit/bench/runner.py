@@ -16,7 +16,15 @@ import pyopencl as cl
 
 from fusejit.bench import timing
 from fusejit.bench.backends import ALL, BACKENDS, Backend, Unsupported
-from fusejit.bench.workloads import FAMILIES, SCALES, Scale, Workload, with_elements, workloads
+from fusejit.bench.workloads import (
+    FAMILIES,
+    NUMPY_ONLY,
+    SCALES,
+    Scale,
+    Workload,
+    with_elements,
+    workloads,
+)
 
 SCHEMA = 1
 Log = Callable[[str], None]
@@ -84,6 +92,10 @@ def run_case(wl: Workload, backends: dict[str, Backend], budget_s: float, min_re
         "shape": list(wl.inputs[0].shape), "size": wl.size, "bytes": wl.bytes, "impls": {},
     }
     for name, backend in backends.items():
+        if wl.family in NUMPY_ONLY and name not in ("fused", "vulkan", "numpy"):
+            record["impls"][name] = {"status": "unsupported: written with NumPy's "
+                                     "sliding_window_view, which this namespace lacks"}
+            continue
         try:
             prepared = backend.prepare(wl, host)
             t, first = timing.measure(prepared.run, budget_s, min_reps)

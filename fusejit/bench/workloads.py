@@ -254,6 +254,23 @@ def mlp_block(xp: Any, x: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> Any:
     return x + gelu(xp, x @ w1 + b1) @ w2 + b2
 
 
+# -- convolution and pooling, as NumPy code writes them: windows are views ------------------------
+
+
+def conv3x3_relu(xp: Any, x: Any, w: Any, b: Any) -> Any:
+    """ResNet's 3x3 layer (NHWC, stride 1, pad 1) + bias + ReLU: a window view contracted by
+    einsum (fusejit: one implicit-GEMM kernel)."""
+    xp_ = xp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    p = xp.lib.stride_tricks.sliding_window_view(xp_, (3, 3), axis=(1, 2))  # n h w c i j
+    return xp.maximum(xp.einsum("nhwcij,ijck->nhwk", p, w, optimize=True) + b, 0)
+
+
+def maxpool2x2(xp: Any, x: Any) -> Any:
+    """2x2 max pooling, stride 2 (NHWC): the maximum over each window of a strided view."""
+    p = xp.lib.stride_tricks.sliding_window_view(x, (2, 2), axis=(1, 2))[:, ::2, ::2]
+    return p.max(axis=(-2, -1))
+
+
 def _weights(name: str, k: int, n: int) -> InputSpec:
     return InputSpec(name, (k, n), -1.7 / math.sqrt(k), 1.7 / math.sqrt(k))
 
@@ -273,19 +290,22 @@ class Scale:
     mlp: tuple[int, int] = (128, 128)  # (tokens, width) of the MLP block
     scan: int = 2**24  # elements of the 1-d cumsum (a few long rows: reduce-then-scan)
     scan_rows: tuple[int, int] = (16384, 1024)  # (rows, length) of the row-wise cumsum
+    conv: tuple[int, int, int] = (4, 56, 64)  # (batch, height = width, channels) of the layer
 
 
 CHAIN_LENGTHS = (1, 2, 4, 8, 16, 32)
 SCALES: dict[str, Scale] = {
     "tiny": Scale((2**10, 2**14), (1, 8), 2**14, 2**14, 2**14, (64, 256), (64, 256), 64,
-                  (64, 64), 2**14, (64, 256)),
+                  (64, 64), 2**14, (64, 256), (1, 16, 16)),
     "small": Scale((2**10, 2**14, 2**18, 2**22), CHAIN_LENGTHS, 2**22, 2**20, 2**21,
                    (1024, 1024), (512, 4096), 1024, (1024, 1024), 2**22, (4096, 1024)),
     "full": Scale((2**10, 2**14, 2**18, 2**22, 2**26), CHAIN_LENGTHS, 2**26, 2**24, 2**25,
-                  (16384, 1024), (8192, 4096), 4096, (8192, 4096)),
+                  (16384, 1024), (8192, 4096), 4096, (8192, 4096), conv=(32, 56, 64)),
 }
 FAMILIES = ("chain", "gelu", "haversine", "trig", "libm", "black_scholes", "adam", "softmax",
-            "layernorm", "gemm", "mlp", "scan")
+            "layernorm", "gemm", "mlp", "scan", "conv", "pool")
+# families written with NumPy functions other array namespaces lack (sliding_window_view)
+NUMPY_ONLY = frozenset({"conv", "pool"})
 
 
 def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload]:
@@ -352,6 +372,18 @@ def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload
                             (InputSpec("x", (n,), -1.0, 1.0),), ((n,),)))
         out.append(Workload(f"row_cumsum/{shape[0]}x{shape[1]}", "scan", cumsum,
                             (InputSpec("x", shape, -1.0, 1.0),), (shape,)))
+    if "conv" in families or "pool" in families:
+        n, hw, c = scale.conv
+        image = InputSpec("x", (n, hw, hw, c), -1.0, 1.0)
+        if "conv" in families:
+            out.append(Workload(f"conv3x3_relu/{n}x{hw}x{hw}x{c}", "conv", conv3x3_relu,
+                                (image, InputSpec("w", (3, 3, c, c), -1.7 / math.sqrt(9 * c),
+                                                  1.7 / math.sqrt(9 * c)),
+                                 InputSpec("b", (c,), -0.5, 0.5)), ((n, hw, hw, c),),
+                                params={"flops": 2 * n * hw * hw * c * c * 9}))
+        if "pool" in families:
+            out.append(Workload(f"maxpool2x2/{n}x{hw}x{hw}x{c}", "pool", maxpool2x2, (image,),
+                                ((n, hw // 2, hw // 2, c),)))
     return out
 
 

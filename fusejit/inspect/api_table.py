@@ -29,6 +29,8 @@ class Entry:
 def _qualified(f: object) -> str:
     module = getattr(f, "__module__", "numpy") or "numpy"
     sub = next((s for s in ("linalg", "fft", "random") if f"numpy.{s}" in module), None)
+    if "stride_tricks" in module:
+        sub = "lib.stride_tricks"
     return f"np.{sub + '.' if sub else ''}{getattr(f, '__name__', repr(f))}"
 
 

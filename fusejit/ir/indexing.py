@@ -30,6 +30,31 @@ def ravel(idx: Index, shape: tuple[int, ...]) -> Expr:
     return out
 
 
+def reshaped_index(idx: Index, shape: tuple[int, ...], new_shape: tuple[int, ...]) -> Index:
+    """The index in ``new_shape`` of the element at ``idx`` in ``shape`` (a row-major reshape of
+    the same size). Where ``new_shape`` splits each axis of ``shape`` into consecutive axes (a
+    GEMM's rows N*H*W stored as an NHWC image), each axis is split on its own, so the other
+    axes' expressions stay as they are (vector stores along the columns keep their lanes)."""
+    old = [(i, n) for i, n in zip(idx, shape) if n != 1]
+    dims = [k for k, n in enumerate(new_shape) if n != 1]
+    out: list[Expr] = [_ZERO] * len(new_shape)
+    pos = 0
+    for i, n in old:
+        group, size = [], 1
+        while pos < len(dims) and size < n:
+            group.append(dims[pos])
+            size *= new_shape[dims[pos]]
+            pos += 1
+        if size != n:
+            return unravel(ravel(idx, shape), new_shape)
+        if len(group) == 1:
+            out[group[0]] = i  # (as it is: no modulo for the simplifier to see through)
+            continue
+        for k, e in zip(group, unravel(i, tuple(new_shape[k] for k in group))):
+            out[k] = e
+    return tuple(out) if pos == len(dims) else unravel(ravel(idx, shape), new_shape)
+
+
 def broadcast_index(idx: Index, out_shape: tuple[int, ...], src_shape: tuple[int, ...]) -> Index:
     """Index into an operand that is implicitly broadcast to ``out_shape`` (right-aligned)."""
     if src_shape == out_shape and 1 not in src_shape:  # the common case: the same index

@@ -31,9 +31,10 @@ from dataclasses import replace
 
 from fusejit.ir.indexing import Index, unravel
 from fusejit.ir.graph import Graph, Node, Param
-from fusejit.ir.ops import MOVEMENT, REDUCE, Op
+from fusejit.ir.ops import LEAVES, MOVEMENT, REDUCE, Op
 from fusejit.ir.shapes import row_major_strides
-from fusejit.ir.symbolic import Expr
+from fusejit.ir.symbolic import Div, Expr, Mod, Var
+from fusejit.passes import window
 from fusejit.passes.inplace import stage
 from fusejit.passes.partition import Dest, DeviceLimits, Group, Plan, Store, partition
 from fusejit.passes.plan import leaves_of, reads_of
@@ -53,6 +54,128 @@ def partition_gemm(graph: Graph, limits: DeviceLimits | None = None,
 
 def _index(shape: tuple[int, ...]) -> Index:
     return unravel(Expr.var("o", max(1, math.prod(shape))), shape)
+
+
+# per axis of an epilogue node, its parts (high to low): (product axis, stride, extent)
+ProductAxes = tuple[tuple[tuple[int, int, int], ...], ...]
+
+
+def product_axes(node: Node, g: Node) -> ProductAxes | None:
+    """How ``node`` reads the product ``g`` when it reads it at one element per own element,
+    through reshapes and transposes only (a bijection: an epilogue's store in another layout,
+    a grouped convolution's (G, K) columns merged into one channel axis); None otherwise.
+
+    Found by evaluating ``node`` at independent index variables, one per part of each axis:
+    an axis read through a division or modulo is split there, until each product axis reads
+    a sum of distinct parts whose strides are row-major over their extents."""
+    parts = [[n] for n in node.shape]  # each axis' part extents, high to low
+    stop = {x for x in _cone(node) if x.op in _HEAVY or x.op in REDUCE} | {g}
+    for _ in range(8):
+        own = []
+        for j, ext in enumerate(parts):
+            e, radix = Expr(0), 1
+            for k in reversed(range(len(ext))):
+                e = e + Expr.var(f"?e{j}_{k}", ext[k]) * radix
+                radix *= ext[k]
+            own.append(e)
+        reads = {tuple(i) for n, i in reads_of(node, tuple(own), stop) if n is g}
+        if len(reads) != 1:
+            return None
+        read = reads.pop()
+        split = _split_at(read, parts)
+        if split is None:
+            return _strides(read, parts, g.shape)
+        j, k, c = split
+        parts[j][k:k + 1] = [parts[j][k] // c, c]
+    return None
+
+
+def _split_at(read: tuple[Expr, ...], parts: list[list[int]]) -> tuple[int, int, int] | None:
+    """A part read through ``// c`` or ``% c`` that ``c`` divides: (axis, part, c)."""
+    for e in read:
+        for atom, _ in e.terms:
+            if isinstance(atom, (Div, Mod)) and len(atom.x.terms) == 1 and not atom.x.const:
+                v, coef = atom.x.terms[0]
+                if isinstance(v, Var) and v.name.startswith("?e") and coef == 1:
+                    j, k = map(int, v.name[2:].split("_"))
+                    n = parts[j][k]
+                    if 1 < atom.c < n and n % atom.c == 0:
+                        return j, k, atom.c
+    return None
+
+
+def _strides(read: tuple[Expr, ...], parts: list[list[int]], sizes: tuple[int, ...]
+             ) -> ProductAxes | None:
+    found: dict[tuple[int, int], tuple[int, int, int]] = {}
+    for a, (e, n) in enumerate(zip(read, sizes)):
+        if n == 1:
+            continue
+        terms = []
+        for atom, c in e.terms:
+            if e.const or not isinstance(atom, Var) or not atom.name.startswith("?e"):
+                return None
+            terms.append((c, tuple(map(int, atom.name[2:].split("_")))))
+        stride = 1
+        for c, jk in sorted(terms):
+            if c != stride or jk in found:
+                return None
+            found[jk] = (a, c, parts[jk[0]][jk[1]])
+            stride *= parts[jk[0]][jk[1]]
+        if stride != n:
+            return None
+    if set(found) != {(j, k) for j, ext in enumerate(parts) for k, n in enumerate(ext) if n > 1}:
+        return None
+    return tuple(tuple(found.get((j, k), (-1, 1, 1)) for k in range(len(ext)))
+                 for j, ext in enumerate(parts))
+
+
+def product_index(axes: ProductAxes, idx: Index, sizes: tuple[int, ...]) -> Index:
+    """The index of the epilogue node (``product_axes``) whose element is the product's at
+    ``idx`` (the product's axes have extents ``sizes``)."""
+    out = []
+    for axis in axes:
+        e, radix = Expr(0), 1
+        for a, stride, n in reversed(axis):
+            if a >= 0:
+                part = idx[a] // stride if stride > 1 else idx[a]
+                e = e + (part if stride * n == sizes[a] else part % n) * radix
+            radix *= n
+        out.append(e)
+    return tuple(out)
+
+
+_HEAVY = frozenset({Op.MATMUL, Op.SCAN, Op.SVDVALS})
+
+
+def _cone(node: Node) -> set[Node]:
+    seen: set[Node] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.srcs)
+    return seen
+
+
+def _below_maps(operand: Node, heavy: set[Node]) -> list[Node]:
+    """The values to store for an operand whose cone reaches a product or a reduction: those
+    below its index maps (views, and the writes into literals that np.pad makes), which the
+    GEMM's tile loads then read through the maps. A convolution of a pooled or activated
+    image stores that image, not its padded copy."""
+    out: list[Node] = []
+    seen: set[Node] = set()
+    stack = [operand]
+    while stack:
+        n = stack.pop()
+        if n in seen or n.op in LEAVES:
+            continue
+        seen.add(n)
+        if n.op in MOVEMENT or (n.op is Op.SETITEM and n not in heavy):
+            stack.extend(n.srcs)
+        elif any(x in heavy for x in leaves_of(n, heavy)) or n in heavy:
+            out.append(n)
+    return out
 
 
 def _strip(node: Node) -> Node:
@@ -79,14 +202,14 @@ class _GemmPartition:
         if not deps or any(x in self.red_set for x in leaves):
             return None
         g = max(deps, key=self.pos.__getitem__)
-        # the product's space, up to length-1 axes (a 1-d operand's product reshaped back)
-        if [d for d in node.shape if d != 1] != [d for d in g.shape if d != 1]:
+        if math.prod(node.shape) != math.prod(g.shape):  # not the product's whole space
             return None
         at = _index(g.shape)  # (the same expressions as node's index on the other axes)
         if all(tuple(i) == tuple(at) for n, i in reads_of(node, _index(node.shape), stop)
                if n is g):
             return g
-        return None
+        # a permuted reshape of the product (a convolution's rows N*H'*W' as an NCHW image)
+        return g if product_axes(node, g) is not None else None
 
     def plan(self) -> Plan:
         graph = self.graph
@@ -108,15 +231,15 @@ class _GemmPartition:
                 reach = leaves_of(src, self.mm_set | self.red_set)
                 if not any(x in self.mm_set or x in self.red_set for x in reach):
                     continue
-                p = _strip(src)
-                if p in self.mm_set:
-                    stored_by[p] = p
-                elif p not in stored_by and p not in extra:
-                    g = self.owner(p)
-                    if g is not None:
-                        stored_by[p] = g
-                    else:
-                        extra.append(p)
+                for p in _below_maps(src, self.mm_set | self.red_set):
+                    if p in self.mm_set:
+                        stored_by[p] = p
+                    elif p not in stored_by and p not in extra:
+                        g = self.owner(p)
+                        if g is not None:
+                            stored_by[p] = g
+                        else:
+                            extra.append(p)
         # products read by anything but their own epilogue are stored plainly
         held = set(stored_by)
         for m, stores in epilogue.items():
@@ -224,8 +347,8 @@ class _GemmPartition:
                                         f"{m.srcs[0].describe()} (one-sided Jacobi, a work-group "
                                         "per matrix)", svd=m))
                     continue
-                groups.append(Group("gemm", m.shape, tuple(stores), _reason(m, stores, stored),
-                                    matmul=m))
+                why = _reason(m, stores, stored | set(extra))
+                groups.append(Group("gemm", m.shape, tuple(stores), why, matmul=m))
         groups, temps = _inplace(graph, groups, temps, self.aliases)
         return Plan(tuple(groups), tuple(temps), (), tuple(notes))
 
@@ -318,6 +441,9 @@ def _reason(m: Node, stores: list[Store], stored: set[Node]) -> str:
     cols = b.shape[-1]
     shape = "x".join(map(str, (*batch, rows, cols, k)))
     text = f"GEMM {'batched ' if batch else ''}{shape} (batch x M x N x K) in {m.dtype.name}"
+    conv = window.describe(m, stored - {m})
+    if conv:
+        text += f"; {conv}"
     for name, src in (("a", a), ("b", b)):
         ops = _ops(src, stored - {m})
         if _strip(src) in stored:
@@ -405,4 +531,4 @@ def _other_index(graph: Graph, st: Store, family: set[int], stop: set[Node]) -> 
     return False
 
 
-__all__ = ["partition_gemm"]
+__all__ = ["partition_gemm", "product_axes", "product_index"]

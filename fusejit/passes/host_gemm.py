@@ -16,7 +16,8 @@ kernels around it:
 3. **Epilogue.** The group's stores (bias, activation, residual, several outputs, the stored
    operand of the next product) become one elementwise kernel that loads the product.
 
-Small products stay in the OpenCL kernel (the finish, maps and unmaps cost ~0.3 ms);
+Small products stay in the OpenCL kernel (the finish, maps and unmaps cost ~0.3 ms), and so do
+convolutions below 4x that work (the host would first store their windows as an im2col matrix);
 ``FUSEJIT_HOST_BLAS=0`` keeps every product there, ``=1`` sends every non-empty one here.
 ``explain()`` names the path in the group's reason and in the step's (comment) source.
 """
@@ -35,12 +36,17 @@ from fusejit.ir.graph import Graph, Node
 from fusejit.ir.ops import MOVEMENT, Op
 from fusejit.ir.shapes import broadcast_shapes, row_major_strides
 from fusejit.ir.symbolic import Expr
+from fusejit.passes import window
 from fusejit.passes.plan import Dest, DeviceLimits, Group, Plan, Store, gemm_problem
 
 # B*M*N*K from which the host's BLAS pays on PoCL (2 shared cores, dense ReLU layers, fastest
 # of 9: the step's finish, maps and unmaps cost ~0.3 ms, so at 128^3 the kernel took 0.12 ms
 # against 0.44; at 256^3 0.7-1.0 ms either way; from 384^3 on the host wins, 1.5-2x at 1024^3)
 MIN_WORK = 1 << 24
+# an implicit GEMM (a convolution) pays the host's im2col matrix, written and read once: 3x3
+# layers on PoCL (NHWC, M = 12544; ms host / kernel): K=144 N=16 28 / 21, K=144 N=64 28 / 35,
+# K=288 N=64 37 / 76, K=576 N=64 72 / 149
+CONV_MIN_WORK = 4 * MIN_WORK
 ENV = "FUSEJIT_HOST_BLAS"
 DTYPES = (dt.FLOAT32, dt.FLOAT64)  # what BLAS computes (float16 and integers stay in kernels)
 
@@ -109,7 +115,9 @@ def _eligible(group: Group, how: str) -> bool:
     if m.dtype not in DTYPES or any(s.dtype != m.dtype for s in m.srcs):
         return False
     work = math.prod(gemm_problem(group))
-    return work > 0 and (how == "on" or work >= MIN_WORK)
+    # (a convolution's host product needs its windows stored first: im2col)
+    least = CONV_MIN_WORK if window.reads_window(group) else MIN_WORK
+    return work > 0 and (how == "on" or work >= least)
 
 
 def host_blas(graph: Graph, plan: Plan, limits: DeviceLimits) -> Plan:
@@ -138,11 +146,16 @@ def _split(graph: Graph, g: Group, temps: list[Node], written: set[Node]) -> lis
     out: list[Group] = []
     for name, src in zip("ab", m.srcs):
         if operand_view(graph, src, written) is None:
+            why = "its prologue computes"
+            if window.find_window(src, written) is not None:
+                why = (f"it reads a window map, so it is stored as an im2col matrix "
+                       f"({window.im2col_size(src)}; FUSEJIT_HOST_BLAS=0 keeps "
+                       "the convolution one implicit-GEMM kernel, no im2col buffer)")
             temps.append(src)
             written.add(src)
             out.append(Group("elementwise", src.shape, (Store(src, Dest("temp", len(temps) - 1)),),
-                             f"operand {name} of the host GEMM below, stored once: its "
-                             "prologue computes (the host's BLAS reads a plain strided array)"))
+                             f"operand {name} of the host GEMM below, stored once: {why} (the "
+                             "host's BLAS reads a plain strided array)"))
     # where the product goes: its own temporary or output store when the group has one
     own = [st for st in g.stores if st.node is m and st.region is None]
     dest = next((st for st in own if st.dest.kind == "temp"), None)
@@ -169,4 +182,4 @@ def _split(graph: Graph, g: Group, temps: list[Node], written: set[Node]) -> lis
     return out
 
 
-__all__ = ["HostBlas", "MIN_WORK", "host_blas", "operand_view"]
+__all__ = ["CONV_MIN_WORK", "HostBlas", "MIN_WORK", "host_blas", "operand_view"]

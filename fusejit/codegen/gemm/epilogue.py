@@ -5,8 +5,6 @@ tiles (vector stores where the layout allows) and guarded at the edges."""
 
 from __future__ import annotations
 
-import math
-
 from fusejit.codegen.lowering import LANE, Block, Lanes
 from fusejit.ir.symbolic import Expr, Var
 
@@ -76,17 +74,18 @@ class Epilogue:
 
     def guarded_epilogue(self, block: Block) -> None:
         cfg, it, low = self.cfg, self.it, self.low
-        m_pad = math.ceil(self.M / cfg.mwg) * cfg.mwg
-        n_pad = math.ceil(self.N / cfg.nwg) * cfg.nwg
         for i in range(cfg.mwi):
             block.emit(None, f"const {it} gr{i} = {self.row_of(i)};")
         for j in range(cfg.nwi):
             block.emit(None, f"const {it} gc{j} = {self.col_of(j)};")
-        for i in range(cfg.mwi):  # (a length-1 axis is indexed by 0, as broadcasting does)
-            row = _var(f"gr{i}", m_pad - 1) if self.M > 1 else Expr(0)
+        # (a length-1 axis is indexed by 0, as broadcasting does; inside the guards a row is
+        # below M and a column below N, which lets a store into a reshape of the product, an
+        # image of its rows, simplify its index back to the row)
+        for i in range(cfg.mwi):
+            row = _var(f"gr{i}", self.M - 1) if self.M > 1 else Expr(0)
             inside_row = block.nested(f"if (gr{i} < {self.M}) {{")
             for j in range(cfg.nwi):
-                col = _var(f"gc{j}", n_pad - 1) if self.N > 1 else Expr(0)
+                col = _var(f"gc{j}", self.N - 1) if self.N > 1 else Expr(0)
                 inner = inside_row.nested(f"if (gc{j} < {self.N}) {{")
                 idx = (*self.bidx, row, col)
                 low.bound[(self.m, idx)] = self.final(inner, f"acc{i}_{j}")

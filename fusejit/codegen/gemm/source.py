@@ -34,12 +34,14 @@ from fusejit.ir import dtypes as dt
 from fusejit.codegen.gemm.epilogue import Epilogue, _var
 from fusejit.codegen.gemm.config import GemmConfig
 from fusejit.codegen.gemm.simt import describe, heuristic
-from fusejit.ir.indexing import Index, unravel
+from fusejit.ir.indexing import Index, reshaped_index, unravel
 from fusejit.ir.graph import Node
 from fusejit.codegen.context import ModuleContext
 from fusejit.codegen.kernels import Kernel, Partial
 from fusejit.codegen.lowering import LANE, Block, Imm, LaneOf, Lanes, Lowering, Ref, _store
 from fusejit.ir.ops import Op
+from fusejit.passes.gemm import product_axes, product_index
+from fusejit.passes.window import reads_window
 from fusejit.passes.plan import Group, Store, reads_of
 from fusejit.codegen.render import Renderer
 from fusejit.ir.symbolic import Expr, Var
@@ -70,6 +72,9 @@ class _Gen(Epilogue):
         self.N = self.b.shape[-1]
         self.B = math.prod(self.batch)
         self.low = sm._lowering(group)
+        # each store's layout against the product (product_axes), found once per kernel
+        self.layouts = {st.node: product_axes(st.node, m) for st in group.stores
+                        if st.node is not m}
         self.t = sm.target
         self.it = self.low.index_type
         self.acc = accumulator(m.dtype)
@@ -78,7 +83,7 @@ class _Gen(Epilogue):
         limits = getattr(sm, "limits", None)
         self.cfg: GemmConfig = group.gemm_config or heuristic(
             self.M, self.N, self.K, self.B, limits if limits is not None else _gpu_limits(sm),
-            self.acc)
+            self.acc, reads_window(group))
         self.bidx = unravel(_var("bz", self.B - 1), self.batch) if self.batch else ()
         self.top = Block(self.low)
         self.pre: list[str] = []
@@ -134,9 +139,11 @@ class _Gen(Epilogue):
         ``vector @ matrix + b``)."""
         low = low or self.low
         node_idx = idx
-        if st.node.shape != self.m.shape:
-            rest = iter(e for e, d in zip(idx, self.m.shape) if d != 1)
-            node_idx = tuple(Expr(0) if d == 1 else next(rest) for d in st.node.shape)
+        axes = self.layouts.get(st.node)
+        if axes is not None:  # a transposed or reshaped epilogue (an NCHW image of rows)
+            node_idx = product_index(axes, idx, self.m.shape)
+        elif st.node.shape != self.m.shape:  # a reshape: rows N*H*W stored as NHWC
+            node_idx = reshaped_index(idx, self.m.shape, st.node.shape)
         _store(block, st, node_idx, low, block.value(st.node, node_idx))
 
     def fma(self, a: str, b: str, acc: str) -> str:

