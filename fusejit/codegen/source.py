@@ -14,7 +14,9 @@ elementwise kernels.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from collections.abc import Callable
 
 from fusejit.ir import dtypes as dt
@@ -120,7 +122,9 @@ class SourceModule(ReductionKernels):
                 uses_fp64 |= low.uses_fp64
                 kernels.append(kernel)
         prelude = self.target.prelude(uses_fp64)
-        source = prelude + "\n" + "\n\n".join(k.source for k in kernels) + "\n"
+        kernels = shared_functions(kernels)
+        unique = list({id(k.source): k.source for k in kernels}.values())
+        source = prelude + "\n" + "\n\n".join(unique) + "\n"
         return Module(source, tuple(kernels), tuple(self.partials), uses_fp64, self.wide,
                       prelude)
 
@@ -212,6 +216,28 @@ class SourceModule(ReductionKernels):
                        items=items, vec=vec), low)
 
     # -- reductions -------------------------------------------------------------------------------
+
+
+def shared_functions(kernels: list[Kernel]) -> list[Kernel]:
+    """Kernels whose source differs from an earlier kernel's only in the names of the kernel
+    and its arguments (the steps of an unrolled time-stepping loop, each reading the previous
+    step's temporary) launch that earlier kernel's function with their own arguments: the
+    program holds, and the compiler builds, one copy. (Arguments bind by position.)"""
+    first: dict[str, Kernel] = {}
+    out = []
+    for k in kernels:
+        if k.role == "host":
+            out.append(k)
+            continue
+        names = [k.name] + [a.name for a in k.signature.args]
+        slot = {n: f"@{i}" for i, n in enumerate(names)}
+        pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+        prior = first.setdefault(pattern.sub(lambda m, slot=slot: slot[m.group(1)], k.source), k)
+        if prior is not k:
+            k = dataclasses.replace(k, name=prior.name, source=prior.source,
+                                    signature=dataclasses.replace(k.signature, name=prior.name))
+        out.append(k)
+    return out
 
 
 def _speculates(target: Target, group: Group, nodes: list[Node]) -> bool:

@@ -1,0 +1,132 @@
+"""Realization: which elementwise values are stored once instead of recomputed per reader.
+
+Fusion recomputes every elementwise value inside each kernel that needs it, at each index it
+is read at. That is free for a value read at its own index, but a value read at k shifted
+indices (``u[2:] - 2 * u[1:-1] + u[:-2]``) is computed k times per element, and a time-stepping
+loop compounds it: step s of an unrolled stencil reads step s - 1 at three positions, each of
+which reads step s - 2 at three more, so one fused kernel computes early steps thousands of
+times and its source grows exponentially with the steps (12 heat steps: 4.6 MB of OpenCL).
+
+The cost model, as Inductor realizes a buffer whose reads would be duplicated: walk the
+(node, index) pairs a kernel evaluates for a value, counting each distinct pair once (what the
+lowering's memo shares); every node evaluated at a second, third... index is *recomputation*,
+weighted by its op cost (``ir.ops.COST``). Where that exceeds ``RECOMPUTE_LIMIT`` (about a
+store and a few loads' worth of work), the topmost recomputed values are *realized*: an
+elementwise kernel stores each into a temporary and readers load it. Each kernel then holds a
+bounded number of steps (recomputing a little rather than launching a kernel per step), so
+kernels, source and build time grow linearly with the steps.
+
+Values that depend on a reduction are never realized here (their kernel would have to run
+between the reduction's kernel and the kernels that read it; the partitioner does not order
+that), nor are leaves and views (a view of a stored value is a load already).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fusejit.ir.graph import Graph, Node
+from fusejit.ir.indexing import Index, src_index
+from fusejit.ir.ops import COST, LEAVES, MOVEMENT, Op
+from fusejit.ir.symbolic import Expr
+from fusejit.passes.plan import Store
+
+# Recomputed work (in adds, ``ir.ops.COST``) per element that one fused kernel may carry before
+# the recomputed values are stored instead: a transcendental function and a few ops recomputed
+# twice stay fused (memory traffic and a launch cost more, on GPUs by far), and an unrolled 1-D
+# heat step (six ops, read at three positions) is stored every third step. (PoCL, 2^20 floats,
+# 20 steps: 20, 10, 7 and 5 kernels at limits 0, 16, 40 and 80 ran within the noise of each
+# other, 3-6x NumPy; fewer kernels move less memory, which GPUs pay for most.)
+RECOMPUTE_LIMIT = 48
+# (node, index) pairs one walk visits at most: a bigger cone is not walked further (its
+# recomputation, if any, was judged where it arose, lower in the graph)
+_WALK = 512
+# ops a kernel computes inline, which realization may store
+_INLINE = frozenset(set(Op) - {Op.MATMUL, Op.SCAN, Op.SVDVALS} - LEAVES)
+
+
+def realize(graph: Graph, stop: set[Node]) -> list[Node]:
+    """The nodes to store in temporaries (in topological order) so that no kernel recomputes
+    more than ``RECOMPUTE_LIMIT`` per element; ``stop``: values kernels load already (the
+    reductions)."""
+    order = graph.toposort()
+    # values computed from a reduction (or another kernel's result) stay inline
+    blocked: set[Node] = set()
+    for n in order:
+        if n in stop or (n.op not in _INLINE and n.op not in LEAVES) or \
+                any(s in blocked for s in n.srcs):
+            blocked.add(n)
+    realized: list[Node] = []
+    done = set(stop)
+    for n in order:
+        if n.op in MOVEMENT or n.op in LEAVES or n in blocked or not _shifts(n):
+            continue
+        waste, count = _recomputation(n, done)
+        if waste <= RECOMPUTE_LIMIT:
+            continue
+        for m in _topmost(n, count, done):
+            if m not in blocked and m.size > 0:
+                realized.append(m)
+                done.add(m)
+    pos = {n: i for i, n in enumerate(order)}
+    return sorted(realized, key=pos.__getitem__)
+
+
+def _shifts(node: Node) -> bool:
+    """Can ``node`` read a value at another index than its own (where recomputation arises)?"""
+    return node.op in (Op.SETITEM, Op.GATHER) or any(s.op in MOVEMENT for s in node.srcs)
+
+
+def _index(node: Node) -> Index:
+    return tuple(Expr.var(f"a{d}", n) for d, n in enumerate(node.shape))
+
+
+def _recomputation(node: Node, stop: set[Node]) -> tuple[int, dict[Node, int]]:
+    """(recomputed work, indices per node) of evaluating ``node`` at one index with everything
+    not in ``stop`` inlined; stops early once the work is over the limit."""
+    count: dict[Node, int] = {}
+    seen: set[tuple[Node, Index]] = set()
+    stack = [(node, _index(node))]
+    waste = 0
+    while stack and len(seen) < _WALK and waste <= RECOMPUTE_LIMIT:
+        n, i = stack.pop()
+        if (n, i) in seen:
+            continue
+        seen.add((n, i))
+        if n in stop or n.op in LEAVES:
+            continue
+        count[n] = count.get(n, 0) + 1
+        if count[n] > 1 and n.op not in MOVEMENT:
+            waste += COST.get(n.op, 1)
+        for k, s in enumerate(n.srcs):
+            stack.append((s, src_index(n, k, i)))
+    return waste, count
+
+
+def _topmost(node: Node, count: dict[Node, int], stop: set[Node]) -> list[Node]:
+    """The recomputed values (evaluated at several indices) nearest ``node``: storing them
+    removes the recomputation beneath them too."""
+    out: list[Node] = []
+    seen: set[Node] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n in seen or n in stop or n not in count:
+            continue
+        seen.add(n)
+        if n is not node and count[n] > 1 and n.op not in MOVEMENT:
+            out.append(n)
+            continue
+        stack.extend(n.srcs)
+    return out
+
+
+def realize_reason(stores: Sequence[Store], realized: set[Node]) -> str:
+    """What ``explain()`` says of a kernel that stores realized values."""
+    k = sum(st.dest.kind == "temp" and st.node in realized for st in stores)
+    if not k:
+        return ""
+    what = "a value" if k == 1 else f"{k} values"
+    return (f"; stores {what} that later kernels read at several positions, where recomputing "
+            f"per position would cost more than the store (over {RECOMPUTE_LIMIT} ops an "
+            "element: passes/realize.py)")
