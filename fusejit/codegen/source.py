@@ -22,7 +22,7 @@ from collections.abc import Callable
 from fusejit.ir import dtypes as dt
 from fusejit.codegen.gemm.dispatch import gemm_kernels
 from fusejit.ir.indexing import Index, broadcast_index, unravel
-from fusejit.ir.graph import Graph, Node, toposort
+from fusejit.ir.graph import Graph, Node
 from fusejit.codegen.context import ModuleContext
 from fusejit.codegen.kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
 from fusejit.codegen.lowering import LANE, ArgTable, Block, Lowering, _extent, _guard, _store
@@ -138,7 +138,7 @@ class SourceModule(ReductionKernels):
         space = group.space
         n = math.prod(space)
         guarded = any(st.node.shape != space for st in group.stores)
-        nodes = toposort([st.node for st in group.stores])
+        nodes = _kernel_nodes([st.node for st in group.stores], low.materialized)
         # (8 lanes share one Philox block of the flat index; a complex value is a vector)
         shared = any(n.op in SHARED_BY_LANES or n.dtype.kind == "c" for n in nodes)
         if vec is None:
@@ -216,6 +216,21 @@ class SourceModule(ReductionKernels):
                        items=items, vec=vec), low)
 
     # -- reductions -------------------------------------------------------------------------------
+
+
+def _kernel_nodes(roots: list[Node], loaded: dict[Node, int]) -> list[Node]:
+    """The nodes a kernel computes or loads for ``roots``: not below the values it loads (a
+    walk of the whole graph per kernel was quadratic in a loop of many realized steps)."""
+    seen: set[Node] = set()
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n not in loaded or n in roots:
+            stack.extend(n.srcs)
+    return list(seen)
 
 
 def shared_functions(kernels: list[Kernel]) -> list[Kernel]:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from fusejit.ir.graph import Graph, Node
 from fusejit.ir.indexing import Index, src_index
-from fusejit.ir.ops import COST, LEAVES, MOVEMENT, Op
+from fusejit.ir.ops import COST, LEAVES, MOVEMENT, REDUCE, Op
 from fusejit.ir.symbolic import Expr
 from fusejit.passes.plan import Store
 
@@ -58,10 +58,11 @@ def realize(graph: Graph, stop: set[Node]) -> list[Node]:
             blocked.add(n)
     realized: list[Node] = []
     done = set(stop)
-    for n in order:
-        if n.op in MOVEMENT or n.op in LEAVES or n in blocked or not _shifts(n):
+    memo: dict[tuple[Node, int, Index], Index] = {}  # src_index answers (the walks overlap)
+    for n in _anchors(graph, order):
+        if n in blocked:
             continue
-        waste, count = _recomputation(n, done)
+        waste, count = _recomputation(n, done, memo)
         if waste <= RECOMPUTE_LIMIT:
             continue
         for m in _topmost(n, count, done):
@@ -72,16 +73,29 @@ def realize(graph: Graph, stop: set[Node]) -> list[Node]:
     return sorted(realized, key=pos.__getitem__)
 
 
-def _shifts(node: Node) -> bool:
-    """Can ``node`` read a value at another index than its own (where recomputation arises)?"""
-    return node.op in (Op.SETITEM, Op.GATHER) or any(s.op in MOVEMENT for s in node.srcs)
+def _anchors(graph: Graph, order: list[Node]) -> list[Node]:
+    """Where the walks start, in topological order: values read at another index than their
+    own (through a view, as a SETITEM's values, gathered) and the values kernels store or
+    reduce. Recomputation inside a value read only at its own index shows in its reader's
+    walk; walking every node instead made the pass quadratic-looking (50 heat steps: 1000
+    walks)."""
+    out: set[Node] = {n for n in (*graph.outputs, *(w for _, w in graph.writes))}
+    for n in order:
+        if n.op in MOVEMENT or n.op is Op.GATHER:
+            out.add(n.srcs[0])
+        elif n.op is Op.SETITEM:
+            out.add(n.srcs[1])
+        elif n.op in REDUCE:
+            out.add(n.srcs[0])
+    return [n for n in order if n in out and n.op not in MOVEMENT and n.op not in LEAVES]
 
 
 def _index(node: Node) -> Index:
     return tuple(Expr.var(f"a{d}", n) for d, n in enumerate(node.shape))
 
 
-def _recomputation(node: Node, stop: set[Node]) -> tuple[int, dict[Node, int]]:
+def _recomputation(node: Node, stop: set[Node], memo: dict[tuple[Node, int, Index], Index]
+                   ) -> tuple[int, dict[Node, int]]:
     """(recomputed work, indices per node) of evaluating ``node`` at one index with everything
     not in ``stop`` inlined; stops early once the work is over the limit."""
     count: dict[Node, int] = {}
@@ -99,7 +113,11 @@ def _recomputation(node: Node, stop: set[Node]) -> tuple[int, dict[Node, int]]:
         if count[n] > 1 and n.op not in MOVEMENT:
             waste += COST.get(n.op, 1)
         for k, s in enumerate(n.srcs):
-            stack.append((s, src_index(n, k, i)))
+            key = (n, k, i)
+            at = memo.get(key)
+            if at is None:
+                at = memo[key] = src_index(n, k, i)
+            stack.append((s, at))
     return waste, count
 
 
