@@ -16,11 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import run_checked
 
 from fusejit.bench.backends import Backend
 from fusejit.bench.workloads import InputSpec, Workload, scale_from_env
-
-from conftest import run_checked
 
 IMPLS = ("fused", "numpy")
 A = 0.1

@@ -2,9 +2,11 @@
 
 The rules, in the order they apply:
 
-1. Only *roots* (outputs, in-place writes) and reduction results that some other kernel needs
-   are ever stored; every elementwise or movement node is recomputed inside each kernel that
-   needs it (cheap ops, and the reason fusion saves memory traffic).
+1. Only *roots* (outputs, in-place writes), reduction results that some other kernel needs
+   and values whose recomputation would cost more than storing them (read at many shifted
+   positions, as the steps of an unrolled stencil loop: ``realize.py``) are ever stored; every
+   other elementwise or movement node is recomputed inside each kernel that needs it (cheap
+   ops, and the reason fusion saves memory traffic).
 2. Reductions over the same input space and axes share one kernel (horizontal fusion). A
    reduction that consumes another one of the same space (``var`` after ``mean``, softmax's sum
    after its max) becomes a later *stage* of the same kernel when one work-group owns whole rows

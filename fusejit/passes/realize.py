@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fusejit.ir.graph import Graph, Node
+from fusejit.ir.graph import Graph, Node, toposort
 from fusejit.ir.indexing import Index, src_index
 from fusejit.ir.ops import COST, LEAVES, MOVEMENT, REDUCE, Op
 from fusejit.ir.symbolic import Expr
@@ -49,7 +49,15 @@ def realize(graph: Graph, stop: set[Node]) -> list[Node]:
     """The nodes to store in temporaries (in topological order) so that no kernel recomputes
     more than ``RECOMPUTE_LIMIT`` per element; ``stop``: values kernels load already (the
     reductions)."""
-    order = graph.toposort()
+    return realize_cone((*graph.outputs, *(w for _, w in graph.writes)), stop,
+                        graph.toposort())
+
+
+def realize_cone(roots: Sequence[Node], stop: set[Node],
+                 order: Sequence[Node] | None = None) -> list[Node]:
+    """``realize`` for the values ``roots`` need (``order``: their cone in topological order,
+    when known). A GEMM asks it of an operand it would compute in its tile loads."""
+    order = list(order) if order is not None else toposort(roots)
     # values computed from a reduction (or another kernel's result) stay inline
     blocked: set[Node] = set()
     for n in order:
@@ -59,7 +67,7 @@ def realize(graph: Graph, stop: set[Node]) -> list[Node]:
     realized: list[Node] = []
     done = set(stop)
     memo: dict[tuple[Node, int, Index], Index] = {}  # src_index answers (the walks overlap)
-    for n in _anchors(graph, order):
+    for n in _anchors(roots, order):
         if n in blocked:
             continue
         waste, count = _recomputation(n, done, memo)
@@ -73,13 +81,13 @@ def realize(graph: Graph, stop: set[Node]) -> list[Node]:
     return sorted(realized, key=pos.__getitem__)
 
 
-def _anchors(graph: Graph, order: list[Node]) -> list[Node]:
+def _anchors(roots: Sequence[Node], order: list[Node]) -> list[Node]:
     """Where the walks start, in topological order: values read at another index than their
     own (through a view, as a SETITEM's values, gathered) and the values kernels store or
     reduce. Recomputation inside a value read only at its own index shows in its reader's
     walk; walking every node instead made the pass quadratic-looking (50 heat steps: 1000
     walks)."""
-    out: set[Node] = {n for n in (*graph.outputs, *(w for _, w in graph.writes))}
+    out: set[Node] = set(roots)
     for n in order:
         if n.op in MOVEMENT or n.op is Op.GATHER:
             out.add(n.srcs[0])

@@ -9,6 +9,8 @@ several shapes, the copy-and-assign and the concatenate forms, in place), loops 
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -155,3 +157,39 @@ def test_cheap_shifted_reads_stay_fused():
     x = np.random.default_rng(4).random(100, dtype=np.float32)
     assert len(fuse(f).lower(x).kernels) == 1
     assert_matches(fuse(f)(x), f(x), ulp=8)  # (exp: the OpenCL bound)
+
+
+def test_big_builds_say_so_on_the_logger(caplog):
+    """A program of many distinct kernels (seconds to build) is announced at INFO on the
+    ``fusejit`` logger before it is built; a small one is not."""
+    def many(x):
+        return tuple(np.sin(x[: 10 + i]) * (i + 1) for i in range(8))  # 8 shapes: 8 kernels
+
+    x = np.linspace(0, 1, 64, dtype=np.float32)
+    with caplog.at_level(logging.INFO, logger="fusejit"):
+        fuse(many).lower(x)
+        fuse(lambda u: heat_copy(u, 2)).lower(x)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("building")]
+    assert len(said) == 1 and "8 kernels" in said[0], said
+
+
+def _rows_heat(u, steps):
+    for _ in range(steps):
+        new = u.copy()
+        new[:, 1:-1] = u[:, 1:-1] + A * (u[:, 2:] - 2 * u[:, 1:-1] + u[:, :-2])
+        u = new
+    return u
+
+
+@pytest.mark.parametrize("where", ["prologue", "epilogue"])
+def test_stencil_around_a_matrix_product(where):
+    """Steps feeding a GEMM are stored by ordinary kernels, not inlined into its tile loads;
+    steps after it read its stored result: the source stays small either way."""
+    def f(a, w):
+        return _rows_heat(a, 10) @ w if where == "prologue" else _rows_heat(a @ w, 10)
+
+    rng = np.random.default_rng(5)
+    a, w = rng.random((32, 48), dtype=np.float32), rng.random((48, 48), dtype=np.float32)
+    low = fuse(f).lower(a, w)
+    assert len(low.source) < 60_000
+    np.testing.assert_allclose(fuse(f)(a, w), f(a, w), rtol=1e-5)
