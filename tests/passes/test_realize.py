@@ -193,3 +193,12 @@ def test_stencil_around_a_matrix_product(where):
     low = fuse(f).lower(a, w)
     assert len(low.source) < 60_000
     np.testing.assert_allclose(fuse(f)(a, w), f(a, w), rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["opencl", "vulkan"], indirect=True)
+@pytest.mark.parametrize("name", ["heat_copy", "heat_concat", "laplace_2d"])
+def test_stencil_steps_on_each_device(device, name):
+    """Realized steps (temporaries, kernels sharing one function) on both targets."""
+    fn, shape = STENCILS[name]
+    x = np.random.default_rng(6).random(shape, dtype=np.float32)
+    assert_matches(fuse(lambda u: fn(u, 14))(x), fn(x, 14))
