@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from fusejit.errors import BroadcastError
 from fusejit.ir.indexing import unravel
@@ -209,12 +209,12 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     temps = [r for r in reductions if r in needed]
     pending += [Store(m, Dest("temp", len(temps) + i)) for i, m in enumerate(realized)]
     temps += realized
-    phase = _phases(realized, stop)
-    level = {id(st): _phase_of(st.node, phase, stop) for st in pending}
+    after = _levels(realized, groups, group_of, red_set, stop)
+    level = {id(st): after(st.node) for st in pending}
     pending.sort(key=lambda st: level[id(st)])
 
     # 4. elementwise groups: roots whose shapes broadcast together share a kernel, if they read
-    #    the same realized values (a kernel reading one follows the kernel that stores it)
+    #    at the same level (_levels: no kernel may feed what it follows)
     #    (a zero-size root needs no store: sharing a kernel would make that kernel's iteration
     #    space zero-size too, leaving the other roots unwritten)
     buckets: list[list[Store]] = []
@@ -235,17 +235,20 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     notes = []
     buckets = [part for bucket in buckets
                for part in fit_arguments(graph, bucket, stop, limits.max_arg_bytes)]
-    for bucket in buckets:
+    levels = [level[id(bucket[0])] for bucket in buckets]
+    for bucket, at in zip(buckets, levels):
         space = broadcast_shapes(*(s.node.shape for s in bucket))
         reason = f"elementwise over {space}"
-        if len(buckets) > 1:
+        if levels.count(at) > 1:
             reason += " (a separate kernel: outputs whose shapes do not broadcast together)"
+        if at > 0:
+            reason += "; a kernel of its own after the kernels that store the values it reads"
         if any(r in temps for r in red_set) and any(depends(s.node, red_set, set(realized))
                                                     for s in bucket):
             reason += "; reads reduction results stored by an earlier kernel"
         reason += realize_reason(bucket, set(realized))
         groups.append(Group("elementwise", space, tuple(bucket), reason))
-    if len(buckets) > 1:
+    if any(levels.count(at) > 1 for at in levels):
         notes.append("roots of non-broadcastable shapes were split into separate kernels")
     groups, temps, staged = schedule(graph, groups, temps, aliases)
     return Plan(tuple(groups), tuple(temps), (), tuple(notes), staged)
@@ -270,18 +273,29 @@ def _widest(root: Node, stop: set[Node]) -> int:
     return widest
 
 
-def _phases(realized: list[Node], stop: set[Node]) -> dict[Node, int]:
-    """Kernel level of each realized value: one past the values it reads (0: none)."""
-    phase: dict[Node, int] = {}
+def _levels(realized: list[Node], groups: list[Group], group_of: dict[Node, int],
+            red_set: set[Node], stop: set[Node]) -> Callable[[Node], int]:
+    """The level of the elementwise kernel that may store a node: past the kernels storing
+    the realized values it reads, and past the reduction kernels it reads, which themselves
+    follow the realized values *they* read. Elementwise roots share a kernel only at one
+    level, so no kernel both feeds and follows another (a reduction over realized steps, and
+    an output scaled by it, are two kernels around it). Realized values read no reduction
+    (realize.py), so their own levels come first."""
+    level: dict[Node, int] = {}
+
+    def past(nodes: Sequence[Node], own: int = -1) -> int:
+        out = 0
+        for n in nodes:
+            for x in leaves_of(n, stop):
+                if x in level:
+                    out = max(out, level[x] + 1)
+                elif x in red_set and group_of[x] != own:
+                    out = max(out, reduced[group_of[x]])
+        return out
+    reduced: list[int] = []
     for m in realized:  # topological order: what it reads has its level already
-        phase[m] = max((phase[x] + 1 for s in m.srcs for x in leaves_of(s, stop) if x in phase),
-                       default=0)
-    return phase
-
-
-def _phase_of(node: Node, phase: dict[Node, int], stop: set[Node]) -> int:
-    """The level of the kernel that can store ``node``: a realized value's own, else one past
-    the realized values it reads."""
-    if node in phase:
-        return phase[node]
-    return max((phase[x] + 1 for x in leaves_of(node, stop) if x in phase), default=0)
+        level[m] = past(m.srcs)
+    for g, gr in enumerate(groups):  # a reduce group reads only earlier groups
+        reduced.append(past([st.node for st in gr.stores + gr.row_stores] +
+                            [r.srcs[0] for r in gr.reductions], g))
+    return lambda node: level[node] if node in level else past([node])

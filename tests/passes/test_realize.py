@@ -202,3 +202,17 @@ def test_stencil_steps_on_each_device(device, name):
     fn, shape = STENCILS[name]
     x = np.random.default_rng(6).random(shape, dtype=np.float32)
     assert_matches(fuse(lambda u: fn(u, 14))(x), fn(x, 14))
+
+
+def test_output_reading_a_reduction_of_realized_steps():
+    """A reduction over realized steps, and an elementwise output that reads it (reversed, so
+    not its epilogue), are kernels before and after it: the output's kernel is not the one
+    storing the first steps, which the reduction follows (that made a cycle)."""
+    def f(x):
+        u = _rows_heat(x, 10)
+        return x * u.max(axis=1)[::-1, None], u
+
+    x = np.random.default_rng(7).random((64, 64), dtype=np.float32)
+    got, want = fuse(f)(x), f(x)
+    assert_matches(got[0], want[0])
+    assert_matches(got[1], want[1])
