@@ -83,6 +83,9 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     #    like reductions, kernels load them: every walk below stops at them
     realized = realize(graph, red_set)
     stop = red_set | set(realized)
+    # realized values computed from reductions: their kernels run after the reductions', so
+    # what reads them never joins a reduce group (it could be one they follow)
+    late = _after_reductions(realized, red_set, stop)
 
     # 1. reductions -> groups, in topological order. A reduction joins the latest group of its
     #    (space, axes) when everything it reads is in that group (at the row's own index, a later
@@ -98,6 +101,8 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         key = (r.srcs[0].shape, r.arg)
         direct = leaves_of(r.srcs[0], stop) & red_set
         target = next((g for g in range(len(keys) - 1, -1, -1) if keys[g] == key), None)
+        if late and leaves_of(r.srcs[0], stop) & late:
+            target = None
         if target is not None and all(group_of[d] <= target for d in direct) and reads_at(
                 r.srcs[0], row_index(*key), set(members[target]),
                 stop - set(members[target]), outer_index(*key)):
@@ -137,6 +142,9 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     for st in roots:
         n = st.node
         deps = {group_of[d] for d in leaves_of(n, stop) & red_set}
+        if late and leaves_of(n, stop) & late:
+            pending.append(st)
+            continue
         g = max(deps, default=None)
         h = visit_group(graph, st, deps, keys, members, stop, pays)
         if h is not None:
@@ -206,6 +214,8 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
             needed |= {d for d in leaves_of(n, stop) & red_set if group_of[d] != g}
     for st in pending:
         needed |= leaves_of(st.node, stop) & red_set
+    for m in late:
+        needed |= {d for s in m.srcs for d in leaves_of(s, stop) & red_set}
     temps = [r for r in reductions if r in needed]
     pending += [Store(m, Dest("temp", len(temps) + i)) for i, m in enumerate(realized)]
     temps += realized
@@ -279,23 +289,42 @@ def _levels(realized: list[Node], groups: list[Group], group_of: dict[Node, int]
     the realized values it reads, and past the reduction kernels it reads, which themselves
     follow the realized values *they* read. Elementwise roots share a kernel only at one
     level, so no kernel both feeds and follows another (a reduction over realized steps, and
-    an output scaled by it, are two kernels around it). Realized values read no reduction
-    (realize.py), so their own levels come first."""
+    an output scaled by it, are two kernels around it)."""
     level: dict[Node, int] = {}
+    reduced: dict[int, int] = {}
+    kept = set(realized)
 
     def past(nodes: Sequence[Node], own: int = -1) -> int:
         out = 0
         for n in nodes:
             for x in leaves_of(n, stop):
-                if x in level:
-                    out = max(out, level[x] + 1)
+                if x in kept:
+                    out = max(out, of(x) + 1)
                 elif x in red_set and group_of[x] != own:
-                    out = max(out, reduced[group_of[x]])
+                    out = max(out, group_level(group_of[x]))
         return out
-    reduced: list[int] = []
-    for m in realized:  # topological order: what it reads has its level already
-        level[m] = past(m.srcs)
-    for g, gr in enumerate(groups):  # a reduce group reads only earlier groups
-        reduced.append(past([st.node for st in gr.stores + gr.row_stores] +
-                            [r.srcs[0] for r in gr.reductions], g))
-    return lambda node: level[node] if node in level else past([node])
+
+    def of(m: Node) -> int:
+        if m not in level:
+            level[m] = past(m.srcs)
+        return level[m]
+
+    def group_level(g: int) -> int:
+        if g not in reduced:
+            gr = groups[g]
+            reduced[g] = past([st.node for st in gr.stores + gr.row_stores] +
+                              [r.srcs[0] for r in gr.reductions], g)
+        return reduced[g]
+    for m in realized:  # topological order: each asks only what it reads, levelled already
+        of(m)
+    return lambda node: of(node) if node in kept else past([node])
+
+
+def _after_reductions(realized: list[Node], red_set: set[Node], stop: set[Node]) -> set[Node]:
+    """The realized values computed from a reduction's result, directly or through other
+    realized values."""
+    late: set[Node] = set()
+    for m in realized:  # topological order
+        if any(x in red_set or x in late for s in m.srcs for x in leaves_of(s, stop)):
+            late.add(m)
+    return late

@@ -16,9 +16,9 @@ elementwise kernel stores each into a temporary and readers load it. Each kernel
 bounded number of steps (recomputing a little rather than launching a kernel per step), so
 kernels, source and build time grow linearly with the steps.
 
-Values that depend on a reduction are never realized here (their kernel would have to run
-between the reduction's kernel and the kernels that read it; the partitioner does not order
-that), nor are leaves and views (a view of a stored value is a load already).
+Values computed from a reduction may be realized too (a loop that renormalises each step): the
+partitioner runs their kernels after the reduction's and keeps their readers out of reduce
+groups. Leaves and views are never realized (a view of a stored value is a load already).
 """
 
 from __future__ import annotations
@@ -58,10 +58,10 @@ def realize_cone(roots: Sequence[Node], stop: set[Node],
     """``realize`` for the values ``roots`` need (``order``: their cone in topological order,
     when known). A GEMM asks it of an operand it would compute in its tile loads."""
     order = list(order) if order is not None else toposort(roots)
-    # values computed from a reduction (or another kernel's result) stay inline
+    # values computed from another kind of kernel's result (a product, a scan) stay inline
     blocked: set[Node] = set()
     for n in order:
-        if n in stop or (n.op not in _INLINE and n.op not in LEAVES) or \
+        if (n.op not in _INLINE and n.op not in LEAVES and n not in stop) or \
                 any(s in blocked for s in n.srcs):
             blocked.add(n)
     realized: list[Node] = []

@@ -216,3 +216,34 @@ def test_output_reading_a_reduction_of_realized_steps():
     got, want = fuse(f)(x), f(x)
     assert_matches(got[0], want[0])
     assert_matches(got[1], want[1])
+
+
+def heat_renormalised(u: np.ndarray, steps: int) -> np.ndarray:
+    """Each step divided by its maximum: the steps are computed from reductions."""
+    for _ in range(steps):
+        new = u.copy()
+        new[1:-1] = u[1:-1] + A * (u[2:] - 2 * u[1:-1] + u[:-2])
+        u = new / new.max()
+    return u
+
+
+def rows_renormalised(u: np.ndarray, steps: int) -> np.ndarray:
+    """Row by row, each step minus its row mean (a row reduction between the steps)."""
+    for _ in range(steps):
+        u = _rows_heat(u, 1)
+        u = u - u.mean(axis=1, keepdims=True)
+    return u
+
+
+@pytest.mark.parametrize("fn, shape", [(heat_renormalised, (300,)),
+                                       (rows_renormalised, (16, 40))])
+def test_steps_through_reductions_stay_linear(fn, shape):
+    """Realized values computed from reductions: their kernels follow the reductions', the
+    reductions reading them start kernels of their own, and the source stays linear."""
+    x = np.random.default_rng(8).random(shape, dtype=np.float32)
+    small = fuse(lambda u: fn(u, 8)).lower(x)
+    big = fuse(lambda u: fn(u, 16)).lower(x)
+    assert len(big.source) <= 2 * len(small.source) + max(len(k.source) for k in big.kernels)
+    assert len(big.kernels) <= 2 * len(small.kernels) + 2
+    # (a mean differs from NumPy's in summation order: absolute error near zero)
+    assert_matches(fuse(lambda u: fn(u, 16))(x), fn(x, 16), ulp=4, atol=1e-5)
