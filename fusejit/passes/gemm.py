@@ -38,7 +38,7 @@ from fusejit.ir.symbolic import Expr
 from fusejit.passes.inplace import stage
 from fusejit.passes.partition import Dest, DeviceLimits, Group, Plan, Store, partition
 from fusejit.passes.plan import leaves_of, reads_of
-from fusejit.passes.realize import realize_cone
+from fusejit.passes.realize import realize_cone, recompute_limit
 
 
 def partition_gemm(graph: Graph, limits: DeviceLimits | None = None,
@@ -112,7 +112,9 @@ class _GemmPartition:
                     # a cone that recomputes (an unrolled stencil) is stored by kernels that
                     # store its steps too (realize.py), not inlined into every tile load
                     p = _strip(src)
-                    if p not in extra and realize_cone([p], self.mm_set | self.red_set):
+                    if p not in extra and realize_cone(
+                            [p], self.mm_set | self.red_set,
+                            recompute_limit(self.limits.is_gpu)):
                         extra.append(p)
                     continue
                 p = _strip(src)

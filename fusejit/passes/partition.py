@@ -48,7 +48,7 @@ from fusejit.passes.plan import (
     reads_of,
     row_index,
 )
-from fusejit.passes.realize import realize, realize_reason
+from fusejit.passes.realize import realize, realize_reason, recompute_limit
 from fusejit.passes.schedule import schedule
 from fusejit.passes.visit import visit_group, visit_pays, visit_reason
 from fusejit.passes.strategy import (
@@ -81,7 +81,7 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     red_set = set(reductions)
     # 0. values stored because recomputing them per reader would cost more (realize.py);
     #    like reductions, kernels load them: every walk below stops at them
-    realized = realize(graph, red_set)
+    realized = realize(graph, red_set, recompute_limit(limits.is_gpu))
     stop = red_set | set(realized)
     # realized values computed from reductions: their kernels run after the reductions', so
     # what reads them never joins a reduce group (it could be one they follow)
@@ -256,7 +256,7 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         if any(r in temps for r in red_set) and any(depends(s.node, red_set, set(realized))
                                                     for s in bucket):
             reason += "; reads reduction results stored by an earlier kernel"
-        reason += realize_reason(bucket, set(realized))
+        reason += realize_reason(bucket, set(realized), recompute_limit(limits.is_gpu))
         groups.append(Group("elementwise", space, tuple(bucket), reason))
     if any(levels.count(at) > 1 for at in levels):
         notes.append("roots of non-broadcastable shapes were split into separate kernels")

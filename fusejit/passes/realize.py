@@ -10,7 +10,7 @@ times and its source grows exponentially with the steps (12 heat steps: 4.6 MB o
 The cost model, as Inductor realizes a buffer whose reads would be duplicated: walk the
 (node, index) pairs a kernel evaluates for a value, counting each distinct pair once (what the
 lowering's memo shares); every node evaluated at a second, third... index is *recomputation*,
-weighted by its op cost (``ir.ops.COST``). Where that exceeds ``RECOMPUTE_LIMIT`` (about a
+weighted by its op cost (``ir.ops.COST``). Where that exceeds the device's limit (about a
 store and a few loads' worth of work), the topmost recomputed values are *realized*: an
 elementwise kernel stores each into a temporary and readers load it. Each kernel then holds a
 bounded number of steps (recomputing a little rather than launching a kernel per step), so
@@ -32,12 +32,23 @@ from fusejit.ir.symbolic import Expr
 from fusejit.passes.plan import Store
 
 # Recomputed work (in adds, ``ir.ops.COST``) per element that one fused kernel may carry before
-# the recomputed values are stored instead: a transcendental function and a few ops recomputed
-# twice stay fused (memory traffic and a launch cost more, on GPUs by far), and an unrolled 1-D
-# heat step (six ops, read at three positions) is stored every third step. (PoCL, 2^20 floats,
-# 20 steps: 20, 10, 7 and 5 kernels at limits 0, 16, 40 and 80 ran within the noise of each
-# other, 3-6x NumPy; fewer kernels move less memory, which GPUs pay for most.)
+# the recomputed values are stored instead. GPUs: a transcendental function and a few ops
+# recomputed twice stay fused, and an unrolled 1-D heat step (six ops, read at three positions)
+# is stored every third step: their kernels are memory-bound, each stored step is a write and a
+# read of the whole array more, and the recomputation is nearly free. CPUs compute the steps
+# lane by lane where a step's region boundary differs between vector lanes, so a kernel of
+# several steps costs more than the traffic it saves: PoCL, 2^20 float32 (fastest of 12 runs):
+# 20 heat steps 12-14 ms at every limit from 0 to 48 (20 to 7 kernels), 10 steps of the 2-D
+# 5-point Laplacian on 1024^2 10.4 ms at 20 (a kernel a step), 19.7 at 48 (two steps a kernel).
 RECOMPUTE_LIMIT = 48
+CPU_RECOMPUTE_LIMIT = 24
+
+
+def recompute_limit(is_gpu: bool) -> int:
+    """The recomputed work per element a kernel may carry on this kind of device."""
+    return RECOMPUTE_LIMIT if is_gpu else CPU_RECOMPUTE_LIMIT
+
+
 # (node, index) pairs one walk visits at most: a bigger cone is not walked further (its
 # recomputation, if any, was judged where it arose, lower in the graph)
 _WALK = 512
@@ -45,15 +56,15 @@ _WALK = 512
 _INLINE = frozenset(set(Op) - {Op.MATMUL, Op.SCAN, Op.SVDVALS} - LEAVES)
 
 
-def realize(graph: Graph, stop: set[Node]) -> list[Node]:
+def realize(graph: Graph, stop: set[Node], limit: int = RECOMPUTE_LIMIT) -> list[Node]:
     """The nodes to store in temporaries (in topological order) so that no kernel recomputes
-    more than ``RECOMPUTE_LIMIT`` per element; ``stop``: values kernels load already (the
-    reductions)."""
-    return realize_cone((*graph.outputs, *(w for _, w in graph.writes)), stop,
+    more than ``limit`` per element (``recompute_limit``); ``stop``: values kernels load
+    already (the reductions)."""
+    return realize_cone((*graph.outputs, *(w for _, w in graph.writes)), stop, limit,
                         graph.toposort())
 
 
-def realize_cone(roots: Sequence[Node], stop: set[Node],
+def realize_cone(roots: Sequence[Node], stop: set[Node], limit: int = RECOMPUTE_LIMIT,
                  order: Sequence[Node] | None = None) -> list[Node]:
     """``realize`` for the values ``roots`` need (``order``: their cone in topological order,
     when known). A GEMM asks it of an operand it would compute in its tile loads."""
@@ -70,8 +81,8 @@ def realize_cone(roots: Sequence[Node], stop: set[Node],
     for n in _anchors(roots, order):
         if n in blocked:
             continue
-        waste, count = _recomputation(n, done, memo)
-        if waste <= RECOMPUTE_LIMIT:
+        waste, count = _recomputation(n, done, memo, limit)
+        if waste <= limit:
             continue
         for m in _topmost(n, count, done):
             if m not in blocked and m.size > 0:
@@ -102,15 +113,15 @@ def _index(node: Node) -> Index:
     return tuple(Expr.var(f"a{d}", n) for d, n in enumerate(node.shape))
 
 
-def _recomputation(node: Node, stop: set[Node], memo: dict[tuple[Node, int, Index], Index]
-                   ) -> tuple[int, dict[Node, int]]:
+def _recomputation(node: Node, stop: set[Node], memo: dict[tuple[Node, int, Index], Index],
+                   limit: int) -> tuple[int, dict[Node, int]]:
     """(recomputed work, indices per node) of evaluating ``node`` at one index with everything
     not in ``stop`` inlined; stops early once the work is over the limit."""
     count: dict[Node, int] = {}
     seen: set[tuple[Node, Index]] = set()
     stack = [(node, _index(node))]
     waste = 0
-    while stack and len(seen) < _WALK and waste <= RECOMPUTE_LIMIT:
+    while stack and len(seen) < _WALK and waste <= limit:
         n, i = stack.pop()
         if (n, i) in seen:
             continue
@@ -147,12 +158,12 @@ def _topmost(node: Node, count: dict[Node, int], stop: set[Node]) -> list[Node]:
     return out
 
 
-def realize_reason(stores: Sequence[Store], realized: set[Node]) -> str:
+def realize_reason(stores: Sequence[Store], realized: set[Node], limit: int) -> str:
     """What ``explain()`` says of a kernel that stores realized values."""
     k = sum(st.dest.kind == "temp" and st.node in realized for st in stores)
     if not k:
         return ""
     what = "a value" if k == 1 else f"{k} values"
     return (f"; stores {what} that later kernels read at several positions, where recomputing "
-            f"per position would cost more than the store (over {RECOMPUTE_LIMIT} ops an "
+            f"per position would cost more than the store (over {limit} ops an "
             "element: passes/realize.py)")
