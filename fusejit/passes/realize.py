@@ -52,8 +52,9 @@ def recompute_limit(is_gpu: bool) -> int:
 # (node, index) pairs one walk visits at most: a bigger cone is not walked further (its
 # recomputation, if any, was judged where it arose, lower in the graph)
 _WALK = 512
-# ops a kernel computes inline, which realization may store
-_INLINE = frozenset(set(Op) - {Op.MATMUL, Op.SCAN, Op.SVDVALS} - LEAVES)
+# ops an elementwise kernel computes inline, which realization may store (reductions are
+# always in ``stop``: their kernels store them)
+_INLINE = frozenset(set(Op) - {Op.MATMUL, Op.SCAN, Op.SVDVALS} - LEAVES - REDUCE)
 
 
 def realize(graph: Graph, stop: set[Node], limit: int = RECOMPUTE_LIMIT) -> list[Node]:
