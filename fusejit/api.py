@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -63,6 +65,13 @@ _MISS = object()  # a guarded launcher's answer when the arguments changed signa
 
 # -- other libraries' lazy arrays (dask's): their integrations sit above api, so the root
 # package registers them here (register_collection) and api never imports one
+
+
+_log = logging.getLogger("fusejit")
+# what makes a trace or a build take seconds, said on the log at INFO: a trace of this long or of
+# this many nodes; more distinct kernels (about 0.2-0.4 s each to build on PoCL) or source
+_SLOW_S, _BIG_GRAPH = 2.0, 20_000
+_MANY_KERNELS, _BIG_SOURCE = 6, 256 * 1024
 
 
 class CollectionHandler(NamedTuple):
@@ -361,9 +370,14 @@ class Fused:
                queue: cl.CommandQueue) -> tuple[Lowered, list[OutSpec], Any, dict]:
         self.trace_count += 1
         self._stats.traces += 1
+        start = time.perf_counter()
         traced, traced_nodes, outputs, treedef, constants = trace_call(
             self._fn, self._guards, key, flat, kwnames)
         graph, records = run_pipeline(traced)
+        name = getattr(self._fn, "__qualname__", "fn")
+        if time.perf_counter() - start > _SLOW_S or len(traced) > _BIG_GRAPH:
+            _log.info("tracing %s: %d nodes, %d after simplifying (%.1f s)", name, len(traced),
+                      len(graph), time.perf_counter() - start)
         backend = backend_of(queue)
         info = backend.device_info(queue)
         classes = alias_classes(key.aliases, traced)
@@ -378,6 +392,10 @@ class Fused:
         module = SourceModule(graph, plan, backend.target(info), limits, aliased,
                               dynamic=self._stats.dynamic_on, rows=self._stats.rows_on).build()
         module.verify(graph, plan, classes)  # kernel order and no races (passes/verify.py)
+        functions = len({k.source for k in module.kernels})
+        if functions > _MANY_KERNELS or len(module.source) > _BIG_SOURCE:
+            _log.info("building %s: %d kernels (%d distinct), %d KB of source", name,
+                      len(module.kernels), functions, len(module.source) // 1024)
         lowered = Lowered(traced, graph, records, plan, module, info, traced_nodes)
         return lowered, outputs, treedef, constants
 

@@ -14,13 +14,15 @@ elementwise kernels.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from collections.abc import Callable
 
 from fusejit.ir import dtypes as dt
 from fusejit.codegen.gemm.dispatch import gemm_kernels
 from fusejit.ir.indexing import Index, broadcast_index, unravel
-from fusejit.ir.graph import Graph, Node, toposort
+from fusejit.ir.graph import Graph, Node
 from fusejit.codegen.context import ModuleContext
 from fusejit.codegen.kernels import BufferArg, Kernel, KernelSignature, Module, Partial, ScalarArg
 from fusejit.codegen.lowering import LANE, ArgTable, Block, Lowering, _extent, _guard, _store
@@ -120,7 +122,9 @@ class SourceModule(ReductionKernels):
                 uses_fp64 |= low.uses_fp64
                 kernels.append(kernel)
         prelude = self.target.prelude(uses_fp64)
-        source = prelude + "\n" + "\n\n".join(k.source for k in kernels) + "\n"
+        kernels = shared_functions(kernels)
+        unique = list({id(k.source): k.source for k in kernels}.values())
+        source = prelude + "\n" + "\n\n".join(unique) + "\n"
         return Module(source, tuple(kernels), tuple(self.partials), uses_fp64, self.wide,
                       prelude)
 
@@ -134,7 +138,7 @@ class SourceModule(ReductionKernels):
         space = group.space
         n = math.prod(space)
         guarded = any(st.node.shape != space for st in group.stores)
-        nodes = toposort([st.node for st in group.stores])
+        nodes = _kernel_nodes([st.node for st in group.stores], low.materialized)
         # (8 lanes share one Philox block of the flat index; a complex value is a vector)
         shared = any(n.op in SHARED_BY_LANES or n.dtype.kind == "c" for n in nodes)
         if vec is None:
@@ -212,6 +216,43 @@ class SourceModule(ReductionKernels):
                        items=items, vec=vec), low)
 
     # -- reductions -------------------------------------------------------------------------------
+
+
+def _kernel_nodes(roots: list[Node], loaded: dict[Node, int]) -> list[Node]:
+    """The nodes a kernel computes or loads for ``roots``: not below the values it loads (a
+    walk of the whole graph per kernel was quadratic in a loop of many realized steps)."""
+    seen: set[Node] = set()
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n not in loaded or n in roots:
+            stack.extend(n.srcs)
+    return list(seen)
+
+
+def shared_functions(kernels: list[Kernel]) -> list[Kernel]:
+    """Kernels whose source differs from an earlier kernel's only in the names of the kernel
+    and its arguments (the steps of an unrolled time-stepping loop, each reading the previous
+    step's temporary) launch that earlier kernel's function with their own arguments: the
+    program holds, and the compiler builds, one copy. (Arguments bind by position.)"""
+    first: dict[str, Kernel] = {}
+    out = []
+    for k in kernels:
+        if k.role == "host":
+            out.append(k)
+            continue
+        names = [k.name] + [a.name for a in k.signature.args]
+        slot = {n: f"@{i}" for i, n in enumerate(names)}
+        pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+        prior = first.setdefault(pattern.sub(lambda m, slot=slot: slot[m.group(1)], k.source), k)
+        if prior is not k:
+            k = dataclasses.replace(k, name=prior.name, source=prior.source,
+                                    signature=dataclasses.replace(k.signature, name=prior.name))
+        out.append(k)
+    return out
 
 
 def _speculates(target: Target, group: Group, nodes: list[Node]) -> bool:

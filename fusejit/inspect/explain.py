@@ -181,6 +181,7 @@ def _kernel_members(low: Lowered) -> dict[Node, list[str]]:
     for kernel in low.module.kernels:
         g = kernel.group
         roots = [s.node for s in g.stores + g.row_stores] + list(g.reductions)
+        own = {s.node for s in g.stores + g.row_stores if s.dest.kind == "temp"}
         seen: set[Node] = set()
         stack = list(roots)
         while stack:
@@ -191,7 +192,7 @@ def _kernel_members(low: Lowered) -> dict[Node, list[str]]:
             members.setdefault(n, [])
             if kernel.name not in members[n]:
                 members[n].append(kernel.name)
-            if n in temps and n not in g.reductions:
+            if n in temps and n not in g.reductions and n not in own:
                 continue  # loaded from its temporary, computed elsewhere
             stack.extend(n.srcs)
     return members

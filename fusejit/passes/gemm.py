@@ -10,7 +10,8 @@
    views, transposes) inside the GEMM's tile loads. When the cone reaches another product or a
    reduction, the operand's value is stored once: by the earlier product's epilogue when it
    is pointwise in it (a chain of GEMMs: ``gelu(x @ w1 + b1) @ w2`` stores the activation
-   once), else by an ordinary kernel (``layernorm(x) @ w``).
+   once), else by an ordinary kernel (``layernorm(x) @ w``); so is a cone that would recompute
+   values at shifted positions beyond the limit (an unrolled stencil loop: ``realize.py``).
 3. **The rest** (roots that are not epilogues, the stored operands) goes to ``partition`` in
    *phases*: phase p holds the roots that read products of phase p - 1, so no kernel both
    feeds a GEMM and reads it. Values stored by GEMM kernels are leaves there (stand-in
@@ -38,6 +39,7 @@ from fusejit.passes import window
 from fusejit.passes.inplace import stage
 from fusejit.passes.partition import Dest, DeviceLimits, Group, Plan, Store, partition
 from fusejit.passes.plan import leaves_of, reads_of
+from fusejit.passes.realize import realize_cone, recompute_limit
 
 
 def partition_gemm(graph: Graph, limits: DeviceLimits | None = None,
@@ -230,6 +232,13 @@ class _GemmPartition:
             for src in m.srcs:
                 reach = leaves_of(src, self.mm_set | self.red_set)
                 if not any(x in self.mm_set or x in self.red_set for x in reach):
+                    # a cone that recomputes (an unrolled stencil) is stored by kernels that
+                    # store its steps too (realize.py), not inlined into every tile load
+                    p = _strip(src)
+                    if p not in extra and realize_cone(
+                            [p], self.mm_set | self.red_set,
+                            recompute_limit(self.limits.is_gpu)):
+                        extra.append(p)
                     continue
                 for p in _below_maps(src, self.mm_set | self.red_set):
                     if p in self.mm_set:

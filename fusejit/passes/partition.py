@@ -2,9 +2,11 @@
 
 The rules, in the order they apply:
 
-1. Only *roots* (outputs, in-place writes) and reduction results that some other kernel needs
-   are ever stored; every elementwise or movement node is recomputed inside each kernel that
-   needs it (cheap ops, and the reason fusion saves memory traffic).
+1. Only *roots* (outputs, in-place writes), reduction results that some other kernel needs
+   and values whose recomputation would cost more than storing them (read at many shifted
+   positions, as the steps of an unrolled stencil loop: ``realize.py``) are ever stored; every
+   other elementwise or movement node is recomputed inside each kernel that needs it (cheap
+   ops, and the reason fusion saves memory traffic).
 2. Reductions over the same input space and axes share one kernel (horizontal fusion). A
    reduction that consumes another one of the same space (``var`` after ``mean``, softmax's sum
    after its max) becomes a later *stage* of the same kernel when one work-group owns whole rows
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from fusejit.errors import BroadcastError
 from fusejit.ir.indexing import unravel
@@ -46,6 +48,7 @@ from fusejit.passes.plan import (
     reads_of,
     row_index,
 )
+from fusejit.passes.realize import realize, realize_reason, recompute_limit
 from fusejit.passes.schedule import schedule
 from fusejit.passes.visit import visit_group, visit_pays, visit_reason
 from fusejit.passes.strategy import (
@@ -76,6 +79,13 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
             roots.append(Store(n, Dest("param", p)))
     reductions = [n for n in graph.toposort() if n.op in REDUCE]
     red_set = set(reductions)
+    # 0. values stored because recomputing them per reader would cost more (realize.py);
+    #    like reductions, kernels load them: every walk below stops at them
+    realized = realize(graph, red_set, recompute_limit(limits.is_gpu))
+    stop = red_set | set(realized)
+    # realized values computed from reductions: their kernels run after the reductions', so
+    # what reads them never joins a reduce group (it could be one they follow)
+    late = _after_reductions(realized, red_set, stop)
 
     # 1. reductions -> groups, in topological order. A reduction joins the latest group of its
     #    (space, axes) when everything it reads is in that group (at the row's own index, a later
@@ -89,13 +99,15 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     unstaged: set[int] = set()  # groups that start where staging was refused
     for r in reductions:
         key = (r.srcs[0].shape, r.arg)
-        direct = leaves_of(r.srcs[0], red_set) & red_set
+        direct = leaves_of(r.srcs[0], stop) & red_set
         target = next((g for g in range(len(keys) - 1, -1, -1) if keys[g] == key), None)
+        if late and leaves_of(r.srcs[0], stop) & late:
+            target = None
         if target is not None and all(group_of[d] <= target for d in direct) and reads_at(
                 r.srcs[0], row_index(*key), set(members[target]),
-                red_set - set(members[target]), outer_index(*key)):
+                stop - set(members[target]), outer_index(*key)):
             inside = [d for d in direct if group_of[d] == target]
-            if not inside or not split_pays(graph, r, red_set, limits):
+            if not inside or not split_pays(graph, r, stop, limits):
                 stage_of[r] = max((stage_of[d] + 1 for d in inside), default=0)
                 group_of[r] = target
                 members[target].append(r)
@@ -112,12 +124,12 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     along: list[bool] = []  # lanes walk the rows in memory order
     for g, (key, ms) in enumerate(zip(keys, members)):
         n_stages = 1 + max(stage_of[m] for m in ms)
-        contiguous = inner_contiguous(graph, ms[0], red_set)
+        contiguous = inner_contiguous(graph, ms[0], stop)
         along.append(contiguous)
         vector_ok = not any(m.op in (Op.ARGMAX, Op.ARGMIN) for m in ms)
         # every value computed per element, not just the reduced one: PoCL mishandles vectors
         # over 32 bytes (an int64 cone under a bool any() gave long8 operands and wrong results)
-        widest = max(max(compute_size(m.dtype), _widest(m.srcs[0], red_set)) for m in ms)
+        widest = max(max(compute_size(m.dtype), _widest(m.srcs[0], stop)) for m in ms)
         strategies.append(sized_strategy(lambda space: (
             cpu_vector_strategy(space, key[1], n_stages, contiguous, limits, vector_ok, widest)
             or choose_strategy(space, key[1], n_stages, contiguous, limits,
@@ -129,15 +141,18 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
     pays = visit_pays(along, strategies, limits.is_gpu)
     for st in roots:
         n = st.node
-        deps = {group_of[d] for d in leaves_of(n, red_set) & red_set}
+        deps = {group_of[d] for d in leaves_of(n, stop) & red_set}
+        if late and leaves_of(n, stop) & late:
+            pending.append(st)
+            continue
         g = max(deps, default=None)
-        h = visit_group(graph, st, deps, keys, members, red_set, pays)
+        h = visit_group(graph, st, deps, keys, members, stop, pays)
         if h is not None:
             visits[h].append(st)
             continue
         if g is not None:
             space, axes = keys[g]
-            group, others = set(members[g]), red_set - set(members[g])
+            group, others = set(members[g]), stop - set(members[g])
             if math.prod(n.shape) == math.prod(outer_shape(space, axes)) and reads_at(
                     n, unravel(Expr.var("o", math.prod(n.shape)), n.shape), group, others,
                     outer_index(space, axes)):
@@ -150,16 +165,16 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         pending.append(st)
     for g, (key, ms) in enumerate(zip(keys, members)):  # stores computed with the lanes too
         st = strategies[g]
-        wide = max((_widest(x.node, red_set) for x in epilogues[g] + row_stores[g] + visits[g]),
+        wide = max((_widest(x.node, stop) for x in epilogues[g] + row_stores[g] + visits[g]),
                    default=0)
         if st.vec > 1 and st.vec * wide > 32:
             n_stages = 1 + max(stage_of[m] for m in ms)
             widest = max(wide, *(compute_size(m.dtype) for m in ms),
-                         *(_widest(m.srcs[0], red_set) for m in ms))
+                         *(_widest(m.srcs[0], stop) for m in ms))
             redo = sized_strategy(lambda space: cpu_vector_strategy(
                 space, key[1], n_stages, st.vec_axis == "rows" or
-                inner_contiguous(graph, ms[0], red_set), limits, True, widest) or choose_strategy(
-                space, key[1], n_stages, inner_contiguous(graph, ms[0], red_set), limits,
+                inner_contiguous(graph, ms[0], stop), limits, True, widest) or choose_strategy(
+                space, key[1], n_stages, inner_contiguous(graph, ms[0], stop), limits,
                 sum(lane_bytes(m) for m in ms)), key[0], key[1], rows, limits)
             strategies[g] = dataclasses.replace(redo, gy=1) if row_stores[g] else redo
 
@@ -196,12 +211,20 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         readers = [st.node for st in gr.stores + gr.row_stores] + [x.srcs[0] for x in
                                                                    gr.reductions]
         for n in readers:
-            needed |= {d for d in leaves_of(n, red_set) & red_set if group_of[d] != g}
+            needed |= {d for d in leaves_of(n, stop) & red_set if group_of[d] != g}
     for st in pending:
-        needed |= leaves_of(st.node, red_set) & red_set
+        needed |= leaves_of(st.node, stop) & red_set
+    for m in late:
+        needed |= {d for s in m.srcs for d in leaves_of(s, stop) & red_set}
     temps = [r for r in reductions if r in needed]
+    pending += [Store(m, Dest("temp", len(temps) + i)) for i, m in enumerate(realized)]
+    temps += realized
+    after = _levels(realized, groups, group_of, red_set, stop)
+    level = {id(st): after(st.node) for st in pending}
+    pending.sort(key=lambda st: level[id(st)])
 
-    # 4. elementwise groups: roots whose shapes broadcast together share a kernel
+    # 4. elementwise groups: roots whose shapes broadcast together share a kernel, if they read
+    #    at the same level (_levels: no kernel may feed what it follows)
     #    (a zero-size root needs no store: sharing a kernel would make that kernel's iteration
     #    space zero-size too, leaving the other roots unwritten)
     buckets: list[list[Store]] = []
@@ -209,6 +232,8 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         if st.node.size == 0:
             continue
         for bucket in buckets:
+            if level[id(bucket[0])] != level[id(st)]:
+                continue
             try:
                 broadcast_shapes(*(s.node.shape for s in bucket), st.node.shape)
             except BroadcastError:
@@ -219,17 +244,21 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
             buckets.append([st])
     notes = []
     buckets = [part for bucket in buckets
-               for part in fit_arguments(graph, bucket, set(temps), limits.max_arg_bytes)]
-    for bucket in buckets:
+               for part in fit_arguments(graph, bucket, stop, limits.max_arg_bytes)]
+    levels = [level[id(bucket[0])] for bucket in buckets]
+    for bucket, at in zip(buckets, levels):
         space = broadcast_shapes(*(s.node.shape for s in bucket))
         reason = f"elementwise over {space}"
-        if len(buckets) > 1:
+        if levels.count(at) > 1:
             reason += " (a separate kernel: outputs whose shapes do not broadcast together)"
-        if any(r in temps for r in red_set) and any(depends(s.node, red_set, set())
+        if at > 0:
+            reason += "; a kernel of its own after the kernels that store the values it reads"
+        if any(r in temps for r in red_set) and any(depends(s.node, red_set, set(realized))
                                                     for s in bucket):
             reason += "; reads reduction results stored by an earlier kernel"
+        reason += realize_reason(bucket, set(realized), recompute_limit(limits.is_gpu))
         groups.append(Group("elementwise", space, tuple(bucket), reason))
-    if len(buckets) > 1:
+    if any(levels.count(at) > 1 for at in levels):
         notes.append("roots of non-broadcastable shapes were split into separate kernels")
     groups, temps, staged = schedule(graph, groups, temps, aliases)
     return Plan(tuple(groups), tuple(temps), (), tuple(notes), staged)
@@ -252,3 +281,50 @@ def _widest(root: Node, stop: set[Node]) -> int:
         if n is root or n not in stop:
             stack.extend(n.srcs)
     return widest
+
+
+def _levels(realized: list[Node], groups: list[Group], group_of: dict[Node, int],
+            red_set: set[Node], stop: set[Node]) -> Callable[[Node], int]:
+    """The level of the elementwise kernel that may store a node: past the kernels storing
+    the realized values it reads, and past the reduction kernels it reads, which themselves
+    follow the realized values *they* read. Elementwise roots share a kernel only at one
+    level, so no kernel both feeds and follows another (a reduction over realized steps, and
+    an output scaled by it, are two kernels around it)."""
+    level: dict[Node, int] = {}
+    reduced: dict[int, int] = {}
+    kept = set(realized)
+
+    def past(nodes: Sequence[Node], own: int = -1) -> int:
+        out = 0
+        for n in nodes:
+            for x in leaves_of(n, stop):
+                if x in kept:
+                    out = max(out, of(x) + 1)
+                elif x in red_set and group_of[x] != own:
+                    out = max(out, group_level(group_of[x]))
+        return out
+
+    def of(m: Node) -> int:
+        if m not in level:
+            level[m] = past(m.srcs)
+        return level[m]
+
+    def group_level(g: int) -> int:
+        if g not in reduced:
+            gr = groups[g]
+            reduced[g] = past([st.node for st in gr.stores + gr.row_stores] +
+                              [r.srcs[0] for r in gr.reductions], g)
+        return reduced[g]
+    for m in realized:  # topological order: each asks only what it reads, levelled already
+        of(m)
+    return lambda node: of(node) if node in kept else past([node])
+
+
+def _after_reductions(realized: list[Node], red_set: set[Node], stop: set[Node]) -> set[Node]:
+    """The realized values computed from a reduction's result, directly or through other
+    realized values."""
+    late: set[Node] = set()
+    for m in realized:  # topological order
+        if any(x in red_set or x in late for s in m.srcs for x in leaves_of(s, stop)):
+            late.add(m)
+    return late

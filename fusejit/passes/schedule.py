@@ -46,6 +46,13 @@ def families(aliases: Sequence[frozenset[int]]) -> dict[int, frozenset[int]]:
     return {p: c for c in aliases for p in c}
 
 
+def computed(stop: set[Node], group: Group) -> set[Node]:
+    """``stop`` without the temporaries ``group`` stores itself (a realized value: its kernel
+    computes it, reading what it is computed from)."""
+    own = {st.node for st in group.stores + group.row_stores if st.dest.kind == "temp"}
+    return stop - own if own & stop else stop
+
+
 def group_roots(group: Group) -> list[Node]:
     """The nodes a group's kernel evaluates: its stores and its reductions' inputs."""
     return [st.node for st in group.stores + group.row_stores] + [r.srcs[0] for r in
@@ -125,7 +132,8 @@ def schedule(graph: Graph, groups: list[Group], temps: list[Node],
              aliases: Sequence[frozenset[int]]) -> tuple[list[Group], list[Node], frozenset[int]]:
     """Order the groups so that rules 1-2 of the module docstring hold, staging the writes
     where they cannot; returns the groups in launch order, the temporaries and which of them
-    are staged values. ``temps`` are the reduction results other kernels load."""
+    are staged values. ``temps`` are the values other kernels load (reduction results, realized
+    values: passes/realize.py)."""
     fam = families(aliases)
     stop = set(temps)  # what kernels load; staged values are never loaded but by copies
     temps = list(temps)
@@ -137,7 +145,7 @@ def schedule(graph: Graph, groups: list[Group], temps: list[Node],
         g = groups[gi]
         lst = list(g.stores if kind == "stores" else g.row_stores)
         st = lst[si]
-        if st.node.op in REDUCE:  # a reduction result: its own kernel stores it anyway
+        if st.node.op in REDUCE or st.node in stop:  # its own kernel stores it anyway
             if st.node not in temps:
                 temps.append(st.node)
             del lst[si]
@@ -159,17 +167,20 @@ def schedule(graph: Graph, groups: list[Group], temps: list[Node],
                 st = lst[si]
                 if st.dest.kind == "param":
                     why = race(graph, g, st, fam.get(st.dest.index, frozenset({st.dest.index})),
-                               kind, stop)
+                               kind, computed(stop, g))
                     if why is not None:
                         stage(gi, kind, si, why)
 
     # 1. read-after-write edges: the kernel storing a temporary -> the kernels loading it
     after: list[set[int]] = [set() for _ in groups]  # after[a]: groups that must follow a
     producer = {r: gi for gi, g in enumerate(groups) for r in g.reductions if r in stop}
-    reads = [params_read(g, stop) for g in groups]
+    producer.update({st.node: gi for gi, g in enumerate(groups) for st in g.stores
+                     if st.dest.kind == "temp" and st.node in stop and st.node not in producer})
+    reads = [params_read(g, computed(stop, g)) for g in groups]
     for gi, g in enumerate(groups):
+        local = computed(stop, g)
         for root in group_roots(g):
-            for n in leaves_of(root, stop) & stop:
+            for n in leaves_of(root, local) & stop:
                 src = producer.get(n)
                 if src is not None and src != gi:
                     after[src].add(gi)

@@ -64,8 +64,10 @@ def verify_module(graph: Graph, plan: Plan, module: LoweredModule,
     """Raise ``ScheduleError`` unless ``module`` keeps the order and no-race rules."""
     fam = families(aliases)
     written: dict[tuple[str, int], str] = {}  # buffer -> the first kernel that wrote it
-    param_written: dict[int, str] = {}  # parameter -> the first kernel that wrote its memory
-    for kernel in module.kernels:
+    # parameter -> the first kernel that wrote its memory (its position: kernels that share a
+    # function share its name)
+    param_written: dict[int, tuple[int, str]] = {}
+    for position, kernel in enumerate(module.kernels):
         name = kernel.name
         group = kernel.group
         stop = set(loaded(plan.temps, plan.staged, group))
@@ -83,9 +85,9 @@ def verify_module(graph: Graph, plan: Plan, module: LoweredModule,
             reading = not a.writable or bool(reads & family)
             earlier = next((param_written[q] for q in sorted(family) if q in param_written),
                            None)
-            if reading and earlier is not None and earlier != name:
+            if reading and earlier is not None and earlier[0] != position:
                 raise ScheduleError(f"kernel {name} reads the old value of argument {a.index} "
-                                    f"after kernel {earlier} wrote it")
+                                    f"after kernel {earlier[1]} wrote it")
         for kind, stores in (("stores", group.stores), ("rows", group.row_stores)):
             for st in stores:
                 if st.dest.kind != "param" or kernel.role == "partial":
@@ -99,4 +101,4 @@ def verify_module(graph: Graph, plan: Plan, module: LoweredModule,
             if a.writable:
                 written.setdefault((a.role, a.index), name)
                 if a.role == "param":
-                    param_written.setdefault(a.index, name)
+                    param_written.setdefault(a.index, (position, name))
