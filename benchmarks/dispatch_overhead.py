@@ -1,7 +1,8 @@
 """Host cost of a cached fused call, the enqueue stubbed out so only fusejit's Python dispatch
 is timed (CPU time, best of 25 rounds of 5000 calls): a function that captures nothing (the
 fast path, which issue 9 requires to stay within +0.3 µs), one that calls a helper function
-(whose identity each call checks), one that reads a guarded global scalar, one that reads a
+(whose identity each call checks), one that reads a guarded global scalar, one that calls
+helpers from a captured list, one that reads a captured dict of scalars, one that reads a
 captured array (implicit input), and Adam with constants against Adam with its hyperparameters
 and step count as arguments.
 
@@ -26,6 +27,14 @@ def _twice(x):
     return x * 2
 
 
+def _plus_one(x):
+    return x + 1
+
+
+HELPERS = [_twice, _plus_one]
+PARAMS = {"scale": 0.5, "shift": 1.0}
+
+
 def main() -> None:
     queue = fusejit.default_queue()
     executable._enqueue = lambda *a, **k: None  # launchers bind it when they are generated
@@ -42,6 +51,16 @@ def main() -> None:
     @fusejit.fuse
     def scalar(x):
         return x * ALPHA + 1
+
+    @fusejit.fuse
+    def helpers(x):
+        for h in HELPERS:
+            x = h(x)
+        return x
+
+    @fusejit.fuse
+    def params(x):
+        return x * PARAMS["scale"] + PARAMS["shift"]
 
     @fusejit.fuse
     def array(x):
@@ -66,6 +85,7 @@ def main() -> None:
     for name, fn, args in (
             ("captures nothing", nothing, lambda: (x,)), ("calls a helper", helper, lambda: (x,)),
             ("a global scalar", scalar, lambda: (x,)),
+            ("a list of helpers", helpers, lambda: (x,)), ("a dict", params, lambda: (x,)),
             ("a captured device array", array, lambda: (x,)),
             # Adam's 5 hyperparameters and step as arguments (runtime/opencl/scalar_args.py): the
             # same objects each call, then a new step count each call (derived scalars

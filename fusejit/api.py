@@ -19,7 +19,8 @@ from fusejit.compile.serialize import reduce_fused, register_fused
 from fusejit.compile.trace_call import trace_call
 from fusejit.inspect import validate
 from fusejit.compile.abstract import Compiled, ShapeDtype
-from fusejit.frontend.captured import Capture, find_captures, guard_values
+from fusejit.frontend.captured import NO_SELF, Capture, bind_parts, find_captures, guard_values
+from fusejit.frontend.guard_check import snapshot
 from fusejit.errors import ContextMismatchError
 from fusejit.internal import internal_errors
 from fusejit.passes import run_pipeline
@@ -113,9 +114,13 @@ class Fused:
                  validate: bool | None = None, recompile_limit: int | None = None,
                  cache_size: int | None = None, dynamic: bool | None = None,
                  matmul_precision: str = "highest") -> None:
-        functools.update_wrapper(self, fn)
+        # (a callable object's own attributes are its state, not the wrapper's)
+        functools.update_wrapper(self, fn, updated=() if not inspect.isfunction(fn) else
+                                 functools.WRAPPER_UPDATES)
         self.matmul_precision = check_precision(matmul_precision)  # (codegen/gemm/mma.py)
-        self._fn = fn
+        # fuse(obj.method), fuse(obj), fuse(partial(...)): what they bind is captured state
+        self._fn, bound_self = bind_parts(fn)
+        self._bound = () if bound_self is NO_SELF else (StaticSelf(bound_self),)
         sig = inspect.signature(fn)
         names = [n for n, p in sig.parameters.items()
                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -124,6 +129,8 @@ class Fused:
         argnames = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
         nums |= {names.index(n) for n in argnames if n in names}
         argnames |= {names[i] for i in nums if i < len(names)}
+        self._user_static_nums = frozenset(nums)  # (as given: pickling passes them on)
+        nums = {i + len(self._bound) for i in nums}  # (positions after the bound self)
         self._static_nums = frozenset(nums)
         self._static_names = frozenset(argnames)
         self.autotune = autotune
@@ -138,12 +145,15 @@ class Fused:
                                 env_int("FUSEJIT_RECOMPILE_LIMIT", DEFAULT_LIMIT)
                                 if recompile_limit is None else recompile_limit, dynamic)
         self._code_refs: tuple = ()  # the helpers it names, checked on each call (frontend/captured.py)
-        # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
-        self._fast: dict[tuple, _Compiled] = {}
-        # (raw attribute tuple, guard values) -> compiled, for functions reading captured values
-        self._fast_captured: dict[tuple, _Compiled] = {}
+        # guard values -> (raw attribute tuples of positional calls -> compiled, -> guarded
+        # launcher); the full CallKey path fills them. ``_fast`` and ``_guarded`` are those of
+        # the captured values ``_check`` (frontend/guard_check.py) last found (no captures: ())
+        self._by_guards: dict[tuple, tuple[dict, dict]] = {}
+        self._check: Callable[[], bool] | None = None
+        self._implicit: tuple = ()  # the captured arrays ``_check`` saw (read fresh)
+        self._unchecked = 0  # snapshots for which no check could be written
         self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
-        self._guarded: dict[tuple, Callable[[tuple], Any] | None] = {}
+        self._select(())
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
         self._lock = threading.RLock()
         self._hits = 0
@@ -160,10 +170,7 @@ class Fused:
     def validate(self, on: bool) -> None:
         with self._lock:
             self._validate = bool(on)
-            self._fast.clear()
-            self._fast_captured.clear()
-            self._guarded.clear()
-            self._mono = None
+            self._clear_fast()
 
     def __repr__(self) -> str:
         return f"<fused function {getattr(self._fn, '__qualname__', self._fn)!r}>"
@@ -234,19 +241,28 @@ class Fused:
                 return
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._bound:  # fuse(obj.method), fuse(obj): called as a method is
+            return self._call(self._bound, *args, **kwargs)
         refs = self._code_refs
         if refs:
             for scope, name, value in refs:  # (_code_changed inlined: this is the hot path)
                 if scope.get(name) is not value:
                     self._code_changed()
                     break
+        given = args
+        if self._guards:  # captured values: the fast paths serve those ``_check`` last saw
+            check = self._check
+            if check is None or not check():
+                self._recheck()
+            if self._implicit:  # captured arrays read fresh: passed on as arguments
+                args = args + self._implicit
         mono = self._mono
         if mono is not None and not kwargs:
             result = mono(args)
             if result is not _MISS:
                 self._hits += 1
                 return result
-        if not kwargs and not self._guards:
+        if not kwargs:
             fkey = fast_key(args, self._static_nums)
             compiled = self._fast.get(fkey) if fkey is not None else None
             if compiled is not None and _current_tracer() is None:
@@ -264,26 +280,39 @@ class Fused:
                         if result is not _MISS:
                             return result
                 self._mono = mono
-                return self._launch(compiled, args)
-        elif not kwargs and self._fast_captured:  # guarded captured values, no captured arrays
-            fkey = fast_key(args, self._static_nums)
-            if fkey is not None and _current_tracer() is None:
-                guards, implicit = guard_values(self._guards, None)
-                compiled = None if implicit else self._fast_captured.get((fkey, guards))
-                if compiled is not None:
-                    self._hits += 1
-                    compiled.used = True
-                    return self._launch(compiled, args)
-        return self._call((), *args, **kwargs)
+                return self._launch(compiled, args, given)
+        return self._call((), *given, **kwargs)
 
-    def _launch(self, compiled: _Compiled, args: tuple) -> Any:
+    def _clear_fast(self) -> None:
+        self._by_guards.clear()
+        self._check, self._implicit, self._unchecked = None, (), 0
+        self._select(())
+
+    def _select(self, guards: tuple) -> None:
+        """Point the fast paths at the signatures compiled for these guard values."""
+        pair = self._by_guards.get(guards)
+        if pair is None:
+            pair = self._by_guards[guards] = ({}, {})
+        self._fast, self._guarded = pair
+        self._mono = None
+
+    def _recheck(self) -> None:
+        """The captured values are not those ``_check`` was built for (or there is none):
+        key them, select their fast paths and check for them from now on."""
+        guards, implicit, self._check = snapshot(self._guards, self._unchecked < 3)
+        self._unchecked += self._check is None  # (no check can tell: stop writing them)
+        self._implicit = tuple(implicit)
+        if self._fast is not self._by_guards.get(guards, (None,))[0]:
+            self._select(guards)
+
+    def _launch(self, compiled: _Compiled, args: tuple, given: tuple) -> Any:
         exe = compiled.executable
         if exe.queue_arg >= 0:
             queue = args[exe.queue_arg].queue
         else:
             queue = default_queue()
             if backend_of(queue) is not compiled.backend:  # set_default_device changed it
-                return self._call((), *args)
+                return self._call((), *given)
         leaves = exe.launch(args, queue)
         return leaves[0] if exe.treedef == "*" else tree_unflatten(exe.treedef, leaves)
 
@@ -302,16 +331,15 @@ class Fused:
             compiled = self._compile(key, flat, kwnames, queue)
         else:
             self._hits += 1
-        if not bound and not kwnames and not key.aliases and not key.implicit \
-                and not self._validate:  # (the fast paths do not validate)
-            fkey = fast_key(args, self._static_nums)
-            if fkey is not None and self._guards:  # keyed on the guard values too
-                self._fast_captured[(fkey, key.guards)] = compiled
-            elif fkey is not None:
-                self._fast[fkey] = compiled
+        if not bound and not kwnames and not key.aliases and not self._validate:
+            # (the fast paths do not validate; captured arrays are passed on after the args)
+            fkey = fast_key(tuple(flat), self._static_nums)
+            if fkey is not None:  # (under this call's guard values)
+                fast, guarded = self._by_guards.setdefault(key.guards, ({}, {}))
+                fast[fkey] = compiled
                 # the guarded launcher is generated at the second call (above): a process's
                 # first call does not pay for compiling it
-                self._guarded.pop(fkey, None)
+                guarded.pop(fkey, None)
                 self._mono = None
         exe = compiled.executable
         if self._validate:  # results checked against a float64 NumPy evaluation of the graph
@@ -429,21 +457,19 @@ class Fused:
 
     def _evicted(self, compiled: _Compiled) -> None:
         """The signature LRU dropped ``compiled``: drop the fast paths' keys to it too."""
-        for fkey in [k for k, c in self._fast.items() if c is compiled]:
-            del self._fast[fkey]
-            if self._guarded.pop(fkey, None) is self._mono:
-                self._mono = None
-        for ckey in [k for k, c in self._fast_captured.items() if c is compiled]:
-            del self._fast_captured[ckey]
+        for guards, (fast, guarded) in list(self._by_guards.items()):
+            for fkey in [k for k, c in fast.items() if c is compiled]:
+                del fast[fkey]
+                if guarded.pop(fkey, None) is self._mono:
+                    self._mono = None
+            if not fast and fast is not self._fast:
+                del self._by_guards[guards]
 
     def cache_clear(self) -> None:
         """Forget every compiled signature (the next call traces and builds again)."""
         with self._lock:
             self._cache.clear()
-            self._fast.clear()
-            self._fast_captured.clear()
-            self._guarded.clear()
-            self._mono = None
+            self._clear_fast()
             self._lowered.clear()
             self._hits = self._misses = 0
             self._stats = CallStats(self._stats.name, self._stats.limit, self._stats.dynamic)
