@@ -16,6 +16,8 @@ import pyopencl as cl
 
 from fusejit.compile import trace_cache
 from fusejit.compile.serialize import reduce_fused, register_fused
+from fusejit.compile import specialise
+from fusejit.compile.specialise import NeedsValue
 from fusejit.compile.trace_call import trace_call
 from fusejit.inspect import validate
 from fusejit.compile.abstract import Compiled, ShapeDtype
@@ -119,20 +121,11 @@ class Fused:
                                  functools.WRAPPER_UPDATES)
         self.matmul_precision = check_precision(matmul_precision)  # (codegen/gemm/mma.py)
         # fuse(obj.method), fuse(obj), fuse(partial(...)): what they bind is captured state
-        self._fn, bound_self = bind_parts(fn)
+        self._fn = fn
+        self._traced, bound_self = bind_parts(fn)  # (the function the trace runs)
         self._bound = () if bound_self is NO_SELF else (StaticSelf(bound_self),)
-        sig = inspect.signature(fn)
-        names = [n for n, p in sig.parameters.items()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        nums = {int(i) if i >= 0 else len(names) + int(i) for i in
-                ((static_argnums,) if isinstance(static_argnums, int) else static_argnums)}
-        argnames = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
-        nums |= {names.index(n) for n in argnames if n in names}
-        argnames |= {names[i] for i in nums if i < len(names)}
-        self._user_static_nums = frozenset(nums)  # (as given: pickling passes them on)
-        nums = {i + len(self._bound) for i in nums}  # (positions after the bound self)
-        self._static_nums = frozenset(nums)
-        self._static_names = frozenset(argnames)
+        self._static_nums, self._static_names, self._arg_names = specialise.static_args(
+            fn, static_argnums, static_argnames)
         self.autotune = autotune
         self._validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
@@ -195,7 +188,7 @@ class Fused:
         n = len(args)
         bound_self = args[0].value if args and isinstance(args[0], StaticSelf) else None
         if self._guards is None:
-            self._guards = find_captures(self._fn, bound_self)
+            self._guards = find_captures(self._traced, bound_self)
             self._code_refs = tuple(self._guards.code_refs)
         guards, implicit = guard_values(self._guards, bound_self) if self._guards else ((), [])
         flat += implicit  # captured arrays, read fresh: extra (read-only) arguments
@@ -204,7 +197,7 @@ class Fused:
         queue = None
         context = None
         for i, value in enumerate(flat):
-            static = (i in self._static_nums) if i < n else (
+            static = (i - len(self._bound) in self._static_nums) if i < n else (
                 i < n_given and kwnames[i - n] in self._static_names)
             if isinstance(value, StaticSelf):
                 spec = StaticSpec(Identity(value.value))
@@ -318,19 +311,25 @@ class Fused:
 
     def _call(self, bound: tuple, *args: Any, **kwargs: Any) -> Any:
         if current_tracer() is not None:  # called from another fused function: inline
-            return self._fn(*(b.value for b in bound), *args, **kwargs)
+            return self._traced(*(b.value for b in bound), *args, **kwargs)
         if self._code_refs:
             self._code_changed()
-        if _collections and not bound:  # dask arrays: fusejit.dask builds the dask graph
+        if _collections and bound is self._bound:  # dask arrays: fusejit.dask builds the graph
             handler = _collection_of(args, kwargs)
             if handler is not None:
                 return handler.call(self, args, kwargs)
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
         compiled = self._cache.lookup(key)
+        need = None
         if compiled is None:
-            compiled = self._compile(key, flat, kwnames, queue)
+            try:
+                compiled = self._compile(key, flat, kwnames, queue)
+            except NeedsValue as e:
+                need = e
         else:
             self._hits += 1
+        if need is not None:  # Python ints used as values: specialise on them (specialise.py)
+            return specialise.again(self, need, key, lambda: self._call(bound, *args, **kwargs))
         if not bound and not kwnames and not key.aliases and not self._validate:
             # (the fast paths do not validate; captured arrays are passed on after the args)
             fkey = fast_key(tuple(flat), self._static_nums)
@@ -390,7 +389,7 @@ class Fused:
         self.trace_count += 1
         self._stats.traces += 1
         traced, traced_nodes, outputs, treedef, constants = trace_call(
-            self._fn, self._guards, key, flat, kwnames)
+            self._traced, self._guards, key, flat, kwnames)
         graph, records = run_pipeline(traced)
         backend = backend_of(queue)
         info = backend.device_info(queue)
@@ -420,15 +419,20 @@ class Fused:
             self._stats.dynamic_on = True
             self._stats.rows_on |= any(isinstance(a, ShapeDtype) and a.shape[-1:] == (None,)
                                        for a in (*args, *kwargs.values()))
-        flat, kwnames, key, queue = self._flatten(args, kwargs)
+        flat, kwnames, key, queue = self._flatten(self._bound + args, kwargs)
         build = functools.partial(self._compile_lowered, key, flat, kwnames, queue)
+        need = None
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is not None and compiled.lowered is not None:  # (None: trace cache)
                 return dataclasses.replace(compiled.lowered, _compile=build)
-            if key not in self._lowered:
-                self._lowered[key] = self._lower(key, flat, kwnames, queue)
-            return dataclasses.replace(self._lowered[key][0], _compile=build)
+            try:
+                if key not in self._lowered:
+                    self._lowered[key] = self._lower(key, flat, kwnames, queue)
+                return dataclasses.replace(self._lowered[key][0], _compile=build)
+            except NeedsValue as e:
+                need = e
+        return specialise.again(self, need, key, lambda: self.lower(*args, **kwargs))
 
     def _compile_lowered(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
                          queue: cl.CommandQueue) -> Compiled:

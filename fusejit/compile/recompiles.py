@@ -246,7 +246,19 @@ class CallStats:
                 f"{'; ' + ', '.join(fields) if fields else ''}). Pass values that change "
                 "every call as arguments of fixed shape, mark changing Python values static "
                 "only when they take few values, or raise @fuse(recompile_limit=...) / "
-                "FUSEJIT_RECOMPILE_LIMIT", RecompileWarning, stacklevel=5)
+                "FUSEJIT_RECOMPILE_LIMIT", RecompileWarning, stacklevel=_user_level())
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _user_level() -> int:
+    """The ``stacklevel`` of the first frame outside fusejit: the user's line that called
+    the fused function, however deep in fusejit the warning is raised."""
+    frame, level = sys._getframe(2), 2  # (the caller of the function that warns)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class SignatureLRU(OrderedDict):

@@ -42,7 +42,7 @@ def reduce_fused(fused: Any) -> tuple:
     with _lock:
         blob = _blobs.get(fused)
     if blob is None:
-        blob = _dumps((fused.__wrapped__, sorted(fused._user_static_nums), sorted(fused._static_names),
+        blob = _dumps((fused._fn, sorted(fused._static_nums), sorted(fused._static_names),
                        fused.autotune, fused._validate, fused.matmul_precision))
         with _lock:
             _blobs[fused] = blob

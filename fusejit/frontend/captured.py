@@ -110,6 +110,12 @@ def is_fused(value: Any) -> bool:
     return callable(value) and hasattr(value, "_fn") and hasattr(value, "trace_count")
 
 
+def fused_code(value: Any) -> Any:
+    """The Python function a fused object's trace runs (a partial's: the function holding its
+    arguments; a bound method's: the method itself, as it was before issue 30)."""
+    return value._fn if getattr(value, "_bound", ()) else getattr(value, "_traced", value._fn)
+
+
 def is_code(value: Any) -> bool:
     """Functions, classes and modules: looked up once, never guarded."""
     return isinstance(value, _CODE) or is_fused(value)
@@ -370,7 +376,7 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
     """``self_get`` finds this function's ``self`` from the fused method's (None: it is that
     one); ``self_path``: where it is (see ``Capture.self_path``; None: unknown)."""
     if is_fused(fn):  # its Python function
-        fn = fn._fn
+        fn = fused_code(fn)
     code = getattr(fn, "__code__", None)
     if code is None or not hasattr(fn, "__globals__"):
         return []

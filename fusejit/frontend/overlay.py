@@ -11,7 +11,14 @@ from typing import Any
 import numpy as np
 import pyopencl.array as cla
 
-from fusejit.frontend.captured import MAX_DEPTH, Captures, is_code, is_fused, needs_self
+from fusejit.frontend.captured import (
+    MAX_DEPTH,
+    Captures,
+    fused_code,
+    is_code,
+    is_fused,
+    needs_self,
+)
 
 def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
                 self_obj: Any) -> tuple[Any, Any]:
@@ -67,8 +74,8 @@ def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
         for name, value in list(scope.items()):
             if isinstance(value, types.FunctionType) and id(value) in functions:
                 scope[name] = rebuild(value)
-            elif is_fused(value) and id(value._fn) in functions:
-                scope[name] = rebuild(value._fn)  # (a fused function is inlined while tracing)
+            elif is_fused(value) and id(fused_code(value)) in functions:
+                scope[name] = rebuild(fused_code(value))  # (a fused function is inlined)
             if (key := (id(f), "global", name)) in trees:
                 scope[name] = _overlay(value, trees[key], rebuilt)
         for name, old, cell in zip(f.__code__.co_freevars, f.__closure__ or (), cells):
@@ -175,7 +182,7 @@ class _AttrOverlay:
         if name not in getattr(obj, "__dict__", {}):
             raw = getattr(type(obj), name, None)
             if is_fused(raw):
-                raw = raw._fn
+                raw = fused_code(raw)
             if isinstance(raw, types.FunctionType):
                 return types.MethodType(rebuilt.get(id(raw), raw), self)
         return getattr(obj, name)

@@ -150,3 +150,39 @@ def test_fused_partial_pickles_with_its_arguments() -> None:
     same(g(x), x + w)
     h = pickle.loads(pickle.dumps(g))
     same(h(x), x + w)
+
+
+def test_a_fused_partial_inlined_in_another_sees_its_arguments() -> None:
+    w = np.full(3, 2.0, np.float32)
+    scale = {"k": 1.0}
+    inner = fuse(functools.partial(lambda x, w, s: x * w * s["k"], w=w, s=scale))
+
+    @fuse
+    def outer(x):
+        return inner(x) + 1
+
+    x = np.arange(3, dtype=np.float32)
+    same(outer(x), x * w + 1)
+    w[1] = -5.0
+    scale["k"] = 3.0
+    same(outer(x), x * w * 3 + 1)
+
+
+def test_bound_method_lowers_specialises_and_runs_on_dask() -> None:
+    class Win:
+        def __init__(self) -> None:
+            self.k = 2.0
+
+        def f(self, x, n):
+            return x[:n] * self.k
+
+    obj = Win()
+    f = fuse(obj.f)
+    x = np.arange(6, dtype=np.float32)
+    assert len(f.lower(x, 3).kernels) >= 1  # n: a window, specialised (issue 30 part 5)
+    same(f(x, 3), obj.f(x, 3))
+    same(f(x, 4), obj.f(x, 4))
+    assert f._static_nums == {1}  # (counted as the caller counts: self is not an argument)
+    da = pytest.importorskip("dask.array")
+    g = fuse(Win().f, static_argnums=1)
+    same(np.asarray(g(da.from_array(x, chunks=3), 6).compute()), Win().f(x, 6))
