@@ -21,7 +21,8 @@ from fusejit.compile.specialise import NeedsValue
 from fusejit.compile.trace_call import trace_call
 from fusejit.inspect import validate
 from fusejit.compile.abstract import Compiled, ShapeDtype
-from fusejit.frontend.captured import NO_SELF, Capture, bind_parts, find_captures, guard_values
+from fusejit.frontend.captured import NO_SELF, Capture, bind_parts, find_captures
+from fusejit.frontend.captured import guard_names, guard_values
 from fusejit.frontend.guard_check import snapshot
 from fusejit.errors import ContextMismatchError
 from fusejit.internal import internal_errors
@@ -221,8 +222,9 @@ class Fused:
         elif queue is None:
             raise ValueError(NO_QUEUE)
         aliases = aliases_of(flat, specs) if len(specs) > 1 else ()
+        names = guard_names(self._guards, bound_self) if guards else ()
         return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards,
-                                      len(implicit)), queue
+                                      len(implicit), names), queue
 
     def _code_changed(self) -> None:
         """A helper function (class, ufunc) the function names was rebound since it was traced
@@ -523,7 +525,9 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
         * Array arguments (NumPy or pyopencl) are *dynamic*: the kernel is specialised on
           their dtype, shape and layout (strides, offset), not their values.
         * Python and NumPy scalars are dynamic kernel arguments: a new value does not
-          recompile (Python scalars promote weakly, as NEP 50 says).
+          recompile (Python scalars promote weakly, as NEP 50 says). A Python int or bool
+          the trace needs as a value (a size, an axis, a window, a loop count, an ``if``)
+          is made static instead, and the recompile log says so.
         * Static arguments are constants of the kernel, keyed by type and value, floats by
           their bits (``-0.0`` is not ``0.0``; NaN hits the cache).
         * State read from outside the arguments is never served stale (see "Captured state"
@@ -566,7 +570,9 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
           write it).
 
         Helper functions, classes and ufuncs it names are checked by identity (rebinding one
-        traces again). Library constants (``np.pi``) and builtins are not guarded, nor state
+        traces again). ``fuse(obj.method)``, ``fuse(obj)`` with ``__call__`` and
+        ``fuse(functools.partial(g, ...))`` read ``obj`` and the partial's arguments by the
+        same rules. Library constants (``np.pi``) and builtins are not guarded, nor state
         the function writes while traced (``log.append(x)``). State too large to guard raises
         ``CapturedStateError``: pass it as an argument instead.
 

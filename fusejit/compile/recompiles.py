@@ -103,7 +103,12 @@ def key_changes(old: Any, new: Any) -> list[tuple[str, str, str]]:
     if old.aliases != new.aliases:
         out.append(("call", "aliasing", f"{old.aliases} -> {new.aliases}"))
     if old.guards != new.guards:
-        out.append(("call", "captured data", "a closure or global value changed"))
+        names = new.guard_names if len(new.guard_names) == len(new.guards) == len(old.guards) \
+            else ()
+        moved = [f"{n} {_short(a)} -> {_short(b)}" for n, a, b in zip(names, old.guards,
+                                                                       new.guards) if a != b]
+        out.append(("call", "captured data", "; ".join(moved) or
+                    "a closure or global value changed"))
     return out
 
 

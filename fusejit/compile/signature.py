@@ -10,7 +10,7 @@ that (see ``runtime.opencl.executable.Executable.guarded``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -120,6 +120,8 @@ class CallKey:
     aliases: tuple[tuple[int, int, bool], ...] = ()
     guards: tuple[Any, ...] = ()  # values read from outside the arguments (fusejit.frontend.captured)
     implicit: int = 0  # captured arrays read fresh, appended to the arguments
+    # what each guard value reads (``cfg.alpha``): for the recompile log, not part of the key
+    guard_names: tuple[str, ...] = field(default=(), compare=False)
 
 
 class CacheInfo(NamedTuple):

@@ -11,8 +11,13 @@ pass). The rules, stated for users in ``help(fuse)`` and the README:
   ``params["scale"]``, ``self.layer.w``, ``lst[0]``). The value at the end of each chain is
   what is captured; a container used as a whole (``params[k]``, ``for w in ws``) is captured
   whole, item by item.
-* Scalars, strings, ``None``, NumPy scalars, tuples/lists/dicts of those and NumPy arrays of at
-  most 4096 elements are guarded by value (floats by their bits).
+* Scalars, strings, bytes, ``None``, NumPy scalars and dtypes, slices, enum members,
+  tuples/frozensets/lists/dicts of those and NumPy arrays of at most 4096 elements are guarded
+  by value (floats by their bits). A cached call does not compute the guard values: the check
+  fusejit.frontend.guard_check writes for them tells that they are unchanged.
+* ``fuse(obj.method)`` and ``fuse(obj)`` bind ``obj`` as a method's ``self``, and
+  ``fuse(functools.partial(...))`` runs a function whose closure holds the partial's arguments
+  (``bind_parts``): both are captured state by these rules.
 * Larger NumPy arrays and every pyopencl array are implicit inputs: uploaded (NumPy) or passed
   by reference (pyopencl) on every call, so ``W -= lr * g`` between calls is seen. They are
   read-only inside the function: to write one, pass it as an argument.
@@ -569,6 +574,12 @@ def guard_values(captures: list[Capture], self_obj: Any) -> tuple[tuple[Any, ...
     keys = tuple(guard_key(c.get(self_obj), implicit, c.chain) for c in captures
                  if self_obj is not None or not needs_self(c))
     return keys, implicit
+
+
+def guard_names(captures: list[Capture], self_obj: Any) -> tuple[str, ...]:
+    """What each of ``guard_values``' values reads (``cfg.alpha``), for the recompile log."""
+    return tuple(c.chain.describe() for c in captures if self_obj is not None or
+                 not needs_self(c))
 
 
 def needs_self(capture: Capture) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+import logging
 import math
 import types
 
@@ -303,3 +304,18 @@ def test_what_counts_as_frozen(value, is_frozen) -> None:
     """Identity stands for the value only where nothing inside can change (a frozen dataclass
     is checked through its fields instead)."""
     assert frozen(value) is is_frozen
+
+
+def test_recompile_log_names_the_captured_value_that_changed(fresh_state, caplog) -> None:
+    global SCALE
+    f = fuse(lambda x: x * SCALE + PARAMS["scale"])
+    x = np.ones(2, np.float32)
+    with caplog.at_level(logging.INFO, logger="fusejit"):
+        f(x)
+        SCALE = 3.0
+        f(x)
+        PARAMS["scale"] = -1.0
+        f(x)
+    lines = [r.getMessage() for r in caplog.records if "recompiling" in r.getMessage()]
+    assert lines[0].endswith("captured data SCALE 2.0 -> 3.0")
+    assert lines[1].endswith("captured data PARAMS['scale'] 0.5 -> -1.0")
