@@ -16,7 +16,8 @@ import pyopencl as cl
 
 from fusejit.compile import trace_cache
 from fusejit.compile.serialize import reduce_fused, register_fused
-from fusejit.compile import specialise
+from fusejit.compile import overlap, specialise
+from fusejit.compile.overlap import OverlapWriteError
 from fusejit.compile.specialise import NeedsValue
 from fusejit.compile.trace_call import trace_call
 from fusejit.inspect import validate
@@ -143,16 +144,14 @@ class Fused:
         # launcher); the full CallKey path fills them. ``_fast`` and ``_guarded`` are those of
         # the captured values ``_check`` (frontend/guard_check.py) last found (no captures: ())
         self._by_guards: dict[tuple, tuple[dict, dict]] = {}
-        self._check: Callable[[], bool] | None = None
-        self._implicit: tuple = ()  # the captured arrays ``_check`` saw (read fresh)
-        self._unchecked = 0  # snapshots for which no check could be written
         self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
-        self._select(())
+        # _check, _implicit: the check, the captured arrays it saw (read fresh); _unchecked
+        self._clear_fast()  # counts snapshots no check could tell
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
         self._lock = threading.RLock()
-        self._hits = 0
-        self._misses = 0
-        self.trace_count = 0
+        self._overlapped: set[CallKey] = set()  # calls run as views of one buffer (overlap.py)
+        self._overlapping: dict[tuple, Fused] = {}  # ... and the functions that run them
+        self._hits = self._misses = self.trace_count = 0
 
     @property
     def validate(self) -> bool:
@@ -175,8 +174,8 @@ class Fused:
         return reduce_fused(self)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
-        """As a method: ``self`` is a static argument (keyed by identity; attributes read while
-        tracing are baked into the kernel, as with JAX's static arguments)."""
+        """As a method: ``self`` is a static argument keyed by identity; what the method reads
+        from it is captured state, guarded or read fresh (fusejit/frontend/captured.py)."""
         if obj is None:
             return self
         return functools.partial(self._call, (StaticSelf(obj),))
@@ -285,15 +284,12 @@ class Fused:
 
     def _select(self, guards: tuple) -> None:
         """Point the fast paths at the signatures compiled for these guard values."""
-        pair = self._by_guards.get(guards)
-        if pair is None:
-            pair = self._by_guards[guards] = ({}, {})
-        self._fast, self._guarded = pair
+        self._fast, self._guarded = self._by_guards.setdefault(guards, ({}, {}))
         self._mono = None
 
     def _recheck(self) -> None:
-        """The captured values are not those ``_check`` was built for (or there is none):
-        key them, select their fast paths and check for them from now on."""
+        """The captured values changed (or no ``_check`` yet): select the fast paths of their
+        guard values and check for those from now on."""
         guards, implicit, self._check = snapshot(self._guards, self._unchecked < 3)
         self._unchecked += self._check is None  # (no check can tell: stop writing them)
         self._implicit = tuple(implicit)
@@ -323,11 +319,19 @@ class Fused:
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
         compiled = self._cache.lookup(key)
         need = None
+        if key.aliases and key in self._overlapped:  # (compile/overlap.py)
+            return overlap.call(self, flat, len(args), kwnames, key.aliases)
         if compiled is None:
             try:
                 compiled = self._compile(key, flat, kwnames, queue)
             except NeedsValue as e:
                 need = e
+            except OverlapWriteError:  # written views of one buffer: run as views of it
+                if bound or self._overlapping is None or any(  # (None: overlap.py's own)
+                        j >= len(flat) - key.implicit for _, j, _ in key.aliases):
+                    raise
+                self._overlapped.add(key)
+                return overlap.call(self, flat, len(args), kwnames, key.aliases)
         else:
             self._hits += 1
         if need is not None:  # Python ints used as values: specialise on them (specialise.py)
