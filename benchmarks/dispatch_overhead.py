@@ -3,14 +3,16 @@ is timed (CPU time, best of 25 rounds of 5000 calls): a function that captures n
 fast path, which issue 9 requires to stay within +0.3 µs), one that calls a helper function
 (whose identity each call checks), one that reads a guarded global scalar, one that calls
 helpers from a captured list, one that reads a captured dict of scalars, one that reads a
-captured array (implicit input), and Adam with constants against Adam with its hyperparameters
-and step count as arguments.
+captured array (implicit input), a bound method and a partial (``fuse(obj.f)``,
+``fuse(functools.partial(g, a=2.0))``: their object and arguments are captured state), and
+Adam with constants against Adam with its hyperparameters and step count as arguments.
 
     PYTHONPATH=. python benchmarks/dispatch_overhead.py
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import timeit
 
@@ -33,6 +35,18 @@ def _plus_one(x):
 
 HELPERS = [_twice, _plus_one]
 PARAMS = {"scale": 0.5, "shift": 1.0}
+
+
+class _Layer:
+    def __init__(self) -> None:
+        self.alpha = 2.0
+
+    def apply(self, x):
+        return x * self.alpha + 1
+
+
+def _scaled(x, a):
+    return x * a + 1
 
 
 def main() -> None:
@@ -86,6 +100,8 @@ def main() -> None:
             ("captures nothing", nothing, lambda: (x,)), ("calls a helper", helper, lambda: (x,)),
             ("a global scalar", scalar, lambda: (x,)),
             ("a list of helpers", helpers, lambda: (x,)), ("a dict", params, lambda: (x,)),
+            ("a bound method", fusejit.fuse(_Layer().apply), lambda: (x,)),
+            ("a partial", fusejit.fuse(functools.partial(_scaled, a=2.0)), lambda: (x,)),
             ("a captured device array", array, lambda: (x,)),
             # Adam's 5 hyperparameters and step as arguments (runtime/opencl/scalar_args.py): the
             # same objects each call, then a new step count each call (derived scalars

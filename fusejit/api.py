@@ -24,7 +24,7 @@ from fusejit.inspect import validate
 from fusejit.compile.abstract import Compiled, ShapeDtype
 from fusejit.frontend.captured import NO_SELF, Capture, bind_parts, find_captures
 from fusejit.frontend.captured import guard_names, guard_values
-from fusejit.frontend.guard_check import snapshot
+from fusejit.frontend import guard_check
 from fusejit.errors import ContextMismatchError
 from fusejit.internal import internal_errors
 from fusejit.passes import run_pipeline
@@ -128,6 +128,7 @@ class Fused:
         self._bound = () if bound_self is NO_SELF else (StaticSelf(bound_self),)
         self._static_nums, self._static_names, self._arg_names = specialise.static_args(
             fn, static_argnums, static_argnames)
+        self._fast_static = specialise.fast_static(self._static_nums, len(self._bound))
         self.autotune = autotune
         self._validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
@@ -146,7 +147,7 @@ class Fused:
         self._by_guards: dict[tuple, tuple[dict, dict]] = {}
         self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
         # _check, _implicit: the check, the captured arrays it saw (read fresh); _unchecked
-        self._clear_fast()  # counts snapshots no check could tell
+        guard_check.clear(self)  # counts snapshots no check could tell
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
         self._lock = threading.RLock()
         self._overlapped: set[CallKey] = set()  # calls run as views of one buffer (overlap.py)
@@ -163,7 +164,7 @@ class Fused:
     def validate(self, on: bool) -> None:
         with self._lock:
             self._validate = bool(on)
-            self._clear_fast()
+            guard_check.clear(self)
 
     def __repr__(self) -> str:
         return f"<fused function {getattr(self._fn, '__qualname__', self._fn)!r}>"
@@ -235,8 +236,6 @@ class Fused:
                 return
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._bound:  # fuse(obj.method), fuse(obj): called as a method is
-            return self._call(self._bound, *args, **kwargs)
         refs = self._code_refs
         if refs:
             for scope, name, value in refs:  # (_code_changed inlined: this is the hot path)
@@ -244,10 +243,12 @@ class Fused:
                     self._code_changed()
                     break
         given = args
+        if self._bound:  # fuse(obj.method), fuse(obj): obj first, as a method's self
+            args = (self._bound[0].value, *args)
         if self._guards:  # captured values: the fast paths serve those ``_check`` last saw
             check = self._check
             if check is None or not check():
-                self._recheck()
+                guard_check.recheck(self)
             if self._implicit:  # captured arrays read fresh: passed on as arguments
                 args = args + self._implicit
         mono = self._mono
@@ -257,7 +258,7 @@ class Fused:
                 self._hits += 1
                 return result
         if not kwargs:
-            fkey = fast_key(args, self._static_nums)
+            fkey = fast_key(args, self._fast_static)
             compiled = self._fast.get(fkey) if fkey is not None else None
             if compiled is not None and _current_tracer() is None:
                 self._hits += 1
@@ -275,26 +276,7 @@ class Fused:
                             return result
                 self._mono = mono
                 return self._launch(compiled, args, given)
-        return self._call((), *given, **kwargs)
-
-    def _clear_fast(self) -> None:
-        self._by_guards.clear()
-        self._check, self._implicit, self._unchecked = None, (), 0
-        self._select(())
-
-    def _select(self, guards: tuple) -> None:
-        """Point the fast paths at the signatures compiled for these guard values."""
-        self._fast, self._guarded = self._by_guards.setdefault(guards, ({}, {}))
-        self._mono = None
-
-    def _recheck(self) -> None:
-        """The captured values changed (or no ``_check`` yet): select the fast paths of their
-        guard values and check for those from now on."""
-        guards, implicit, self._check = snapshot(self._guards, self._unchecked < 3)
-        self._unchecked += self._check is None  # (no check can tell: stop writing them)
-        self._implicit = tuple(implicit)
-        if self._fast is not self._by_guards.get(guards, (None,))[0]:
-            self._select(guards)
+        return self._call(self._bound, *given, **kwargs)
 
     def _launch(self, compiled: _Compiled, args: tuple, given: tuple) -> Any:
         exe = compiled.executable
@@ -303,7 +285,7 @@ class Fused:
         else:
             queue = default_queue()
             if backend_of(queue) is not compiled.backend:  # set_default_device changed it
-                return self._call((), *given)
+                return self._call(self._bound, *given)
         leaves = exe.launch(args, queue)
         return leaves[0] if exe.treedef == "*" else tree_unflatten(exe.treedef, leaves)
 
@@ -336,9 +318,9 @@ class Fused:
             self._hits += 1
         if need is not None:  # Python ints used as values: specialise on them (specialise.py)
             return specialise.again(self, need, key, lambda: self._call(bound, *args, **kwargs))
-        if not bound and not kwnames and not key.aliases and not self._validate:
-            # (the fast paths do not validate; captured arrays are passed on after the args)
-            fkey = fast_key(tuple(flat), self._static_nums)
+        if (not bound or bound is self._bound) and not kwnames and not key.aliases and \
+                not self._validate:  # (the fast paths do not validate; captured arrays are
+            fkey = fast_key(tuple(flat), self._fast_static)  # passed on after the args)
             if fkey is not None:  # (under this call's guard values)
                 fast, guarded = self._by_guards.setdefault(key.guards, ({}, {}))
                 fast[fkey] = compiled
@@ -479,7 +461,7 @@ class Fused:
         """Forget every compiled signature (the next call traces and builds again)."""
         with self._lock:
             self._cache.clear()
-            self._clear_fast()
+            guard_check.clear(self)
             self._lowered.clear()
             self._hits = self._misses = 0
             self._stats = CallStats(self._stats.name, self._stats.limit, self._stats.dynamic)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fusejit.compile.recompiles import log
+from fusejit.frontend.guard_check import clear
 
 
 class NeedsValue(Exception):
@@ -67,13 +68,21 @@ def again(fused: Any, need: NeedsValue, key: Any, call: Callable[[], Any]) -> An
     nums, names = learn(need, key, fused._arg_names, len(fused._bound),
                         getattr(fused._fn, "__qualname__", "function"))
     fused._static_nums, fused._static_names = saved[0] | nums, saved[1] | names
-    fused._clear_fast()  # (fast-path keys hold the argument's type, not its value)
+    fused._fast_static = fast_static(fused._static_nums, len(fused._bound))
+    clear(fused)  # (fast-path keys hold the argument's type, not its value)
     try:
         return call()
     except Exception:
         if need.sources is None:
             fused._static_nums, fused._static_names = saved
+            fused._fast_static = fast_static(fused._static_nums, len(fused._bound))
         raise
+
+
+def fast_static(nums: frozenset[int], n_bound: int) -> frozenset[int]:
+    """The static positions among a fast-path call's arguments: those of ``nums`` after
+    fuse(obj.method)'s ``obj`` (static, keyed as itself), when there is one."""
+    return frozenset({0} | {i + 1 for i in nums}) if n_bound else nums
 
 
 def static_args(fn: Callable[..., Any], static_argnums: Sequence[int] | int,

@@ -153,9 +153,11 @@ class _Writer:
         return "(" + " and ".join(conds) + ")"
 
 
-def _read(w: _Writer, capture: Capture) -> str:
+def _read(w: _Writer, capture: Capture, self_obj: Any) -> str:
     """The expression that reads a capture's current value (as ``capture.get`` does)."""
     chain, fn = capture.chain, capture.owner
+    if needs_self(capture):  # (fuse(obj.method): its self is obj, for good)
+        return f"{w.const(capture.get)}({w.const(self_obj)})"
     if chain.root == "global":
         scope = fn.__globals__
         if chain.name not in scope:
@@ -176,21 +178,22 @@ def _read(w: _Writer, capture: Capture) -> str:
     return expr
 
 
-def snapshot(captures: Captures, build: bool = True
+def snapshot(captures: Captures, build: bool = True, self_obj: Any = None
              ) -> tuple[tuple[Any, ...], list[Any], Callable[[], bool] | None]:
     """(guard values, implicit inputs, check) for the captured values as they are now: the
-    first two as ``guard_values`` gives them, and a check that holds while the values stay
-    the ones these were computed from, the implicit inputs the same arrays (None: ``build``
-    is off, or no check can tell; every call computes the key)."""
-    active = [c for c in captures if not needs_self(c)]
-    values = [c.get(None) for c in active]
+    first two as ``guard_values`` gives them (``self_obj``: fuse(obj.method)'s obj, else
+    None), and a check that holds while the values stay the ones these were computed from,
+    the implicit inputs the same arrays (None: ``build`` is off, or no check can tell; every
+    call computes the key)."""
+    active = [c for c in captures if self_obj is not None or not needs_self(c)]
+    values = [c.get(self_obj) for c in active]
     implicit: list[Any] = []
     keys = tuple(guard_key(v, implicit, c.chain) for c, v in zip(active, values))
     if not build:
         return keys, implicit, None
     w = _Writer()
     try:
-        conds = [w.value(_read(w, c), v, 0) for c, v in zip(active, values)]
+        conds = [w.value(_read(w, c, self_obj), v, 0) for c, v in zip(active, values)]
     except _Unsupported:
         return keys, implicit, None
     body = " and\n            ".join(conds) or "True"
@@ -201,3 +204,30 @@ def snapshot(captures: Captures, build: bool = True
     check = scope["check"]
     # (a capture read other than through its chain, a module used whole: its data, fails)
     return keys, implicit, check if check() else None
+
+
+# -- the fast paths of a Fused (fusejit/api.py) ---------------------------------------------------
+
+
+def clear(fused: Any) -> None:
+    """Forget every fast-path entry of ``fused`` and its check."""
+    fused._by_guards.clear()
+    fused._check, fused._implicit, fused._unchecked = None, (), 0
+    select(fused, ())
+
+
+def select(fused: Any, guards: tuple) -> None:
+    """Point ``fused``'s fast paths at the signatures compiled for these guard values."""
+    fused._fast, fused._guarded = fused._by_guards.setdefault(guards, ({}, {}))
+    fused._mono = None
+
+
+def recheck(fused: Any) -> None:
+    """``fused``'s captured values changed (or it has no check yet): select the fast paths of
+    their guard values and check for those from now on."""
+    self_obj = fused._bound[0].value if fused._bound else None
+    guards, implicit, fused._check = snapshot(fused._guards, fused._unchecked < 3, self_obj)
+    fused._unchecked += fused._check is None  # (no check can tell: stop writing them)
+    fused._implicit = tuple(implicit)
+    if fused._fast is not fused._by_guards.get(guards, (None,))[0]:
+        select(fused, guards)
