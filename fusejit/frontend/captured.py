@@ -146,6 +146,9 @@ def bind_parts(fn: Any) -> tuple[Any, Any]:
     ``fuse(functools.partial(g, *args, **kw))`` runs a function whose closure holds the partial's
     arguments, so they are captured state like any closure variable (guarded by value, large
     arrays read fresh on every call), never values baked in at the first trace."""
+    if isinstance(fn, functools.partial) and is_fused(getattr(fn.func, "__self__", None)) \
+            and len(fn.args) == 1 and len(fn.args[0]) == 1:  # obj.f, f an @fuse method
+        return fused_code(fn.func.__self__), fn.args[0][0].value
     args: tuple = ()
     keywords: dict[str, Any] = {}
     while isinstance(fn, functools.partial):
@@ -154,8 +157,11 @@ def bind_parts(fn: Any) -> tuple[Any, Any]:
     self_obj = NO_SELF
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
         self_obj, fn = fn.__self__, fn.__func__
-    elif not is_code(fn) and callable(fn) and isinstance(type(fn).__call__, types.FunctionType):
-        self_obj, fn = fn, type(fn).__call__
+    elif not is_code(fn) and callable(fn):
+        call = type(fn).__call__
+        call = fused_code(call) if is_fused(call) else call  # (an @fuse __call__)
+        if isinstance(call, types.FunctionType):
+            self_obj, fn = fn, call
     if not args and not keywords:
         return fn, self_obj
     func = fn

@@ -186,3 +186,25 @@ def test_bound_method_lowers_specialises_and_runs_on_dask() -> None:
     da = pytest.importorskip("dask.array")
     g = fuse(Win().f, static_argnums=1)
     same(np.asarray(g(da.from_array(x, chunks=3), 6).compute()), Win().f(x, 6))
+
+
+def test_fused_methods_bound_again_read_their_object() -> None:
+    class Twice:
+        def __init__(self) -> None:
+            self.k = 2.0
+
+        @fuse
+        def f(self, x):
+            return x * self.k
+
+        @fuse
+        def __call__(self, x):
+            return x + self.k
+
+    obj = Twice()
+    f, g = fuse(obj.f), fuse(obj)
+    x = np.arange(3, dtype=np.float32)
+    for k in (2.0, 2.0, 5.0, 5.0):
+        obj.k = k
+        same(f(x), x * np.float32(k))
+        same(g(x), x + np.float32(k))
