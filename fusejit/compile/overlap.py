@@ -152,7 +152,8 @@ def plan(flat: list[Any], pairs: tuple[tuple[int, int, bool], ...]) -> tuple[lis
         first = members[0]
         kinds = {type(a) for a in arrays}
         if not kinds <= {np.ndarray} and not kinds <= {cla.Array}:
-            raise _refuse(first, members[1], "they are not all NumPy or all pyopencl arrays")
+            raise _refuse(first, members[1], "fusejit runs them as views of one array only "
+                          "where they are all NumPy or all pyopencl arrays")
         dtype = arrays[0].dtype
         for i, a in zip(members, arrays):
             if a.dtype != dtype or not a.dtype.isnative:

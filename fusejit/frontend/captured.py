@@ -386,6 +386,10 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
           seen: set[tuple[int, bool]], into: Captures) -> list[Capture]:
     """``self_get`` finds this function's ``self`` from the fused method's (None: it is that
     one); ``self_path``: where it is (see ``Capture.self_path``; None: unknown)."""
+    if is_fused(fn) and getattr(fn, "_bound", ()):
+        # fuse(obj.method) called from another fused function: obj is its self for good
+        obj = fn._bound[0].value
+        return _find(fn._traced, obj, lambda s: obj, (("fused", id(fn)), ()), seen, into)
     if is_fused(fn):  # its Python function
         fn = fused_code(fn)
     code = getattr(fn, "__code__", None)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pyopencl.array as cla
 
+from fusejit.errors import CapturedStateError
 from fusejit.frontend.captured import (
     MAX_DEPTH,
     Captures,
@@ -19,6 +20,7 @@ from fusejit.frontend.captured import (
     is_fused,
     needs_self,
 )
+
 
 def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
                 self_obj: Any) -> tuple[Any, Any]:
@@ -40,6 +42,11 @@ def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
             proxy = _Deep(proxy_of)  # a container used whole: its arrays replaced inside
         if c.chain.root == "self":
             anchor, steps = c.self_path  # type: ignore[misc]
+            if isinstance(anchor, tuple) and anchor[0] == "fused":
+                raise CapturedStateError(
+                    f"a fuse(obj.method) called from another fused function reads "
+                    f"self{''.join('.' + str(s.key) for s in steps + c.chain.steps)}, an "
+                    "array read fresh on every call; pass it as an argument there")
             path = steps + c.chain.steps
             node = self_tree if anchor is None else trees.setdefault(anchor, {})
             if not path or not isinstance(node, dict):

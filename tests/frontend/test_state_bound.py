@@ -18,6 +18,7 @@ import pytest
 from test_state import same
 
 from fusejit import fuse
+from fusejit.errors import CapturedStateError
 
 BIG = 5000  # over captured.SMALL_ARRAY: read fresh (an implicit input)
 
@@ -208,3 +209,22 @@ def test_fused_methods_bound_again_read_their_object() -> None:
         obj.k = k
         same(f(x), x * np.float32(k))
         same(g(x), x + np.float32(k))
+
+
+def test_a_fused_bound_method_inlined_in_another_is_guarded() -> None:
+    layer = Layer(6)
+    inner = fuse(layer.f)
+
+    @fuse
+    def outer(x):
+        return inner(x) * 2
+
+    x = np.linspace(-1, 1, 6).astype(np.float32)
+    for alpha in (2.0, 2.0, -3.0):
+        layer.alpha = alpha
+        layer.w[0] = alpha  # (a small array: guarded by content)
+        same(outer(x), layer.f(x) * 2)
+    big = Layer(BIG)
+    inner_big = fuse(big.f)
+    with pytest.raises(CapturedStateError, match="self.w"):
+        fuse(lambda x: inner_big(x) + 1)(x)
