@@ -1,15 +1,18 @@
 """Host cost of a cached fused call, the enqueue stubbed out so only fusejit's Python dispatch
 is timed (CPU time, best of 25 rounds of 5000 calls): a function that captures nothing (the
 fast path, which issue 9 requires to stay within +0.3 µs), one that calls a helper function
-(whose identity each call checks), one that reads a guarded global scalar, one that reads a
-captured array (implicit input), and Adam with constants against Adam with its hyperparameters
-and step count as arguments.
+(whose identity each call checks), one that reads a guarded global scalar, one that calls
+helpers from a captured list, one that reads a captured dict of scalars, one that reads a
+captured array (implicit input), a bound method and a partial (``fuse(obj.f)``,
+``fuse(functools.partial(g, a=2.0))``: their object and arguments are captured state), and
+Adam with constants against Adam with its hyperparameters and step count as arguments.
 
     PYTHONPATH=. python benchmarks/dispatch_overhead.py
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import timeit
 
@@ -24,6 +27,26 @@ ALPHA = 0.5
 
 def _twice(x):
     return x * 2
+
+
+def _plus_one(x):
+    return x + 1
+
+
+HELPERS = [_twice, _plus_one]
+PARAMS = {"scale": 0.5, "shift": 1.0}
+
+
+class _Layer:
+    def __init__(self) -> None:
+        self.alpha = 2.0
+
+    def apply(self, x):
+        return x * self.alpha + 1
+
+
+def _scaled(x, a):
+    return x * a + 1
 
 
 def main() -> None:
@@ -42,6 +65,16 @@ def main() -> None:
     @fusejit.fuse
     def scalar(x):
         return x * ALPHA + 1
+
+    @fusejit.fuse
+    def helpers(x):
+        for h in HELPERS:
+            x = h(x)
+        return x
+
+    @fusejit.fuse
+    def params(x):
+        return x * PARAMS["scale"] + PARAMS["shift"]
 
     @fusejit.fuse
     def array(x):
@@ -66,6 +99,9 @@ def main() -> None:
     for name, fn, args in (
             ("captures nothing", nothing, lambda: (x,)), ("calls a helper", helper, lambda: (x,)),
             ("a global scalar", scalar, lambda: (x,)),
+            ("a list of helpers", helpers, lambda: (x,)), ("a dict", params, lambda: (x,)),
+            ("a bound method", fusejit.fuse(_Layer().apply), lambda: (x,)),
+            ("a partial", fusejit.fuse(functools.partial(_scaled, a=2.0)), lambda: (x,)),
             ("a captured device array", array, lambda: (x,)),
             # Adam's 5 hyperparameters and step as arguments (runtime/opencl/scalar_args.py): the
             # same objects each call, then a new step count each call (derived scalars

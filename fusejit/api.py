@@ -18,10 +18,15 @@ import pyopencl as cl
 
 from fusejit.compile import trace_cache
 from fusejit.compile.serialize import reduce_fused, register_fused
+from fusejit.compile import overlap, specialise
+from fusejit.compile.overlap import OverlapWriteError
+from fusejit.compile.specialise import NeedsValue
 from fusejit.compile.trace_call import trace_call
 from fusejit.inspect import validate
 from fusejit.compile.abstract import Compiled, ShapeDtype
-from fusejit.frontend.captured import Capture, find_captures, guard_values
+from fusejit.frontend.captured import NO_SELF, Capture, bind_parts, find_captures
+from fusejit.frontend.captured import guard_names, guard_values
+from fusejit.frontend import guard_check
 from fusejit.errors import ContextMismatchError
 from fusejit.internal import internal_errors
 from fusejit.passes import run_pipeline
@@ -122,19 +127,17 @@ class Fused:
                  validate: bool | None = None, recompile_limit: int | None = None,
                  cache_size: int | None = None, dynamic: bool | None = None,
                  matmul_precision: str = "highest") -> None:
-        functools.update_wrapper(self, fn)
+        # (a callable object's own attributes are its state, not the wrapper's)
+        functools.update_wrapper(self, fn, updated=() if not inspect.isfunction(fn) else
+                                 functools.WRAPPER_UPDATES)
         self.matmul_precision = check_precision(matmul_precision)  # (codegen/gemm/mma.py)
+        # fuse(obj.method), fuse(obj), fuse(partial(...)): what they bind is captured state
         self._fn = fn
-        sig = inspect.signature(fn)
-        names = [n for n, p in sig.parameters.items()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        nums = {int(i) if i >= 0 else len(names) + int(i) for i in
-                ((static_argnums,) if isinstance(static_argnums, int) else static_argnums)}
-        argnames = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
-        nums |= {names.index(n) for n in argnames if n in names}
-        argnames |= {names[i] for i in nums if i < len(names)}
-        self._static_nums = frozenset(nums)
-        self._static_names = frozenset(argnames)
+        self._traced, bound_self = bind_parts(fn)  # (the function the trace runs)
+        self._bound = () if bound_self is NO_SELF else (StaticSelf(bound_self),)
+        self._static_nums, self._static_names, self._arg_names = specialise.static_args(
+            fn, static_argnums, static_argnames)
+        self._fast_static = specialise.fast_static(self._static_nums, len(self._bound))
         self.autotune = autotune
         self._validate = validate if validate is not None else (
             os.environ.get("FUSEJIT_VALIDATE", "") not in ("", "0"))
@@ -147,17 +150,18 @@ class Fused:
                                 env_int("FUSEJIT_RECOMPILE_LIMIT", DEFAULT_LIMIT)
                                 if recompile_limit is None else recompile_limit, dynamic)
         self._code_refs: tuple = ()  # the helpers it names, checked on each call (frontend/captured.py)
-        # raw attribute tuples of positional calls -> compiled; the full CallKey path fills it
-        self._fast: dict[tuple, _Compiled] = {}
-        # (raw attribute tuple, guard values) -> compiled, for functions reading captured values
-        self._fast_captured: dict[tuple, _Compiled] = {}
+        # guard values -> (raw attribute tuples of positional calls -> compiled, -> guarded
+        # launcher); the full CallKey path fills them. ``_fast`` and ``_guarded`` are those of
+        # the captured values ``_check`` (frontend/guard_check.py) last found (no captures: ())
+        self._by_guards: dict[tuple, tuple[dict, dict]] = {}
         self._mono: Callable[[tuple], Any] | None = None  # guarded launcher, last signature
-        self._guarded: dict[tuple, Callable[[tuple], Any] | None] = {}
+        # _check, _implicit: the check, the captured arrays it saw (read fresh); _unchecked
+        guard_check.clear(self)  # counts snapshots no check could tell
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
         self._lock = threading.RLock()
-        self._hits = 0
-        self._misses = 0
-        self.trace_count = 0
+        self._overlapped: set[CallKey] = set()  # calls run as views of one buffer (overlap.py)
+        self._overlapping: dict[tuple, Fused] = {}  # ... and the functions that run them
+        self._hits = self._misses = self.trace_count = 0
 
     @property
     def validate(self) -> bool:
@@ -169,10 +173,7 @@ class Fused:
     def validate(self, on: bool) -> None:
         with self._lock:
             self._validate = bool(on)
-            self._fast.clear()
-            self._fast_captured.clear()
-            self._guarded.clear()
-            self._mono = None
+            guard_check.clear(self)
 
     def __repr__(self) -> str:
         return f"<fused function {getattr(self._fn, '__qualname__', self._fn)!r}>"
@@ -183,8 +184,8 @@ class Fused:
         return reduce_fused(self)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
-        """As a method: ``self`` is a static argument (keyed by identity; attributes read while
-        tracing are baked into the kernel, as with JAX's static arguments)."""
+        """As a method: ``self`` is a static argument keyed by identity; what the method reads
+        from it is captured state, guarded or read fresh (fusejit/frontend/captured.py)."""
         if obj is None:
             return self
         return functools.partial(self._call, (StaticSelf(obj),))
@@ -197,7 +198,7 @@ class Fused:
         n = len(args)
         bound_self = args[0].value if args and isinstance(args[0], StaticSelf) else None
         if self._guards is None:
-            self._guards = find_captures(self._fn, bound_self)
+            self._guards = find_captures(self._traced, bound_self)
             self._code_refs = tuple(self._guards.code_refs)
         guards, implicit = guard_values(self._guards, bound_self) if self._guards else ((), [])
         flat += implicit  # captured arrays, read fresh: extra (read-only) arguments
@@ -206,7 +207,7 @@ class Fused:
         queue = None
         context = None
         for i, value in enumerate(flat):
-            static = (i in self._static_nums) if i < n else (
+            static = (i - len(self._bound) in self._static_nums) if i < n else (
                 i < n_given and kwnames[i - n] in self._static_names)
             if isinstance(value, StaticSelf):
                 spec = StaticSpec(Identity(value.value))
@@ -230,8 +231,9 @@ class Fused:
         elif queue is None:
             raise ValueError(NO_QUEUE)
         aliases = aliases_of(flat, specs) if len(specs) > 1 else ()
+        names = guard_names(self._guards, bound_self) if guards else ()
         return flat, kwnames, CallKey(tuple(specs), kwnames, context, aliases, guards,
-                                      len(implicit)), queue
+                                      len(implicit), names), queue
 
     def _code_changed(self) -> None:
         """A helper function (class, ufunc) the function names was rebound since it was traced
@@ -249,14 +251,23 @@ class Fused:
                 if scope.get(name) is not value:
                     self._code_changed()
                     break
+        given = args
+        if self._bound:  # fuse(obj.method), fuse(obj): obj first, as a method's self
+            args = (self._bound[0].value, *args)
+        if self._guards:  # captured values: the fast paths serve those ``_check`` last saw
+            check = self._check
+            if check is None or not check():
+                guard_check.recheck(self)
+            if self._implicit:  # captured arrays read fresh: passed on as arguments
+                args = args + self._implicit
         mono = self._mono
         if mono is not None and not kwargs:
             result = mono(args)
             if result is not _MISS:
                 self._hits += 1
                 return result
-        if not kwargs and not self._guards:
-            fkey = fast_key(args, self._static_nums)
+        if not kwargs:
+            fkey = fast_key(args, self._fast_static)
             compiled = self._fast.get(fkey) if fkey is not None else None
             if compiled is not None and _current_tracer() is None:
                 self._hits += 1
@@ -273,54 +284,58 @@ class Fused:
                         if result is not _MISS:
                             return result
                 self._mono = mono
-                return self._launch(compiled, args)
-        elif not kwargs and self._fast_captured:  # guarded captured values, no captured arrays
-            fkey = fast_key(args, self._static_nums)
-            if fkey is not None and _current_tracer() is None:
-                guards, implicit = guard_values(self._guards, None)
-                compiled = None if implicit else self._fast_captured.get((fkey, guards))
-                if compiled is not None:
-                    self._hits += 1
-                    compiled.used = True
-                    return self._launch(compiled, args)
-        return self._call((), *args, **kwargs)
+                return self._launch(compiled, args, given)
+        return self._call(self._bound, *given, **kwargs)
 
-    def _launch(self, compiled: _Compiled, args: tuple) -> Any:
+    def _launch(self, compiled: _Compiled, args: tuple, given: tuple) -> Any:
         exe = compiled.executable
         if exe.queue_arg >= 0:
             queue = args[exe.queue_arg].queue
         else:
             queue = default_queue()
             if backend_of(queue) is not compiled.backend:  # set_default_device changed it
-                return self._call((), *args)
+                return self._call(self._bound, *given)
         leaves = exe.launch(args, queue)
         return leaves[0] if exe.treedef == "*" else tree_unflatten(exe.treedef, leaves)
 
     def _call(self, bound: tuple, *args: Any, **kwargs: Any) -> Any:
         if current_tracer() is not None:  # called from another fused function: inline
-            return self._fn(*(b.value for b in bound), *args, **kwargs)
+            return self._traced(*(b.value for b in bound), *args, **kwargs)
         if self._code_refs:
             self._code_changed()
-        if _collections and not bound:  # dask arrays: fusejit.dask builds the dask graph
+        if _collections and bound is self._bound:  # dask arrays: fusejit.dask builds the graph
             handler = _collection_of(args, kwargs)
             if handler is not None:
                 return handler.call(self, args, kwargs)
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
         compiled = self._cache.lookup(key)
+        need = None
+        if key.aliases and key in self._overlapped:  # (compile/overlap.py)
+            return overlap.call(self, flat, len(args), kwnames, key.aliases)
         if compiled is None:
-            compiled = self._compile(key, flat, kwnames, queue)
+            try:
+                compiled = self._compile(key, flat, kwnames, queue)
+            except NeedsValue as e:
+                need = e
+            except OverlapWriteError:  # written views of one buffer: run as views of it
+                if bound or self._overlapping is None or any(  # (None: overlap.py's own)
+                        j >= len(flat) - key.implicit for _, j, _ in key.aliases):
+                    raise
+                self._overlapped.add(key)
+                return overlap.call(self, flat, len(args), kwnames, key.aliases)
         else:
             self._hits += 1
-        if not bound and not kwnames and not key.aliases and not key.implicit \
-                and not self._validate:  # (the fast paths do not validate)
-            fkey = fast_key(args, self._static_nums)
-            if fkey is not None and self._guards:  # keyed on the guard values too
-                self._fast_captured[(fkey, key.guards)] = compiled
-            elif fkey is not None:
-                self._fast[fkey] = compiled
+        if need is not None:  # Python ints used as values: specialise on them (specialise.py)
+            return specialise.again(self, need, key, lambda: self._call(bound, *args, **kwargs))
+        if (not bound or bound is self._bound) and not kwnames and not key.aliases and \
+                not self._validate:  # (the fast paths do not validate; captured arrays are
+            fkey = fast_key(tuple(flat), self._fast_static)  # passed on after the args)
+            if fkey is not None:  # (under this call's guard values)
+                fast, guarded = self._by_guards.setdefault(key.guards, ({}, {}))
+                fast[fkey] = compiled
                 # the guarded launcher is generated at the second call (above): a process's
                 # first call does not pay for compiling it
-                self._guarded.pop(fkey, None)
+                guarded.pop(fkey, None)
                 self._mono = None
         exe = compiled.executable
         if self._validate:  # results checked against a float64 NumPy evaluation of the graph
@@ -372,7 +387,7 @@ class Fused:
         self._stats.traces += 1
         start = time.perf_counter()
         traced, traced_nodes, outputs, treedef, constants = trace_call(
-            self._fn, self._guards, key, flat, kwnames)
+            self._traced, self._guards, key, flat, kwnames)
         graph, records = run_pipeline(traced)
         name = getattr(self._fn, "__qualname__", "fn")
         if time.perf_counter() - start > _SLOW_S or len(traced) > _BIG_GRAPH:
@@ -410,15 +425,20 @@ class Fused:
             self._stats.dynamic_on = True
             self._stats.rows_on |= any(isinstance(a, ShapeDtype) and a.shape[-1:] == (None,)
                                        for a in (*args, *kwargs.values()))
-        flat, kwnames, key, queue = self._flatten(args, kwargs)
+        flat, kwnames, key, queue = self._flatten(self._bound + args, kwargs)
         build = functools.partial(self._compile_lowered, key, flat, kwnames, queue)
+        need = None
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is not None and compiled.lowered is not None:  # (None: trace cache)
                 return dataclasses.replace(compiled.lowered, _compile=build)
-            if key not in self._lowered:
-                self._lowered[key] = self._lower(key, flat, kwnames, queue)
-            return dataclasses.replace(self._lowered[key][0], _compile=build)
+            try:
+                if key not in self._lowered:
+                    self._lowered[key] = self._lower(key, flat, kwnames, queue)
+                return dataclasses.replace(self._lowered[key][0], _compile=build)
+            except NeedsValue as e:
+                need = e
+        return specialise.again(self, need, key, lambda: self.lower(*args, **kwargs))
 
     def _compile_lowered(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],
                          queue: cl.CommandQueue) -> Compiled:
@@ -447,21 +467,19 @@ class Fused:
 
     def _evicted(self, compiled: _Compiled) -> None:
         """The signature LRU dropped ``compiled``: drop the fast paths' keys to it too."""
-        for fkey in [k for k, c in self._fast.items() if c is compiled]:
-            del self._fast[fkey]
-            if self._guarded.pop(fkey, None) is self._mono:
-                self._mono = None
-        for ckey in [k for k, c in self._fast_captured.items() if c is compiled]:
-            del self._fast_captured[ckey]
+        for guards, (fast, guarded) in list(self._by_guards.items()):
+            for fkey in [k for k, c in fast.items() if c is compiled]:
+                del fast[fkey]
+                if guarded.pop(fkey, None) is self._mono:
+                    self._mono = None
+            if not fast and fast is not self._fast:
+                del self._by_guards[guards]
 
     def cache_clear(self) -> None:
         """Forget every compiled signature (the next call traces and builds again)."""
         with self._lock:
             self._cache.clear()
-            self._fast.clear()
-            self._fast_captured.clear()
-            self._guarded.clear()
-            self._mono = None
+            guard_check.clear(self)
             self._lowered.clear()
             self._hits = self._misses = 0
             self._stats = CallStats(self._stats.name, self._stats.limit, self._stats.dynamic)
@@ -511,7 +529,9 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
         * Array arguments (NumPy or pyopencl) are *dynamic*: the kernel is specialised on
           their dtype, shape and layout (strides, offset), not their values.
         * Python and NumPy scalars are dynamic kernel arguments: a new value does not
-          recompile (Python scalars promote weakly, as NEP 50 says).
+          recompile (Python scalars promote weakly, as NEP 50 says). A Python int or bool
+          the trace needs as a value (a size, an axis, a window, a loop count, an ``if``)
+          is made static instead, and the recompile log says so.
         * Static arguments are constants of the kernel, keyed by type and value, floats by
           their bits (``-0.0`` is not ``0.0``; NaN hits the cache).
         * State read from outside the arguments is never served stale (see "Captured state"
@@ -554,7 +574,9 @@ def fuse(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] 
           write it).
 
         Helper functions, classes and ufuncs it names are checked by identity (rebinding one
-        traces again). Library constants (``np.pi``) and builtins are not guarded, nor state
+        traces again). ``fuse(obj.method)``, ``fuse(obj)`` with ``__call__`` and
+        ``fuse(functools.partial(g, ...))`` read ``obj`` and the partial's arguments by the
+        same rules. Library constants (``np.pi``) and builtins are not guarded, nor state
         the function writes while traced (``log.append(x)``). State too large to guard raises
         ``CapturedStateError``: pass it as an argument instead.
 

@@ -358,12 +358,21 @@ def test_validate_mode_evaluates_the_random_ops():
     (lambda: fr.integers(fr.key(0), 0, 2.5), TypeError, "Python ints"),
     (lambda: fr.integers(fr.key(0), 0, 2, dtype=np.float32), TypeError, "integer dtype"),
     (lambda: fr.key(-1), ValueError, "2**128"),
-    (lambda: fuse(lambda s: fr.key(s))(3), TypeError, "fold_in(key(0), seed)"),
+    (lambda: fuse(lambda x: fr.key(x.sum()))(np.arange(3)), TypeError, "fold_in(key(0), seed)"),
 ])
 def test_bad_arguments_are_named(call, error, fragment):
     with pytest.raises(error, match=None) as info:
         call()
     assert fragment in str(info.value)
+
+
+def test_a_seed_argument_is_specialised_on():
+    """A Python int seed passed to the fused function is a value the trace needs: the call
+    specialises on it (issue 30) and gives key(seed); fold_in(key(0), seed) avoids a compile
+    per seed."""
+    f = fuse(lambda s: fr.key(s))
+    for seed in (3, 5):
+        np.testing.assert_array_equal(f(seed), fr.key(seed))
 
 
 # -- np.random while tracing -----------------------------------------------------------------------

@@ -103,7 +103,12 @@ def key_changes(old: Any, new: Any) -> list[tuple[str, str, str]]:
     if old.aliases != new.aliases:
         out.append(("call", "aliasing", f"{old.aliases} -> {new.aliases}"))
     if old.guards != new.guards:
-        out.append(("call", "captured data", "a closure or global value changed"))
+        names = new.guard_names if len(new.guard_names) == len(new.guards) == len(old.guards) \
+            else ()
+        moved = [f"{n} {_short(a)} -> {_short(b)}" for n, a, b in zip(names, old.guards,
+                                                                       new.guards) if a != b]
+        out.append(("call", "captured data", "; ".join(moved) or
+                    "a closure or global value changed"))
     return out
 
 
@@ -246,7 +251,19 @@ class CallStats:
                 f"{'; ' + ', '.join(fields) if fields else ''}). Pass values that change "
                 "every call as arguments of fixed shape, mark changing Python values static "
                 "only when they take few values, or raise @fuse(recompile_limit=...) / "
-                "FUSEJIT_RECOMPILE_LIMIT", RecompileWarning, stacklevel=5)
+                "FUSEJIT_RECOMPILE_LIMIT", RecompileWarning, stacklevel=_user_level())
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _user_level() -> int:
+    """The ``stacklevel`` of the first frame outside fusejit: the user's line that called
+    the fused function, however deep in fusejit the warning is raised."""
+    frame, level = sys._getframe(2), 2  # (the caller of the function that warns)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class SignatureLRU(OrderedDict):

@@ -10,7 +10,7 @@ that (see ``runtime.opencl.executable.Executable.guarded``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -18,7 +18,8 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from fusejit.ir import dtypes as dt
-from fusejit.errors import UnsupportedDTypeError, UnsupportedOperationError
+from fusejit.compile.overlap import OverlapWriteError, connected
+from fusejit.errors import UnsupportedDTypeError
 from fusejit.ir.graph import Graph
 from fusejit.frontend.keys import Identity, StaticKey, static_key  # noqa: F401 - Identity for api.py
 from fusejit.runtime.backend import DeviceArray
@@ -120,6 +121,8 @@ class CallKey:
     aliases: tuple[tuple[int, int, bool], ...] = ()
     guards: tuple[Any, ...] = ()  # values read from outside the arguments (fusejit.frontend.captured)
     implicit: int = 0  # captured arrays read fresh, appended to the arguments
+    # what each guard value reads (``cfg.alpha``): for the recompile log, not part of the key
+    guard_names: tuple[str, ...] = field(default=(), compare=False)
 
 
 class CacheInfo(NamedTuple):
@@ -222,28 +225,17 @@ def alias_classes(pairs: Sequence[tuple[int, int, bool]], graph: Graph
     """Sets of array parameters that share memory, from pairs of aliasing call arguments.
 
     The same array passed twice is traced as one parameter (a write through one name is seen
-    through the other, as in NumPy); arguments that only partially overlap may be read, but a
-    function that writes into one of them is refused before anything runs.
+    through the other, as in NumPy); arguments that only partially overlap may be read, and a
+    function that writes into one of them raises OverlapWriteError before anything runs: the
+    call then runs with them as views of one array (compile/overlap.py).
     """
     param_of = {p.source: i for i, p in enumerate(graph.params) if p.kind == "array"}
     written = {p for p, _ in graph.writes}
-    parent: dict[int, int] = {}
-
-    def find(a: int) -> int:
-        while parent.get(a, a) != a:
-            a = parent[a]
-        return a
     for a, b, _ in pairs:
         if a in param_of and b in param_of and {param_of[a], param_of[b]} & written:
-            raise UnsupportedOperationError(
+            raise OverlapWriteError(  # (Fused runs the call as views of one span: overlap.py)
                 f"arguments {a} and {b} overlap in memory and the function writes into one of "
                 "them; NumPy would read partly updated data there. Pass a copy of one of them")
-    for a, b, _ in pairs:
-        if a in param_of and b in param_of:
-            parent[find(param_of[a])] = find(param_of[b])
-    groups: dict[int, set[int]] = {}
-    for p in parent:
-        groups.setdefault(find(p), set()).add(p)
-    for root, members in groups.items():
-        members.add(root)
-    return [frozenset(m) for m in groups.values() if len(m) > 1]
+    return [frozenset(m) for m in connected([(param_of[a], param_of[b]) for a, b, _ in pairs
+                                             if a in param_of and b in param_of])
+            if len(m) > 1]

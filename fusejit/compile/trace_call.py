@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fusejit.compile.signature import CallKey, DeviceArraySpec, Identity, StaticSpec
+from fusejit.compile.signature import CallKey, DeviceArraySpec, Identity, ScalarSpec, StaticSpec
+from fusejit.compile.specialise import NeedsValue
+from fusejit.errors import UnsupportedOperationError
 from fusejit.frontend.captured import CAPTURED_READ_ONLY, Captures
 from fusejit.frontend.overlay import substituted
 from fusejit.frontend.pytree import tree_flatten
@@ -17,6 +19,8 @@ from fusejit.ir.graph import Graph, Node, toposort
 from fusejit.ir.shapes import row_major_strides
 from fusejit.runtime.executable import OutSpec
 from fusejit.runtime.memory import HostArraySpec, compact_strides
+
+_VALUE_ERRORS = (TypeError, UnsupportedOperationError)  # what NumPy and fusejit raise there
 
 
 def trace_call(fn: Callable[..., Any], guards: Captures | None, key: CallKey,
@@ -65,7 +69,15 @@ def trace_call(fn: Callable[..., Any], guards: Captures | None, key: CallKey,
                 tracer.captured.get(id(v), (None, None))[1]), bound_self)
             if bound_self is not None:
                 inputs[0] = new_self
-        result = fn(*inputs[:n_pos], **dict(zip(kwnames, inputs[n_pos:])))
+        try:
+            result = fn(*inputs[:n_pos], **dict(zip(kwnames, inputs[n_pos:])))
+        except _VALUE_ERRORS as exc:
+            ints = {i for i, s in enumerate(key.specs[:first_implicit]) if isinstance(s, ScalarSpec)
+                    and (s.ptype in (int, bool) or isinstance(s.ptype, tuple))}
+            if ints:  # (a dynamic Python int beyond int64 is keyed by its range: a tuple)
+                raise NeedsValue(frozenset(tracer.concrete & ints) or None, frozenset(ints),
+                                 exc) from exc
+            raise
         leaves, treedef = tree_flatten(result)
         nodes: list[Node] = []
         outputs: list[OutSpec] = []

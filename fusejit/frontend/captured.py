@@ -11,8 +11,13 @@ pass). The rules, stated for users in ``help(fuse)`` and the README:
   ``params["scale"]``, ``self.layer.w``, ``lst[0]``). The value at the end of each chain is
   what is captured; a container used as a whole (``params[k]``, ``for w in ws``) is captured
   whole, item by item.
-* Scalars, strings, ``None``, NumPy scalars, tuples/lists/dicts of those and NumPy arrays of at
-  most 4096 elements are guarded by value (floats by their bits).
+* Scalars, strings, bytes, ``None``, NumPy scalars and dtypes, slices, enum members,
+  tuples/frozensets/lists/dicts of those and NumPy arrays of at most 4096 elements are guarded
+  by value (floats by their bits). A cached call does not compute the guard values: the check
+  fusejit.frontend.guard_check writes for them tells that they are unchanged.
+* ``fuse(obj.method)`` and ``fuse(obj)`` bind ``obj`` as a method's ``self``, and
+  ``fuse(functools.partial(...))`` runs a function whose closure holds the partial's arguments
+  (``bind_parts``): both are captured state by these rules.
 * Larger NumPy arrays and every pyopencl array are implicit inputs: uploaded (NumPy) or passed
   by reference (pyopencl) on every call, so ``W -= lr * g`` between calls is seen. They are
   read-only inside the function: to write one, pass it as an argument.
@@ -110,6 +115,12 @@ def is_fused(value: Any) -> bool:
     return callable(value) and hasattr(value, "_fn") and hasattr(value, "trace_count")
 
 
+def fused_code(value: Any) -> Any:
+    """The Python function a fused object's trace runs (a partial's: the function holding its
+    arguments; a bound method's: the method itself, as it was before issue 30)."""
+    return value._fn if getattr(value, "_bound", ()) else getattr(value, "_traced", value._fn)
+
+
 def is_code(value: Any) -> bool:
     """Functions, classes and modules: looked up once, never guarded."""
     return isinstance(value, _CODE) or is_fused(value)
@@ -119,6 +130,49 @@ def _module_data(module: Any) -> Any:
     if not isinstance(module, types.ModuleType):
         return module
     return {k: v for k, v in vars(module).items() if not k.startswith("__") and not is_code(v)}
+
+
+# -- what runs: a bound method, a callable object, a partial ---------------------------------------
+
+NO_SELF = object()  # ``bind_parts``' answer for a callable without a bound ``self``
+
+
+def bind_parts(fn: Any) -> tuple[Any, Any]:
+    """(the function whose code runs, its bound ``self`` or NO_SELF) for ``fuse(fn)``.
+
+    ``fuse(obj.method)`` and ``fuse(obj)`` (an object with ``__call__``) run the method with
+    ``obj`` bound, which the caller passes as a method's ``self`` is passed (``StaticSelf``), so
+    what it reads from ``obj`` is captured state, found and guarded as for ``@fuse`` on a method.
+    ``fuse(functools.partial(g, *args, **kw))`` runs a function whose closure holds the partial's
+    arguments, so they are captured state like any closure variable (guarded by value, large
+    arrays read fresh on every call), never values baked in at the first trace."""
+    if isinstance(fn, functools.partial) and is_fused(getattr(fn.func, "__self__", None)) \
+            and len(fn.args) == 1 and len(fn.args[0]) == 1:  # obj.f, f an @fuse method
+        return fused_code(fn.func.__self__), fn.args[0][0].value
+    args: tuple = ()
+    keywords: dict[str, Any] = {}
+    while isinstance(fn, functools.partial):
+        args, keywords = fn.args + args, {**fn.keywords, **keywords}
+        fn = fn.func
+    self_obj = NO_SELF
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        self_obj, fn = fn.__self__, fn.__func__
+    elif not is_code(fn) and callable(fn):
+        call = type(fn).__call__
+        call = fused_code(call) if is_fused(call) else call  # (an @fuse __call__)
+        if isinstance(call, types.FunctionType):
+            self_obj, fn = fn, call
+    if not args and not keywords:
+        return fn, self_obj
+    func = fn
+    if self_obj is NO_SELF:
+        def partial_call(*given: Any, **kw: Any) -> Any:
+            return func(*args, *given, **{**keywords, **kw})
+    else:  # (the partial of a method: self is read whole, every attribute guarded)
+        def partial_call(self: Any, *given: Any, **kw: Any) -> Any:  # type: ignore[misc]
+            return func(self, *args, *given, **{**keywords, **kw})
+    partial_call.__module__ = None  # (not fusejit's: its closure is the user's state)
+    return partial_call, self_obj
 
 
 # -- finding the chains in bytecode ---------------------------------------------------------------
@@ -332,8 +386,12 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
           seen: set[tuple[int, bool]], into: Captures) -> list[Capture]:
     """``self_get`` finds this function's ``self`` from the fused method's (None: it is that
     one); ``self_path``: where it is (see ``Capture.self_path``; None: unknown)."""
+    if is_fused(fn) and getattr(fn, "_bound", ()):
+        # fuse(obj.method) called from another fused function: obj is its self for good
+        obj = fn._bound[0].value
+        return _find(fn._traced, obj, lambda s: obj, (("fused", id(fn)), ()), seen, into)
     if is_fused(fn):  # its Python function
-        fn = fn._fn
+        fn = fused_code(fn)
     code = getattr(fn, "__code__", None)
     if code is None or not hasattr(fn, "__globals__"):
         return []
@@ -526,6 +584,12 @@ def guard_values(captures: list[Capture], self_obj: Any) -> tuple[tuple[Any, ...
     keys = tuple(guard_key(c.get(self_obj), implicit, c.chain) for c in captures
                  if self_obj is not None or not needs_self(c))
     return keys, implicit
+
+
+def guard_names(captures: list[Capture], self_obj: Any) -> tuple[str, ...]:
+    """What each of ``guard_values``' values reads (``cfg.alpha``), for the recompile log."""
+    return tuple(c.chain.describe() for c in captures if self_obj is not None or
+                 not needs_self(c))
 
 
 def needs_self(capture: Capture) -> bool:

@@ -37,6 +37,8 @@ class StaticKey:
             return f"({inner})" if t is tuple else f"[{inner}]"
         if t is dict:
             return "{" + ", ".join(f"{k!r}: {x!r}" for k, x in v) + "}"
+        if t is slice:
+            return "slice({!r}, {!r}, {!r})".format(*v)
         if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], bytes):  # NumPy scalar
             return repr(np.frombuffer(v[1], np.dtype(v[0]))[0])
         return repr(v)
@@ -56,6 +58,11 @@ def static_key(value: Any) -> StaticKey:
         return StaticKey(t, tuple(static_key(v) for v in value))
     if t is dict:
         return StaticKey(dict, tuple((static_key(k), static_key(v)) for k, v in value.items()))
+    if t is slice:  # (unhashable before Python 3.12; its parts keyed as values are)
+        return StaticKey(slice, (static_key(value.start), static_key(value.stop),
+                                 static_key(value.step)))
+    if t is frozenset:
+        return StaticKey(frozenset, frozenset(static_key(v) for v in value))
     if isinstance(value, (float, complex, tuple, list, dict)):  # subclasses: same rules, own type
         base = next(b for b in (float, complex, tuple, list, dict) if isinstance(value, b))
         return StaticKey(t, static_key(base(value)))

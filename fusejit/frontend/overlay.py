@@ -11,7 +11,16 @@ from typing import Any
 import numpy as np
 import pyopencl.array as cla
 
-from fusejit.frontend.captured import MAX_DEPTH, Captures, is_code, is_fused, needs_self
+from fusejit.errors import CapturedStateError
+from fusejit.frontend.captured import (
+    MAX_DEPTH,
+    Captures,
+    fused_code,
+    is_code,
+    is_fused,
+    needs_self,
+)
+
 
 def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
                 self_obj: Any) -> tuple[Any, Any]:
@@ -33,6 +42,11 @@ def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
             proxy = _Deep(proxy_of)  # a container used whole: its arrays replaced inside
         if c.chain.root == "self":
             anchor, steps = c.self_path  # type: ignore[misc]
+            if isinstance(anchor, tuple) and anchor[0] == "fused":
+                raise CapturedStateError(
+                    f"a fuse(obj.method) called from another fused function reads "
+                    f"self{''.join('.' + str(s.key) for s in steps + c.chain.steps)}, an "
+                    "array read fresh on every call; pass it as an argument there")
             path = steps + c.chain.steps
             node = self_tree if anchor is None else trees.setdefault(anchor, {})
             if not path or not isinstance(node, dict):
@@ -67,8 +81,8 @@ def substituted(fn: Any, captures: Captures, proxy_of: Callable[[Any], Any],
         for name, value in list(scope.items()):
             if isinstance(value, types.FunctionType) and id(value) in functions:
                 scope[name] = rebuild(value)
-            elif is_fused(value) and id(value._fn) in functions:
-                scope[name] = rebuild(value._fn)  # (a fused function is inlined while tracing)
+            elif is_fused(value) and id(fused_code(value)) in functions:
+                scope[name] = rebuild(fused_code(value))  # (a fused function is inlined)
             if (key := (id(f), "global", name)) in trees:
                 scope[name] = _overlay(value, trees[key], rebuilt)
         for name, old, cell in zip(f.__code__.co_freevars, f.__closure__ or (), cells):
@@ -175,7 +189,7 @@ class _AttrOverlay:
         if name not in getattr(obj, "__dict__", {}):
             raw = getattr(type(obj), name, None)
             if is_fused(raw):
-                raw = raw._fn
+                raw = fused_code(raw)
             if isinstance(raw, types.FunctionType):
                 return types.MethodType(rebuilt.get(id(raw), raw), self)
         return getattr(obj, name)

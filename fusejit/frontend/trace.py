@@ -62,6 +62,7 @@ class Tracer:
         self.values: list[Node] = []  # every value the function computed (explain: unused)
         # id -> (array, proxy): arrays read from outside the arguments, read fresh on each call
         self.captured: dict[int, tuple[Any, TensorProxy]] = {}
+        self.concrete: set[int] = set()  # Python int arguments needed as ints: their sources
 
     def __enter__(self) -> Self:
         if _current.get() is not None:
@@ -452,6 +453,7 @@ class TensorProxy:
         raise TracerConversionError(self.describe(), "array")
 
     def __bool__(self) -> bool:
+        self._concrete()
         raise TracerBoolConversionError(self.describe())
 
     def __float__(self) -> float:
@@ -461,7 +463,15 @@ class TensorProxy:
         raise TracerConversionError(self.describe(), "float")
 
     def __int__(self) -> int:
+        self._concrete()
         raise TracerConversionError(self.describe(), "int")
+
+    def _concrete(self) -> None:
+        """A Python int (or bool) argument used as one (a size, an axis, a loop count, an
+        ``if``): noted, so that the call specialises on its value (trace_call.py)."""
+        if self._weak is not None and self._weak[0] is not None and \
+                self._weak[1] in (int, bool) and (tracer := _current.get()) is not None:
+            tracer.concrete.add(tracer.params[self._weak[0]].source)
 
     __index__ = __int__
 
