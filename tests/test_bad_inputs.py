@@ -489,7 +489,28 @@ ROWS = [
         lambda: (np.float32(1), np.arange(3.)), VALUES),
     Row("0-d array argument: s += 1 writes s", scalar_iadd,
         lambda: (a(1.0), np.zeros(3)), VALUES),
+    Row("ndarray subclass with its own __array_ufunc__ (units)", add,
+        lambda: (scaled([1.5, 2], 1000.0), scaled([1, 2], 1.0)), VALUES, deviation=TypeError,
+        why="its override (astropy's units) cannot run in a kernel, and computing the plain "
+            "values would drop it: refused by name, as np.matrix is; pass np.asarray(x)"),
 ]
+
+
+class Scaled(np.ndarray):
+    """An ndarray subclass that overrides NumPy's dispatch, as astropy's Quantity does for
+    units: ``+`` of two of them adds their values scaled by each one's ``unit``."""
+
+    unit = 1.0
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        plain = [np.asarray(x) * getattr(x, "unit", 1.0) for x in inputs]
+        return getattr(ufunc, method)(*plain, **kwargs)
+
+
+def scaled(values: Any, unit: float) -> Scaled:
+    x = a(values, F64).view(Scaled)
+    x.unit = unit
+    return x
 
 
 def _readonly(x: np.ndarray) -> np.ndarray:

@@ -63,6 +63,14 @@ _AUTO_STATIC = (type(None), str, bytes, tuple, list, slice, type(Ellipsis), np.d
 _WIDE = 2**31 - 1
 
 
+def _overrides_numpy(cls: type) -> bool:
+    """An ndarray subclass that replaces NumPy's dispatch (astropy's Quantity): computing its
+    plain values would drop what its override does (units), so it is refused by name."""
+    return cls is not np.ndarray and (
+        getattr(cls, "__array_ufunc__", None) is not np.ndarray.__array_ufunc__
+        or getattr(cls, "__array_function__", None) is not np.ndarray.__array_function__)
+
+
 def _static_key(value: Any) -> StaticKey:
     return static_key(value)  # floats by their bits, at any depth (see fusejit.frontend.keys)
 
@@ -95,6 +103,14 @@ def arg_spec(value: Any, static: bool, what: str = "argument") -> Spec:
             raise TypeError(f"{what}: " + (MASKED if dt.is_masked(value) else
                                            "np.matrix is not supported by fusejit (its * is a "
                                            "matrix product); pass np.asarray(x)"))
+        if _overrides_numpy(type(value)):
+            cls = type(value)
+            raise TypeError(
+                f"{what} is a {cls.__module__}.{cls.__qualname__}, an ndarray subclass with its "
+                "own __array_ufunc__/__array_function__ (units, masks, ...): NumPy lets it "
+                "override every operation, which a fused kernel cannot honour; pass the plain "
+                "values (np.asarray(x), or x.value for astropy's Quantity) and rebuild the "
+                "subclass from the result")
         dtype = dt.check_supported(value.dtype, "argument")
         return HostArraySpec(dtype, value.shape, bool(value.flags.writeable), zero_axes(value))
     if isinstance(value, (bool, int, float, complex, np.generic)):
