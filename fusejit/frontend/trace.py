@@ -400,17 +400,21 @@ class TensorProxy:
         root._node = Node.make(Op.SETITEM, root.dtype, root.shape, (root.node, vnode), region)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if isinstance(key, TensorProxy):
-            if key.dtype == dt.BOOL and key.shape == self.shape:
-                # x[mask] = v with a scalar v is a select; NumPy's array v would be a scatter
-                if _shape(to_operand(value)) not in ((), (1,)):
-                    raise UnsupportedOperationError(
-                        "x[mask] = array is a scatter; only a scalar value can be assigned "
-                        "through a boolean mask inside @fuse (or use np.where)")
-                self.write(Ellipsis, where(key, value, self))
-                return
-            raise UnsupportedOperationError("indexing with a traced array is a gather/scatter "
-                                            "and is not supported inside @fuse")
+        if isinstance(key, TensorProxy) and key.dtype == dt.BOOL and key.shape == self.shape:
+            # x[mask] = v with a scalar v is a select; NumPy's array v would be a scatter
+            if _shape(to_operand(value)) not in ((), (1,)):
+                raise UnsupportedOperationError(
+                    "x[mask] = array is a scatter; only a scalar value can be assigned "
+                    "through a boolean mask inside @fuse (or use np.where)")
+            self.write(Ellipsis, where(key, value, self))
+            return
+        parts = key if isinstance(key, tuple) else (key,)
+        if any(_is_array_index(k) and getattr(k, "dtype", None) != dt.BOOL for k in parts):
+            raise UnsupportedOperationError(
+                "x[idx] = v with an integer index array is a scatter (a write at positions "
+                "only known when it runs), which is not supported inside @fuse; reading x[idx] "
+                "(a gather) is. Compute the scatter outside the fused function, or write "
+                "np.where(mask, v, x) with a boolean mask")
         if _selects_one_element(key, self.ndim) and _shape(to_operand(value)) != ():
             # x[-1] = array([5.]): NumPy stores into one element only a scalar (x[...] of a
             # 0-d array, or x[0] of a 2-d one, broadcast instead), except that a bool element
