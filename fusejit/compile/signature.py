@@ -63,6 +63,18 @@ _AUTO_STATIC = (type(None), str, bytes, tuple, list, slice, type(Ellipsis), np.d
 _WIDE = 2**31 - 1
 
 
+def _holds_array(value: object, depth: int = 0) -> bool:
+    """Does a list or tuple argument hold an array (NumPy or device) at any depth (dicts
+    too, inside one)?"""
+    if isinstance(value, (np.ndarray, cla.Array, DeviceArray)):
+        return True
+    if depth > 32:
+        return False
+    items = value.values() if isinstance(value, dict) else value
+    return isinstance(value, (list, tuple, dict)) and any(
+        _holds_array(v, depth + 1) for v in items)
+
+
 def _overrides_numpy(cls: type) -> bool:
     """An ndarray subclass that replaces NumPy's dispatch (astropy's Quantity): computing its
     plain values would drop what its override does (units), so it is refused by name."""
@@ -121,6 +133,12 @@ def arg_spec(value: Any, static: bool, what: str = "argument") -> Spec:
             return ScalarSpec((int, cls))  # compared exactly with integer arrays: see trace
         return ScalarSpec(type(value))
     if isinstance(value, _AUTO_STATIC):
+        if isinstance(value, (list, tuple)) and _holds_array(value):
+            raise TypeError(
+                f"{what} is a {type(value).__name__} holding arrays: lists and tuples are "
+                "static Python values to a fused function (baked into the kernel, like shapes "
+                "and axes), which arrays cannot be. Pass each array as an argument of its own, "
+                "or convert the whole with np.asarray(...) / np.stack(...) first")
         return StaticSpec(_static_key(value))
     raise TypeError(f"cannot pass {type(value).__name__} to a fused function; pass "
                     "pyopencl or NumPy arrays, scalars, or mark the argument static")

@@ -96,6 +96,7 @@ class Tracer:
             return proxy
         proxy = TensorProxy(None, weak=(index, t))
         proxy._int_range = dt.int_range(value) if t is int else None
+        proxy._value = value
         return proxy
 
     def constant_array(self, value: np.ndarray) -> Node:
@@ -151,7 +152,9 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
         if x._weak is not None:
             if x._node is not None:  # a weak value computed from weak operands: _operator
                 return checked_cast(x._node, dtype)  # (a Python int: 1000 raises for int8)
-            return Node.make(Op.SCALAR, dtype, (), (), (x._weak[0],))
+            if x._value is not None:  # NumPy's OverflowError (int8 + 1000) where NumPy
+                dt.convert_scalar(x._value, dtype)  # converts it: in order, even in dead code
+            return Node.make(Op.SCALAR, dtype, (), (), (x._weak[0],))  # (launches check again)
         return cast(x.node, dtype)
     if isinstance(x, np.ndarray):
         tracer = current_tracer()
@@ -327,6 +330,7 @@ class TensorProxy:
         self._pybool = False  # a Python bool (argument or operator result): see _operator
         self._array0d = False  # a 0-d array a constructor made (zeros_like): see is_numpy_scalar
         self._int_range: str | None = None  # a dynamic Python int beyond int64: dt.int_range
+        self._value: Any = None  # a weak scalar argument's value in the call being traced
 
     # -- value ------------------------------------------------------------------------------------
     @property

@@ -11,3 +11,4 @@ from fusejit.frontend.numpy import complex, shape, reductions, api  # noqa: F401
 from fusejit.frontend.numpy import build, reduce, elementwise, gather  # noqa: F401
 from fusejit.frontend.numpy import split, scan, svd  # noqa: F401
 from fusejit.frontend.numpy import linalg, einsum  # noqa: F401 - einsum after linalg
+from fusejit.frontend import conversions  # noqa: F401 - np.asarray(traced) while tracing

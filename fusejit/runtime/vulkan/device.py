@@ -17,6 +17,7 @@ import numpy as np
 from fusejit.errors import DeviceUnavailableError
 from fusejit.passes.partition import DeviceLimits
 from fusejit.runtime.backend import DeviceInfo, backend_named, device_opened
+from fusejit.runtime.quiet import stderr_to_log
 
 _FEATURES = ("shader-f16", "shader-f64", "shader-int64", "subgroup", "subgroup-barrier",
              "timestamp-query")
@@ -231,8 +232,9 @@ def default_device() -> VulkanDevice:
             if _unavailable is not None:
                 raise DeviceUnavailableError(_unavailable)
             wgpu = _wgpu()
-            try:
-                adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+            try:  # (Mesa prints its window-system probing to fd 2: to the logger instead)
+                with stderr_to_log("Vulkan driver output opening the device"):
+                    adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
             except Exception as exc:  # noqa: BLE001 - any loader/driver failure means "none"
                 adapter, why = None, f"{type(exc).__name__}: {exc}"
             else:
