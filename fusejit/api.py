@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -66,6 +67,7 @@ from fusejit.inspect.lowered import KernelInfo, Lowered  # noqa: F401  (fusejit.
 from fusejit.frontend.pytree import tree_unflatten
 
 _current_tracer = current_tracer
+_instances: weakref.WeakSet = weakref.WeakSet()  # every Fused, for _forget_after_fork
 _MISS = object()  # a guarded launcher's answer when the arguments changed signature
 
 # -- other libraries' lazy arrays (dask's): their integrations sit above api, so the root
@@ -162,6 +164,7 @@ class Fused:
         self._overlapped: set[CallKey] = set()  # calls run as views of one buffer (overlap.py)
         self._overlapping: dict[tuple, Fused] = {}  # ... and the functions that run them
         self._hits = self._misses = self.trace_count = 0
+        _instances.add(self)
 
     @property
     def validate(self) -> bool:
@@ -484,6 +487,18 @@ class Fused:
             self._hits = self._misses = 0
             self._stats = CallStats(self._stats.name, self._stats.limit, self._stats.dynamic)
 
+
+def _forget_after_fork() -> None:
+    """A forked child cannot launch its parent's kernels: every fused function forgets them
+    (and gets a new lock, which a parent's thread may have held), so its next call takes the
+    full path, where a child forked after the parent used a device is refused by name
+    (``runtime.backend.FORKED``) instead of hanging in the driver."""
+    for fused in list(_instances):
+        fused._lock = threading.RLock()
+        fused.cache_clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 register_fused(Fused)  # (unpickling makes Fused objects: compile/serialize.py sits below api)
 

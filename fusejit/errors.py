@@ -121,6 +121,13 @@ class ScheduleError(InternalError):
     """A lowered module breaks a kernel-order or no-race rule (``Module.verify``)."""
 
 
+class DeviceIndexError(FusejitError, IndexError):
+    """An index array read on the device (an argument, or computed by the function) held a
+    value outside the axis it indexes (``x[idx]``, ``np.take``, ``take_along_axis``): the
+    kernel flags it and the call raises this IndexError, as NumPy would, instead of returning
+    what the clamped read gave."""
+
+
 class DeviceMemoryError(FusejitError, MemoryError):
     """A buffer a call needs is larger than the device can allocate (its maximum single
     allocation or its global memory); raised before anything is allocated or launched."""
@@ -134,6 +141,7 @@ __all__ = [
     "BroadcastError",
     "CapturedStateError",
     "ContextMismatchError",
+    "DeviceIndexError",
     "DeviceMemoryError",
     "FusejitError",
     "IntRangeError",

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from fusejit.api import fuse
-from fusejit.inspect.readback import to_host  # noqa: F401 - public: fusejit.testing.to_host
+from fusejit.inspect.readback import to_host  # (public: fusejit.testing.to_host)
 from fusejit.ir.ops import OPS, Op
 from fusejit.runtime.backend import get_default_device
 
@@ -84,8 +84,9 @@ def table_ulp(dtype: np.dtype) -> float:
     return max(op_ulp(op, dtype) for op in OPS)
 
 
-def assert_matches(got: Any, want: Any, *, ulp: float | None = None, atol: float = 0.0,
-                   mask: np.ndarray | None = None, what: str = "result") -> None:
+def assert_matches(got: Any, want: Any, *, ulp: float | None = None, atol: float | None = None,
+                   mask: np.ndarray | None = None, what: str = "result",
+                   inputs: Any = ()) -> None:
     """Assert ``got`` equals NumPy's ``want`` in dtype, shape and value.
 
     Args:
@@ -94,10 +95,14 @@ def assert_matches(got: Any, want: Any, *, ulp: float | None = None, atol: float
         ulp: floats may differ by this many units in the last place (complex values: in
             ULPs of their real dtype, see ``complex_ulp_distance``). Default: the op table's
             documented bound for the dtype (``table_ulp``; ``DEFAULT_ULP`` overrides it).
-        atol: or by this much absolutely (results near zero after cancellation).
+        atol: or by this much absolutely (results near zero after cancellation). Default:
+            ``ulp`` units of the dtype's epsilon scaled to the largest finite magnitude of
+            ``inputs`` and ``want`` (``scaled_atol``): a value computed by cancellation (a
+            normalisation's ``x - mean``) is only as exact as the operands it came from.
         mask: True where to compare; excludes elements whose value NumPy leaves
             implementation-defined.
         what: names the value in the message.
+        inputs: the arrays the result was computed from, for the default ``atol``.
 
     Raises:
         AssertionError: naming the first differing element, its ULP distance and the worst.
@@ -108,6 +113,8 @@ def assert_matches(got: Any, want: Any, *, ulp: float | None = None, atol: float
     g = np.asarray(got.get() if hasattr(got, "get") and not isinstance(got, np.ndarray)
                    else got)
     w = np.asarray(want)
+    if atol is None:
+        atol = scaled_atol(ulp, w, inputs)
     if g.dtype != w.dtype:
         raise AssertionError(f"{what}: dtype {g.dtype} != NumPy's {w.dtype}")
     if g.shape != w.shape:
@@ -134,6 +141,23 @@ def assert_matches(got: Any, want: Any, *, ulp: float | None = None, atol: float
             f"{what}: {int(bad.sum())} of {g.size} elements beyond {ulp} ULP / atol {atol}; "
             f"first at {i}: got {g[i]!r}, NumPy {w[i]!r} ({d[i]:.0f} ULP); "
             f"worst {d[worst]:.0f} ULP at {worst}")
+
+
+def scaled_atol(ulp: float, want: np.ndarray, inputs: Any = ()) -> float:
+    """``ulp`` units of ``want``'s epsilon at the largest finite magnitude among ``want`` and
+    ``inputs`` (arrays, device arrays or scalars; a tuple of them): the absolute error a
+    result near zero may carry from cancelling operands of that size. 0 for exact dtypes."""
+    if want.dtype.kind not in "fc":
+        return 0.0
+    eps = float(np.finfo(want.dtype).eps)
+    largest = 0.0
+    for x in (want, *(inputs if isinstance(inputs, (tuple, list)) else (inputs,))):
+        a = np.asarray(to_host(x))
+        if a.dtype.kind in "fciub" and a.size:
+            mag = np.abs(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64))
+            finite = mag[np.isfinite(mag)]
+            largest = max(largest, float(finite.max()) if finite.size else 0.0)
+    return ulp * eps * largest
 
 
 def flushes_subnormals() -> bool:

@@ -117,6 +117,15 @@ def add_twice_then_read(x, y):
     return x * 2
 
 
+def list_times_scalar(v, s):
+    return v * s + s  # Python: a list repeated s times, then list + int: TypeError
+
+
+def overflow_then_type_error(x, n):
+    y = np.left_shift(x, n)  # NumPy stops here: -7 is out of bounds for uint8
+    return np.bitwise_and(y, 1.5)  # (no loop for float: a TypeError, had it got here)
+
+
 def reverse_into(x, y):
     x[:] = y[::-1]
 
@@ -437,9 +446,9 @@ ROWS = [
     Row("a DAG of 10,003 nodes", deep_chain, lambda: (np.linspace(-1, 1, 256, dtype=F32),),
         VALUES),
     Row("value-dependent error in dead code", dead_overflow, lambda: (a([1, 2], U8), -1),
-        OverflowError, deviation=VALUES, fusejit_values=lambda: a([2, 4], U8),
-        why="fusejit removes the unused x + n before anything is converted, so the value of n "
-            "is never checked against uint8 (a check NumPy only makes because it computes it)"),
+        OverflowError),  # (the trace converts n where NumPy does, before dead code is removed)
+    Row("OverflowError before a later trace-time TypeError", overflow_then_type_error,
+        lambda: (a([1, 2], U8), -7), OverflowError),
     Row("np.where with an out-of-range Python int", where_wraps,
         lambda: (a([True, False]), a([1, 2], U8)), WHERE_OUT_OF_RANGE),
     Row("np.clip bounds beyond the dtype", clip_bounds, lambda: (a([0, 5, 250], U8),), VALUES),
@@ -492,7 +501,61 @@ ROWS = [
         lambda: (np.float32(1), np.arange(3.)), VALUES),
     Row("0-d array argument: s += 1 writes s", scalar_iadd,
         lambda: (a(1.0), np.zeros(3)), VALUES),
+    Row("index array past the end", lambda x, i: x[i], lambda: (a([0., 10, 20]), a([1, 7])),
+        IndexError),
+    Row("index array before -n", lambda x, i: np.take(x, i), lambda: (a([0., 10]), a([-3])),
+        IndexError),
+    Row("device index array out of bounds", lambda x, i: x[i] * 2,
+        lambda: (a([0., 10, 20], F32), a([0, 3])), IndexError, device=(0, 1)),
+    Row("take_along_axis label = number of classes",
+        lambda p, k: np.take_along_axis(p, k[:, None], 1),
+        lambda: (np.ones((2, 4), F32), a([1, 4])), IndexError),
+    Row("in-place write through an out-of-bounds index", lambda x, i: iadd(x, x[i]),
+        lambda: (a([1., 2, 3]), a([0, 1, 3])), IndexError),
+    Row("tuple of arrays as an argument", lambda t: t[0] + t[1],
+        lambda: ((a([1., 2]), a([3., 4])),), VALUES, deviation=TypeError,
+        why="lists and tuples are static Python values (shapes, axes), the same rule for both; "
+            "arrays inside one are refused by name: pass them as arguments of their own"),
+    Row("list argument times a dynamic Python int", list_times_scalar, lambda: ([1, 2], 2),
+        TypeError),
+    Row("tuple argument times a dynamic Python int", list_times_scalar, lambda: ((1, 2), 2),
+        TypeError),
+    Row("list argument times a NumPy int", list_times_scalar, lambda: ([1, 2], np.int64(2)),
+        VALUES, deviation=TypeError,
+        why="NumPy repeats the list by the scalar's __index__ ([1, 2, 1, 2] + 2): a count only "
+            "known per call, refused by name (np.asarray the list, or mark the scalar static)"),
+    Row("NumPy float times a list argument", lambda v, s: s * v + s,
+        lambda: ([1, 2], np.float32(2)), TypeError),
+    Row("NumPy float plus a list argument", lambda v, s: s + v,
+        lambda: ([1, 2], np.float32(2)), VALUES),
+    Row("0-d array times a list argument", lambda v, s: v * s,
+        lambda: ([1, 2], a(2)), VALUES),
+    Row("list argument times an array", lambda v, x: x * v,
+        lambda: ([1.5, 2.0], a([2., 4])), VALUES),
+    Row("list argument repeated by a literal", lambda v, x: x + len(v * 2),
+        lambda: ([1, 2], a([2., 4])), VALUES),
+    Row("ndarray subclass with its own __array_ufunc__ (units)", add,
+        lambda: (scaled([1.5, 2], 1000.0), scaled([1, 2], 1.0)), VALUES, deviation=TypeError,
+        why="its override (astropy's units) cannot run in a kernel, and computing the plain "
+            "values would drop it: refused by name, as np.matrix is; pass np.asarray(x)"),
 ]
+
+
+class Scaled(np.ndarray):
+    """An ndarray subclass that overrides NumPy's dispatch, as astropy's Quantity does for
+    units: ``+`` of two of them adds their values scaled by each one's ``unit``."""
+
+    unit = 1.0
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        plain = [np.asarray(x) * getattr(x, "unit", 1.0) for x in inputs]
+        return getattr(ufunc, method)(*plain, **kwargs)
+
+
+def scaled(values: Any, unit: float) -> Scaled:
+    x = a(values, F64).view(Scaled)
+    x.unit = unit
+    return x
 
 
 def _readonly(x: np.ndarray) -> np.ndarray:

@@ -93,3 +93,26 @@ def test_benchmark_table_units_and_cache_resident_mark():
     assert _pct_copy(150.0, 100.0) == "150%*" and _pct_copy(50.0, 100.0) == "50%"
     assert _bytes(32768) == "32.8 kB" and _bytes(4.2e9) == "4.2 GB" and _bytes(12) == "12 B"
     assert _shape({"shape": [1 << 20]}) == "2^20 el" and _shape({"shape": [64, 3]}) == "64x3 el"
+
+
+def test_vulkan_driver_chatter_goes_to_the_logger_not_stderr():
+    """Mesa prints "error: XDG_RUNTIME_DIR is invalid or not set" (twice) when a Vulkan instance
+    probes its window-system layers: a process that opens the device and runs a call prints
+    nothing on stderr."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import use_device
+
+    use_device("vulkan")
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+    script = ("import numpy as np, fusejit\nfusejit.set_default_device('vulkan')\n"
+              "print(fusejit.fuse(lambda x: x + 1)(np.ones(2, np.float32)))")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[2. 2.]" and out.stderr == ""

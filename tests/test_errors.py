@@ -33,6 +33,7 @@ BUILTIN_OF = {
     fusejit.InternalError: (RuntimeError,),
     fusejit.ScheduleError: (RuntimeError,),
     fusejit.DeviceMemoryError: (MemoryError,),
+    fusejit.DeviceIndexError: (IndexError,),
     fusejit.CapturedStateError: (TypeError,),
     fusejit.MatmulPrecisionError: (ValueError,),
     fusejit.IntRangeError: (NotImplementedError, OverflowError),

@@ -23,7 +23,8 @@ class ArgTable:
 
     def buffer(self, role: str, index: int, dtype: np.dtype, write: bool = False) -> str:
         key = (role, index)
-        name = {"param": "p", "output": "out", "temp": "t", "partial": "part"}[role] + str(index)
+        name = {"param": "p", "output": "out", "temp": "t", "partial": "part",
+                "status": "fj_status"}[role] + str(index)
         entry = self.args.setdefault(key, {"kind": "buffer", "name": name, "dtype": dtype,
                                            "write": False})
         entry["write"] |= write

@@ -16,10 +16,18 @@ from fusejit.targets.base import Target
 
 # -- kernel arguments -------------------------------------------------------------------------------
 
+# The call's status buffer (role "status"): one int32, 0 unless a checked gather met an index
+# outside its axis, which stores the axis length there (at most STATUS_MAX) for the runtime's
+# IndexError (runtime/status.py).
+STATUS_DTYPE = np.dtype(np.int32)
+STATUS_MAX = 2**31 - 1
+
+
 
 @dataclass(frozen=True)
 class BufferArg:
-    """A buffer argument. role: param | output | temp | partial; index: which one."""
+    """A buffer argument. role: param | output | temp | partial | status (the call's error
+    flag, which checked gathers set: runtime/status.py); index: which one."""
 
     name: str
     dtype: np.dtype

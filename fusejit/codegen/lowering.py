@@ -18,6 +18,7 @@ from fusejit.ir import dtypes as dt
 from fusejit.ir.indexing import Index, gathered_index, ravel, src_index
 from fusejit.ir.graph import Graph, Node, const_value
 from fusejit.codegen.args import ArgTable  # (importable from here too, as before the split)
+from fusejit.codegen.kernels import STATUS_DTYPE, STATUS_MAX
 from fusejit.codegen.blocks import LANE, Block, CacheRead, Imm, Instr, LaneOf, Lanes, Ref
 from fusejit.ir.ops import ELEMENTWISE, LEAVES, OPS, REDUCE, Op
 from fusejit.passes.partition import Store
@@ -433,14 +434,24 @@ class Lowering:
     def _gather(self, block: Block, node: Node, idx: Index) -> Ref:
         """x at a position computed on the device: the index value clamped into the axis
         (never a read out of bounds) in a named variable, which the load's index expression
-        names (with its range, so the index math still simplifies)."""
-        axis, x, index = node.arg, node.srcs[0], node.srcs[1]
+        names (with its range, so the index math still simplifies). A checked gather first
+        stores the axis length into the call's status buffer where the index is outside the
+        axis: the runtime reads it back and raises IndexError (runtime/status.py)."""
+        (axis, checked), x, index = node.arg, node.srcs[0], node.srcs[1]
         n = x.shape[axis]
         name = f"g{len(self.gathered)}"
         self.gathered[name] = frozenset(self.index_vars(idx))
-        if n > 1:
+        if n > 1 or checked:
             value = self.value(block, index, src_index(node, 1, idx))
             self.note_dtype(index.dtype)
+        if checked:
+            t = self.target
+            status = self.args.buffer("status", 0, STATUS_DTYPE, write=True)
+            flag = t.store(status, "0", t.literal(STATUS_DTYPE.type(min(n, STATUS_MAX)),
+                                                   STATUS_DTYPE), STATUS_DTYPE)
+            inner = block.nested("if (" + t.index_outside("{0}", index.dtype, n) + ") {{", value)
+            inner.emit(None, flag.replace("{", "{{").replace("}", "}}"))
+        if n > 1:
             text = self.target.clamp_index("{0}", index.dtype, n - 1, self.index_type)
             block.emit(self.index_type, text, value).name = name
         return self.value(block, x, gathered_index(node, idx, name))

@@ -376,11 +376,61 @@ class Loaded:
         return f"<fusejit bundle {self.__name__!r}: {len(self._entries)} signatures>"
 
     def __call__(self, *args: Any) -> Any:
-        i, n = self._match(args)
+        try:
+            i, n = self._match(args)
+        except BundleError as refused:
+            for placed in self._uploaded(args):
+                try:
+                    i, n = self._match(placed)
+                except BundleError:
+                    continue
+                return self._call_uploaded(args, placed, i, n)
+            raise refused from None
         queue = next((a.queue for a in args if isinstance(a, cla.Array)), None) or \
             default_queue()
         exe = self._executable(i, n, queue)
         return tree_unflatten(exe.treedef, exe.launch(list(args), queue))
+
+    def _uploaded(self, args: tuple) -> Iterable[tuple]:
+        """NumPy arguments (none of them device arrays) placed as signatures exported with
+        device arrays take them, as the fused function takes either: per such signature, its
+        device positions' NumPy arrays uploaded (C-contiguous, to the default queue)."""
+        if any(isinstance(a, cla.Array) for a in args) or not any(
+                isinstance(a, np.ndarray) for a in args):
+            return
+        seen = set()
+        for e in self._entries:
+            where = tuple(k for k, (stored, a) in enumerate(zip(e["args"], args))
+                          if stored["kind"] == "device" and isinstance(a, np.ndarray))
+            if len(e["args"]) != len(args) or not where or where in seen:
+                continue
+            seen.add(where)
+            queue = default_queue()
+            yield tuple(cla.to_device(queue, np.ascontiguousarray(a)) if k in where else a
+                        for k, a in enumerate(args))
+
+    def _call_uploaded(self, args: tuple, placed: tuple, i: int,
+                       n: tuple[int, ...] | None) -> Any:
+        """Entry ``i`` (a device signature) run for NumPy arguments: NumPy results, and the
+        arguments the function writes in place written back, as a NumPy call of the function
+        gives."""
+        queue = default_queue()
+        exe = self._executable(i, n, queue)
+        leaves = exe.launch(list(placed), queue)
+        for p in {p for p, _ in exe.graph.writes}:
+            k = exe.graph.params[p].source
+            if isinstance(args[k], np.ndarray):
+                np.copyto(args[k], placed[k].get(queue), casting="unsafe")
+        host = []
+        for leaf, spec in zip(leaves, exe.outputs):
+            if spec.kind == "arg":
+                host.append(args[spec.index])
+            elif isinstance(leaf, cla.Array):
+                value = leaf.get(queue)
+                host.append(value[()] if value.ndim == 0 else value)
+            else:
+                host.append(leaf)
+        return tree_unflatten(exe.treedef, host)
 
     def _match(self, args: tuple) -> tuple[int, tuple[int, ...] | None]:
         """The first entry the arguments match and the dynamic extents they give it (None

@@ -64,6 +64,26 @@ _AUTO_STATIC = (type(None), str, bytes, tuple, list, slice, type(Ellipsis), np.d
 _WIDE = 2**31 - 1
 
 
+def _holds_array(value: object, depth: int = 0) -> bool:
+    """Does a list or tuple argument hold an array (NumPy or device) at any depth (dicts
+    too, inside one)?"""
+    if isinstance(value, (np.ndarray, cla.Array, DeviceArray)):
+        return True
+    if depth > 32:
+        return False
+    items = value.values() if isinstance(value, dict) else value
+    return isinstance(value, (list, tuple, dict)) and any(
+        _holds_array(v, depth + 1) for v in items)
+
+
+def _overrides_numpy(cls: type) -> bool:
+    """An ndarray subclass that replaces NumPy's dispatch (astropy's Quantity): computing its
+    plain values would drop what its override does (units), so it is refused by name."""
+    return cls is not np.ndarray and (
+        getattr(cls, "__array_ufunc__", None) is not np.ndarray.__array_ufunc__
+        or getattr(cls, "__array_function__", None) is not np.ndarray.__array_function__)
+
+
 def _static_key(value: Any) -> StaticKey:
     return static_key(value)  # floats by their bits, at any depth (see fusejit.frontend.keys)
 
@@ -96,6 +116,14 @@ def arg_spec(value: Any, static: bool, what: str = "argument") -> Spec:
             raise TypeError(f"{what}: " + (MASKED if dt.is_masked(value) else
                                            "np.matrix is not supported by fusejit (its * is a "
                                            "matrix product); pass np.asarray(x)"))
+        if _overrides_numpy(type(value)):
+            cls = type(value)
+            raise TypeError(
+                f"{what} is a {cls.__module__}.{cls.__qualname__}, an ndarray subclass with its "
+                "own __array_ufunc__/__array_function__ (units, masks, ...): NumPy lets it "
+                "override every operation, which a fused kernel cannot honour; pass the plain "
+                "values (np.asarray(x), or x.value for astropy's Quantity) and rebuild the "
+                "subclass from the result")
         dtype = dt.check_supported(value.dtype, "argument")
         return HostArraySpec(dtype, value.shape, bool(value.flags.writeable), zero_axes(value))
     if isinstance(value, (bool, int, float, complex, np.generic)):
@@ -106,6 +134,12 @@ def arg_spec(value: Any, static: bool, what: str = "argument") -> Spec:
             return ScalarSpec((int, cls))  # compared exactly with integer arrays: see trace
         return ScalarSpec(type(value))
     if isinstance(value, _AUTO_STATIC):
+        if isinstance(value, (list, tuple)) and _holds_array(value):
+            raise TypeError(
+                f"{what} is a {type(value).__name__} holding arrays: lists and tuples are "
+                "static Python values to a fused function (baked into the kernel, like shapes "
+                "and axes), which arrays cannot be. Pass each array as an argument of its own, "
+                "or convert the whole with np.asarray(...) / np.stack(...) first")
         return StaticSpec(_static_key(value))
     raise TypeError(f"cannot pass {type(value).__name__} to a fused function; pass "
                     "pyopencl or NumPy arrays, scalars, or mark the argument static")

@@ -50,6 +50,11 @@ def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False)
     NumPy's strong float64), and ``b1 -= 1`` rebinds the name as it does for a float. A weak
     int computed this way is computed in int64 and converted to an integer array's dtype with
     NumPy's range check (checked_cast)."""
+    if any(isinstance(x, (list, tuple)) for x in operands) and _sequence_operation(
+            ufunc, operands):
+        raise TypeError(_SEQUENCE_WITH_SCALAR.format(
+            kind=next(type(x).__name__ for x in operands if isinstance(x, (list, tuple))),
+            op=ufunc.__name__))
     if all(_is_python_scalar(x) for x in operands):
         _check_int64_arithmetic(ufunc, operands)
         if not (ufunc in _BOOL_OPERATORS and all(map(_is_python_bool, operands))):
@@ -65,6 +70,26 @@ def _operator(ufunc: np.ufunc, operands: tuple[Any, ...], inplace: bool = False)
         apply_ufunc(ufunc, operands, {"out": operands[0]})
         return operands[0]
     return apply_ufunc(ufunc, operands, {})
+
+
+_SEQUENCE_WITH_SCALAR = (
+    "a {kind} and a dynamic scalar argument in one operator ({op}): Python computes it as a "
+    "{kind} operation, not elementwise (a {kind} times an integer repeats it, by a count only "
+    "known per call; times a float, and a Python scalar's other operators, raise "
+    "TypeError). Convert the {kind} with np.asarray(...) for NumPy's elementwise result, "
+    "or mark the scalar static (static_argnums=...)")
+
+
+def _sequence_operation(ufunc: np.ufunc, operands: tuple[Any, ...]) -> bool:
+    """Would Python, not NumPy, answer this operator between a list/tuple and a scalar? With a
+    Python scalar always (``[1, 2] * n`` repeats, ``[1, 2] - n`` raises); with a NumPy scalar
+    for ``*`` (NumPy scalars defer to the sequence: an integer repeats it, a float raises);
+    any other pairing (a 0-d array, an array, a NumPy scalar's other operators) is NumPy's
+    elementwise operation."""
+    scalars = [x for x in operands if isinstance(x, TensorProxy)]
+    if any(_is_python_scalar(x) for x in scalars):
+        return True
+    return ufunc is np.multiply and any(is_numpy_scalar(x) for x in scalars)
 
 
 def _check_int64_arithmetic(ufunc: np.ufunc, operands: tuple[Any, ...]) -> None:

@@ -53,6 +53,14 @@ _depth = 0  # traces in progress, all threads
 _installed: list[tuple[dict, str, Any, Any]] = []  # (namespace, name, original, wrapper)
 _wrappers: dict[tuple[int, str], Any] = {}  # (id(original), name) -> wrapper (built once)
 _is_tracing: Callable[[], bool] = lambda: False
+# other overrides that live while any thread traces, as np.random's guard does: (install,
+# uninstall), called under the same lock (frontend/conversions.py: np.asarray of a traced value)
+_hooks: list[tuple[Callable[[], None], Callable[[], None]]] = []
+
+
+def while_tracing(install: Callable[[], None], uninstall: Callable[[], None]) -> None:
+    """Call ``install`` when the first trace starts and ``uninstall`` when the last one ends."""
+    _hooks.append((install, uninstall))
 
 
 def _wrap(fn: Any, call: str, method: bool) -> Any:
@@ -139,6 +147,8 @@ def enter(is_tracing: Callable[[], bool]) -> None:
                 _install(random)
             elif _HOOK not in sys.meta_path:
                 sys.meta_path.insert(0, _HOOK)
+            for install, _ in _hooks:
+                install()
         _depth += 1
 
 
@@ -149,6 +159,8 @@ def exit() -> None:
         _depth -= 1
         if _depth == 0:
             _uninstall()
+            for _, uninstall in _hooks:
+                uninstall()
 
 
 class _ImportHook(importlib.abc.MetaPathFinder):

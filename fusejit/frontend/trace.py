@@ -97,6 +97,7 @@ class Tracer:
             return proxy
         proxy = TensorProxy(None, weak=(index, t))
         proxy._int_range = dt.int_range(value) if t is int else None
+        proxy._value = value
         return proxy
 
     def constant_array(self, value: np.ndarray) -> Node:
@@ -152,7 +153,9 @@ def as_node(x: Any, dtype: np.dtype) -> Node:
         if x._weak is not None:
             if x._node is not None:  # a weak value computed from weak operands: _operator
                 return checked_cast(x._node, dtype)  # (a Python int: 1000 raises for int8)
-            return Node.make(Op.SCALAR, dtype, (), (), (x._weak[0],))
+            if x._value is not None:  # NumPy's OverflowError (int8 + 1000) where NumPy
+                dt.convert_scalar(x._value, dtype)  # converts it: in order, even in dead code
+            return Node.make(Op.SCALAR, dtype, (), (), (x._weak[0],))  # (launches check again)
         return cast(x.node, dtype)
     if isinstance(x, np.ndarray):
         tracer = current_tracer()
@@ -328,6 +331,7 @@ class TensorProxy:
         self._pybool = False  # a Python bool (argument or operator result): see _operator
         self._array0d = False  # a 0-d array a constructor made (zeros_like): see is_numpy_scalar
         self._int_range: str | None = None  # a dynamic Python int beyond int64: dt.int_range
+        self._value: Any = None  # a weak scalar argument's value in the call being traced
 
     # -- value ------------------------------------------------------------------------------------
     @property
@@ -401,17 +405,21 @@ class TensorProxy:
         root._node = Node.make(Op.SETITEM, root.dtype, root.shape, (root.node, vnode), region)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if isinstance(key, TensorProxy):
-            if key.dtype == dt.BOOL and key.shape == self.shape:
-                # x[mask] = v with a scalar v is a select; NumPy's array v would be a scatter
-                if _shape(to_operand(value)) not in ((), (1,)):
-                    raise UnsupportedOperationError(
-                        "x[mask] = array is a scatter; only a scalar value can be assigned "
-                        "through a boolean mask inside @fuse (or use np.where)")
-                self.write(Ellipsis, where(key, value, self))
-                return
-            raise UnsupportedOperationError("indexing with a traced array is a gather/scatter "
-                                            "and is not supported inside @fuse")
+        if isinstance(key, TensorProxy) and key.dtype == dt.BOOL and key.shape == self.shape:
+            # x[mask] = v with a scalar v is a select; NumPy's array v would be a scatter
+            if _shape(to_operand(value)) not in ((), (1,)):
+                raise UnsupportedOperationError(
+                    "x[mask] = array is a scatter; only a scalar value can be assigned "
+                    "through a boolean mask inside @fuse (or use np.where)")
+            self.write(Ellipsis, where(key, value, self))
+            return
+        parts = key if isinstance(key, tuple) else (key,)
+        if any(_is_array_index(k) and getattr(k, "dtype", None) != dt.BOOL for k in parts):
+            raise UnsupportedOperationError(
+                "x[idx] = v with an integer index array is a scatter (a write at positions "
+                "only known when it runs), which is not supported inside @fuse; reading x[idx] "
+                "(a gather) is. Compute the scatter outside the fused function, or write "
+                "np.where(mask, v, x) with a boolean mask")
         if _selects_one_element(key, self.ndim) and _shape(to_operand(value)) != ():
             # x[-1] = array([5.]): NumPy stores into one element only a scalar (x[...] of a
             # 0-d array, or x[0] of a 2-d one, broadcast instead), except that a bool element

@@ -143,10 +143,22 @@ def single_out(out: Any) -> Any:
 
 def check_output_cast(ufunc_name: str, value: np.dtype, target: np.dtype,
                       casting: str = "same_kind") -> None:
-    """Refuse to store a ufunc result into an array of ``target`` dtype, as NumPy's out= does."""
-    if not np.can_cast(value, target, casting=casting):
-        raise TypeError(f"Cannot cast ufunc '{ufunc_name}' output from {value!r} to "
-                        f"{target!r} with casting rule '{casting}'")
+    """Refuse to store a ufunc result into an array of ``target`` dtype, as NumPy's out= does:
+    with NumPy's own exception (a ``UFuncTypeError``, which ``except`` clauses may name),
+    raised by the same store of one element of ``value``'s dtype."""
+    if np.can_cast(value, target, casting=casting):
+        return
+    ufunc = getattr(np, ufunc_name, None)
+    if isinstance(ufunc, np.ufunc) and ufunc.nout == 1:
+        try:
+            with np.errstate(all="ignore"):
+                ufunc(*[np.zeros(1, value)] * ufunc.nin, out=np.zeros(1, target),
+                      casting=casting)
+        except TypeError as exc:
+            if str(exc).startswith("Cannot cast ufunc"):
+                raise exc.with_traceback(None) from None
+    raise TypeError(f"Cannot cast ufunc '{ufunc_name}' output from {value!r} to "
+                    f"{target!r} with casting rule '{casting}'")
 
 
 def elementwise(ufunc: np.ufunc, inputs: Sequence[Any], dtype: np.dtype | None = None,

@@ -103,7 +103,8 @@ GATHERED = "?gathered"
 
 def gathered_index(node: Node, idx: Index, name: str) -> Index:
     """For GATHER: the operand's index, its gathered axis the device value ``name``."""
-    axis, n = node.arg, node.srcs[0].shape[node.arg]
+    axis = node.arg[0]
+    n = node.srcs[0].shape[axis]
     out = list(broadcast_index(idx, node.shape, node.srcs[0].shape))
     out[axis] = Expr.of(Var(name, 0, n - 1)) if n > 1 else Expr(0)
     return tuple(out)

@@ -207,6 +207,18 @@ def _complex_ref(re: Any, im: Any) -> Any:
     return out
 
 
+def _gather_ref(x: Any, i: Any, arg: tuple[int, bool]) -> Any:
+    """GATHER's meaning: ``x`` along ``axis`` at ``i`` clamped into the axis; a checked
+    gather raises NumPy's IndexError for an index outside it instead (as the kernel's status
+    flag makes the call raise)."""
+    axis, checked = arg
+    n = x.shape[axis]
+    if checked and np.size(i) and (np.min(i) < 0 or np.max(i) >= n):
+        bad = np.asarray(i)[(np.asarray(i) < 0) | (np.asarray(i) >= n)].reshape(-1)[0]
+        raise IndexError(f"index {int(bad)} is out of bounds for axis with size {n}")
+    return np.take_along_axis(x, np.clip(i, 0, n - 1), axis)
+
+
 def _iota_ref(*_: Any) -> Any:  # evaluated structurally by reference.eval_graph
     raise AssertionError("IOTA is evaluated by eval_graph from its arg")
 
@@ -286,8 +298,7 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.ARGMAX, None, 1, ref=np.argmax), _row(Op.ARGMIN, None, 1, ref=np.argmin),
     _row(Op.ANY, np.logical_or, 1, ref=np.any), _row(Op.ALL, np.logical_and, 1, ref=np.all),
     _row(Op.SETITEM, None, 2),
-    _row(Op.GATHER, None, 2, ref=lambda x, i, axis: np.take_along_axis(
-        x, np.clip(i, 0, x.shape[axis] - 1), axis)),
+    _row(Op.GATHER, None, 2, ref=_gather_ref),
     _row(Op.MATMUL, np.matmul, 2, ref=np.matmul),
     _row(Op.REAL, None, 1, ref=np.real), _row(Op.IMAG, None, 1, ref=np.imag),
     _row(Op.CONJ, np.conjugate), _row(Op.COMPLEX, None, 2, ref=_complex_ref),

@@ -85,7 +85,8 @@ def choose_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int
             ly //= 2
     gy = 1
     groups = math.ceil(outer / lx)
-    if n_stages == 1 and red > 4 * ly * 64 and groups < target_groups:
+    # (no outputs, an empty result: nothing to split over work-groups)
+    if n_stages == 1 and groups and red > 4 * ly * 64 and groups < target_groups:
         gy = min(math.ceil(target_groups / groups), math.ceil(red / (ly * 64)))
     per_lane = math.ceil(red / (ly * gy))
     most = limits.row_cache or (32 if limits.is_gpu else 64)
@@ -119,7 +120,7 @@ def cpu_vector_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages:
             per_item = red // vec
             groups_wanted = 4 * limits.compute_units
             gy = 1
-            if n_stages == 1 and outer < groups_wanted and per_item >= 4096:
+            if n_stages == 1 and 0 < outer < groups_wanted and per_item >= 4096:
                 gy = min(math.ceil(groups_wanted / outer), per_item // 1024)
             lx = 1
             while lx * 2 <= 8 and outer // (lx * 2) >= groups_wanted:

@@ -110,6 +110,36 @@ def backend_named(name: str) -> Backend:
 
 _default = os.environ.get("FUSEJIT_DEVICE", "opencl").strip().lower() or "opencl"
 
+# -- fork --------------------------------------------------------------------------------------------
+# A driver opened before os.fork() does not work in the child: PoCL's worker threads and a GPU
+# driver's context stay with the parent, and the child's first launch, or even a new context,
+# waits on them forever. A child forked after this process opened a device refuses by name.
+
+FORKED = ("this process was forked (os.fork, or multiprocessing's 'fork' start method, Linux's "
+          "default before Python 3.14) after its parent used a fusejit device; OpenCL and Vulkan "
+          "drivers do not survive a fork, and the call would hang. Start workers with "
+          "multiprocessing.get_context('spawn') (or 'forkserver'), or fork before the parent's "
+          "first fused call")
+_opened = False  # this process opened or used a device (the backends call device_opened)
+_forked = False  # ... and this is a child forked after that
+
+
+def device_opened() -> None:
+    """A backend opened (or first used) a device in this process; raises in a child forked
+    after its parent did."""
+    global _opened
+    if _forked:
+        raise DeviceUnavailableError(FORKED)
+    _opened = True
+
+
+def _after_fork_in_child() -> None:
+    global _forked
+    _forked = _opened
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
 
 def set_default_device(name: str) -> None:
     """Run calls whose array arguments are all NumPy arrays on ``"opencl"`` (the default) or
@@ -136,6 +166,8 @@ def default_queue() -> Any:
 
 def backend_of(queue: Any) -> Backend:
     """The backend a queue (or Vulkan device) belongs to."""
+    if _forked:  # (every build and every NumPy-only launch asks: a forked child stops here)
+        raise DeviceUnavailableError(FORKED)
     backend = getattr(queue, "fusejit_backend", None)
     if backend is not None:
         return backend

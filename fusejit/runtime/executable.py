@@ -23,9 +23,10 @@ from fusejit.ir.ops import Op
 from fusejit.runtime.derived import DerivedScalars
 
 # where a kernel argument comes from: the call's tables, in this order (see LaunchPlan)
-PARAM, OFFSET, OUT, TEMP, PART, SCALAR, EXTENT = range(7)
+PARAM, OFFSET, OUT, TEMP, PART, SCALAR, EXTENT, STATUS = range(8)
 BY_VALUE = frozenset({OFFSET, SCALAR, EXTENT})  # bound by value, not as buffers
-_BUFFER_ROLES = {"param": PARAM, "output": OUT, "temp": TEMP, "partial": PART}
+_BUFFER_ROLES = {"param": PARAM, "output": OUT, "temp": TEMP, "partial": PART,
+                 "status": STATUS}
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,8 @@ class LaunchPlan:
     (``_scalars``), runtime extents (``_extents``), per kernel its plan of (table, index)
     pairs (``_plans``), and the sizes of outputs, temporaries and partial results. A backend's
     launch then binds each argument from the call's tables: (arrays, offsets, outputs,
-    temporaries, partials, scalars, extents), indexed by PARAM ... EXTENT."""
+    temporaries, partials, scalars, extents, the status buffer), indexed by PARAM ... STATUS.
+    ``_checks``: a kernel reports errors in the status buffer (runtime/status.py)."""
 
     def __init__(self, graph: Graph, module: Module, outputs: Sequence[OutSpec],
                  temps: Sequence[tuple[tuple[int, ...], np.dtype]], host_mode: bool,
@@ -174,6 +176,7 @@ class LaunchPlan:
             o.kind == "node" and o.index == i for i, o in enumerate(self.outputs))
         self._offset_params = {index for _, _, _, plan in self._plans for kind, index in plan
                                if kind == OFFSET}
+        self._checks = any(kind == STATUS for _, _, _, plan in self._plans for kind, _ in plan)
 
     def _results(self, flat: Sequence[Any], outs: Sequence[Any]) -> tuple[Any, ...]:
         return results(self.outputs, self.host_mode, flat, outs)

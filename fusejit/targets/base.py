@@ -61,6 +61,15 @@ class Target(abc.ABC):
         low = "" if dtype.kind == "u" else f"({x}) < ({t})0 ? 0 : "
         return f"({index_type})({low}({x}) > ({t}){hi} ? ({t}){hi} : ({x}))"
 
+    def index_outside(self, x: str, dtype: np.dtype, n: int) -> str:
+        """The condition that an integer ``x`` of ``dtype`` lies outside ``[0, n)``, compared in
+        ``dtype`` (the check of a gather whose indices NumPy would refuse)."""
+        hi = self.literal(dtype.type(n - 1) if n else dtype.type(0), dtype)
+        above = f"({x}) > {hi}" if n else "true"
+        if dtype.kind == "u":
+            return above
+        return f"({x}) < {self.literal(dtype.type(0), dtype)} || {above}"
+
     # -- memory -----------------------------------------------------------------------------------
     @abc.abstractmethod
     def load(self, ptr: str, index: str, dtype: np.dtype) -> str: ...

@@ -264,3 +264,35 @@ LARGE_FAMILIES = ("sum", "max", "argmin", "any", "mean", "var")
 def test_catalog_large(dtype: type, shape: tuple[int, ...], device: str,
                        rng: np.random.Generator) -> None:
     run_catalog(make_input(rng, dtype, shape), LARGE_FAMILIES, LARGE[shape])
+
+
+ZERO_EXTENT = [(0, 5841), (0, 8193), (0, 65536), (0, 1 << 20), (2, 0, 8193), (0, 3, 65536)]
+
+
+@pytest.mark.parametrize("shape", ZERO_EXTENT, ids=lambda s: "x".join(map(str, s)))
+def test_zero_extent_long_rows(shape: tuple[int, ...], device: str) -> None:
+    """No outputs (a 0-length kept axis) beside long rows: an empty result, as NumPy gives, not
+    a division by the zero work-groups in the cost model (sum, mean, a row fusion, columns)."""
+    def softmax(x: Any) -> Any:
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    x = np.ones(shape, np.float32)
+    for fn in (lambda a: a.sum(axis=-1), lambda a: a.mean(axis=-1), softmax,
+               lambda a: a.sum(axis=0)):
+        assert_matches(fuse(fn)(x), fn(x))
+
+
+def test_zero_extent_strategies() -> None:
+    """The cost model itself on every device kind: empty output spaces and empty rows."""
+    from fusejit.passes.plan import DeviceLimits
+    from fusejit.passes.strategy import choose_strategy, cpu_vector_strategy
+
+    gpu = DeviceLimits(max_work_group=1024, compute_units=132, is_gpu=True)
+    for limits in (DeviceLimits(), gpu):
+        for space, axes in [((0, 1 << 20), (1,)), ((2, 0, 8193), (2,)), ((0, 64), (0,)),
+                            ((5, 0), (1,)), ((0,), (0,))]:
+            for contiguous in (True, False):
+                st = choose_strategy(space, axes, 1, contiguous, limits)
+                assert st.gy == 1, (space, st)
+                cpu_vector_strategy(space, axes, 1, contiguous, limits, True)

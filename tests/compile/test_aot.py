@@ -135,3 +135,32 @@ def test_lower_abstract_then_compile_serves_calls(tmp_path):
     for n in (1016, 3, 1024):  # NumPy arguments: host mode
         np.testing.assert_allclose(g(x[:n]), softmax(x[:n].astype(np.float64)), rtol=2e-6,
                                    atol=1e-7)
+
+
+def _add_into(a, v):
+    a += v
+    return a.sum()
+
+
+def test_device_signature_takes_numpy_arguments_too(tmp_path, queue):
+    """A bundle exported for device arrays runs NumPy arguments of the same shapes and dtypes,
+    as the fused function does: NumPy results, in-place writes back in the NumPy argument; a
+    shape it was not exported for is still refused, named as the caller passed it."""
+    import pyopencl.array as cla
+
+    f = fusejit.fuse(lambda x, y: (x * 2 + y, x.sum()))
+    x, y = np.arange(6, dtype=np.float32), np.ones(6, np.float32)
+    g = fusejit.load(fusejit.export(f, [(cla.to_device(queue, x), cla.to_device(queue, y))],
+                                    tmp_path / "d.fjb"))
+    dev = g(cla.to_device(queue, x), cla.to_device(queue, y))
+    host = g(x, y)
+    assert isinstance(dev[0], cla.Array) and isinstance(host[0], np.ndarray)
+    np.testing.assert_array_equal(host[0], x * 2 + y)
+    assert host[1] == dev[1].get() == x.sum()
+    with pytest.raises(fusejit.BundleError, match=r"host float32\(3,\)"):
+        g(np.ones(3, np.float32), np.ones(3, np.float32))
+    w = fusejit.load(fusejit.export(fusejit.fuse(_add_into), [(cla.to_device(queue, x), y)],
+                                    tmp_path / "w.fjb"))
+    target = x.copy()
+    assert w(target, y) == (x + y).sum()
+    np.testing.assert_array_equal(target, x + y)

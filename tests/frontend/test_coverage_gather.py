@@ -1,7 +1,8 @@
 """Gathers with static output shapes (issue 17 §4): ``x[idx]``, ``np.take``,
 ``np.take_along_axis``, with host-known and traced indices. NumPy's values, dtypes and shapes;
 one kernel with the surrounding work; IndexError before launching for a host-known index out of
-bounds; a traced one follows np.take's mode and never reads out of bounds."""
+bounds; a traced one follows np.take's mode, never reads out of bounds, and under mode='raise'
+(x[i], take_along_axis) makes the call raise IndexError (the kernel's status flag)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from fusejit import UnsupportedOperationError, fuse
+from fusejit.errors import DeviceIndexError
 from fusejit.testing import assert_matches
 
 X = np.arange(20, dtype=np.float32).reshape(4, 5) * 0.5 - 3
@@ -85,14 +87,86 @@ def test_gather_fuses_with_elementwise_work():
     assert_matches(f(X, IDX), fn(X, IDX), ulp=8)
 
 
-def test_traced_index_out_of_bounds_reads_the_clamped_element():
-    """The device cannot raise: mode='raise' (and x[i]) clamps, never reads out of bounds."""
+OUT_OF_BOUNDS = {  # a traced (device) index outside the axis: NumPy's IndexError
+    "x[i] past the end": (lambda x, i: x[i], (X[:, 0], np.array([0, 7, 100]))),
+    "x[i] before -n": (lambda x, i: x[i] * 2, (X[:, 0], np.array([-5, 1]))),
+    "x[i] far": (lambda x, i: x[i], (X[:, 0], np.array([0, 10**12, -10**12]))),
+    "two index arrays": (lambda x, i: x[i, i], (X, np.array([0, 4]))),
+    "int8 index": (lambda x, i: x[i], (X[0], np.array([-6], np.int8))),
+    "uint8 index": (lambda x, i: np.take(x, i), (X, np.array([3, 200], np.uint8))),
+    "take axis": (lambda x, i: np.take(x, i, axis=1) + 1, (X, np.array([5]))),
+    "take_along_axis label = classes": (
+        lambda x, i: np.take_along_axis(x, i[:, None], 1), (X, np.array([0, 4, 1, 5]))),
+    "computed index": (lambda x, i: x[i + 3], (X[:, 0], np.array([0, 1]))),
+    "gather inside a reduction": (lambda x, i: x[i].sum(1), (X, np.array([3, 4]))),
+    "one-element axis": (lambda x, i: x[:1][i], (X, np.array([0, 1]))),
+}
+
+
+@pytest.mark.parametrize("name", OUT_OF_BOUNDS)
+def test_traced_index_out_of_bounds_raises_index_error(name):
+    """The kernel flags an index NumPy would refuse and the call raises IndexError (never a
+    clamped element); the next call of the same signature is unaffected."""
+    fn, args = OUT_OF_BOUNDS[name]
+    with pytest.raises(IndexError):
+        fn(*args)
+    f = fuse(fn)
+    with pytest.raises(DeviceIndexError, match="out of bounds for axis with size"):
+        f(*args)
+    good = tuple(np.zeros_like(a) if a.dtype.kind in "iu" else a for a in args)
+    assert_matches(f(*good), fn(*good))
+
+
+def test_traced_index_out_of_bounds_on_device_arrays(queue):
+    """Device-resident indices and results: the call raises too (it waits for its kernels to
+    read the flag), also from the generated fast paths of later calls."""
+    import pyopencl.array as cla
+
+    x = cla.to_device(queue, X)
+    f = fuse(lambda x, i: x[i] + 1)
+    ok = cla.to_device(queue, np.array([1, -1]))
+    for _ in range(3):  # (the first call, then the cached and guarded paths)
+        assert_matches(f(x, ok).get(), X[[1, -1]] + 1)
+    with pytest.raises(IndexError):
+        f(x, cla.to_device(queue, np.array([1, 4])))
+    assert_matches(f(x, ok).get(), X[[1, -1]] + 1)
+
+
+def test_in_place_write_through_a_bad_index_leaves_numpy_arguments_alone():
+    def f(x, i):
+        x += x[i]
+
+    x = np.arange(6.0)
+    with pytest.raises(IndexError):
+        fuse(f)(x, np.array([0, 1, 2, 3, 4, 6]))
+    assert_matches(x, np.arange(6.0))
+
+
+def test_clip_and_wrap_modes_do_not_raise():
     far = np.array([0, 4, 10**9, -10**9, -1])
-    got = fuse(lambda x, i: x[i])(X[:, 0], far)
-    want = X[:, 0][np.clip(np.where(far < 0, far + 4, far), 0, 3)]
-    assert_matches(got, want)
-    got = fuse(lambda x, i: np.take(x, i))(X, far.astype(np.uint8))
-    assert_matches(got, X.reshape(-1)[np.clip(far.astype(np.uint8), 0, 19)])
+    for mode in ("clip", "wrap"):
+        got = fuse(lambda x, i, mode=mode: np.take(x, i, mode=mode))(X[:, 0], far)
+        assert_matches(got, np.take(X[:, 0], far, mode=mode))
+    assert_matches(fuse(lambda x, i: np.take(x, i, mode="clip"))(X, far.astype(np.uint8)),
+                   np.take(X, far.astype(np.uint8), mode="clip"))
+
+
+def test_checked_gather_source_on_every_target():
+    """The check is the target's spelling of a comparison and a store into the status
+    buffer, in the kernel that gathers; clip and in-range constructions have none."""
+    from fusejit.targets.glsl.target import GLSLTarget
+    from fusejit.targets.opencl.target import OpenCLTarget
+
+    for target in (OpenCLTarget(), GLSLTarget(frozenset({"fj-wgsl-int64"}))):
+        cond = target.index_outside("v", np.dtype(np.int64), 5)
+        assert "v" in cond and "4" in cond and "||" in cond
+        assert "||" not in target.index_outside("v", np.dtype(np.uint8), 5)
+    checked = fuse(lambda x, i: x[i]).lower(X[:, 0], IDX)
+    assert len(checked.kernels) == 1 and "fj_status0" in checked.source
+    clipped = fuse(lambda x, i: np.take(x, i, mode="clip")).lower(X[:, 0], IDX)
+    assert "fj_status" not in clipped.source
+    sorted_ = fuse(lambda a, v: np.searchsorted(a, v)).lower(np.sort(X[0]), X[1])
+    assert "fj_status" not in sorted_.source
 
 
 def test_device_array_views_with_offsets(queue):
@@ -184,3 +258,23 @@ def test_dtypes(dtype):
     i = np.array([4, 0, -1, 2, 1])
     for got, want in zip(fuse(fn)(x, i), fn(x, i)):
         assert_matches(got, want)
+
+
+def _scatter_traced(x, i):
+    x[i] = 1.0
+
+
+def _scatter_pair(x, i):
+    x[i, 0] = 1.0
+
+
+def _scatter_list(x, i):
+    x[[0, 2]] = 1.0
+
+
+@pytest.mark.parametrize("fn", [_scatter_traced, _scatter_pair, _scatter_list])
+def test_scatters_are_refused_as_scatters(fn):
+    """x[idx] = v is refused by name as a scatter (reads through idx, gathers, are fused)."""
+    with pytest.raises(UnsupportedOperationError, match="is a scatter") as info:
+        fuse(fn)(X.copy(), np.array([0, 2]))
+    assert "gather/scatter" not in str(info.value)

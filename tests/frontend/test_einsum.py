@@ -82,6 +82,17 @@ def test_errors_are_numpys(call, error, text):
         fuse(call)(x)
 
 
+@pytest.mark.parametrize("subscripts", ["\u00e9i->i", "i\u00e4", "i\u00b5,ij->j", "i1->i", "i_"])
+def test_subscripts_must_be_ascii_letters(subscripts):
+    """Letters outside ASCII (NumPy: UnicodeEncodeError, a ValueError), digits, underscores:
+    ValueError, in the elementwise form and the matrix-product form alike."""
+    ops = [np.ones((2, 2))] * (subscripts.count(",") + 1)
+    with pytest.raises(ValueError):
+        np.einsum(subscripts, *ops)
+    with pytest.raises(ValueError, match="subscript"):
+        fuse(lambda *a: np.einsum(subscripts, *a))(*ops)
+
+
 def test_sublist_form_is_refused_clearly():
     with pytest.raises(fusejit.UnsupportedOperationError, match="subscripts string"):
         fuse(lambda a: np.einsum(a, [0, 1], [1]))(np.ones((2, 2)))

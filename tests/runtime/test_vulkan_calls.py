@@ -153,3 +153,29 @@ def test_arrays_collected_in_garbage_cycles_pool_live_buffers(fv) -> None:
     for _ in range(3):
         c = fv.to_device(x + 2)
         assert np.array_equal(c.get(), x + 2)
+
+
+def test_status_buffer_makes_an_out_of_bounds_gather_raise(fv) -> None:
+    """The kernel's status flag (runtime/status.py) on Vulkan: an index outside its axis
+    raises IndexError with NumPy and Vulkan arrays, a NumPy argument written in place is left
+    alone, and the flag is clear for the next call. (A one-element axis: the gather's check
+    without its clamp.)"""
+    from fusejit.errors import DeviceIndexError
+
+    x = np.array([3.0, 4.0], np.float32)
+    f = fuse(lambda x, i: np.take(x[:1], i) * 2)
+    ok, bad = np.array([0, -1], np.int32), np.array([0, 3], np.int32)
+    for place in (np.asarray, fv.to_device):
+        with pytest.raises(DeviceIndexError):
+            f(place(x), place(bad))
+        got = f(place(x), place(ok))
+        np.testing.assert_array_equal(got if isinstance(got, np.ndarray) else got.get(),
+                                      [6.0, 6.0])
+
+    def write(x, i):
+        x[:1] += np.take(x[:1], i)
+
+    y = x.copy()
+    with pytest.raises(IndexError):
+        fuse(write)(y, np.array([-2], np.int32))
+    np.testing.assert_array_equal(y, x)

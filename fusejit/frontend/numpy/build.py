@@ -118,13 +118,17 @@ def _captured_index(src: np.ndarray, axis: int, out_shape: tuple[int, ...]) -> N
     return broadcast_to(reshape(node, line), out_shape)
 
 
-def gather(x: Node, axis: int, index: Node) -> Node:
+def gather(x: Node, axis: int, index: Node, checked: bool = False) -> Node:
     """GATHER: ``x`` read along ``axis`` at ``index`` (clamped into the axis on the device);
-    ``x`` is broadcast over the other axes of ``index``."""
+    ``x`` is broadcast over the other axes of ``index``. ``checked``: an index outside the
+    axis also raises the call's IndexError (the kernel's status flag, codegen/lowering.py);
+    unchecked gathers are those whose indices are in range by construction or by NumPy's
+    ``mode='clip'``."""
     assert x.shape[axis] > 0 or 0 in index.shape, "a gather from an empty axis"  # callers raise
     shape = shapes.broadcast_shapes(index.shape, x.shape[:axis] + (1,) + x.shape[axis + 1:])
     xb = broadcast_to(x, shape[:axis] + (x.shape[axis],) + shape[axis + 1:])
-    return Node.make(Op.GATHER, x.dtype, shape, (xb, broadcast_to(index, shape)), axis)
+    return Node.make(Op.GATHER, x.dtype, shape, (xb, broadcast_to(index, shape)),
+                     (axis, checked))
 
 
 # -- joins ----------------------------------------------------------------------------------------

@@ -7,10 +7,11 @@ pieces (``numpy_build.take_static``), so no index buffer exists when the indices
 Indices computed by the traced function (or passed in) become a GATHER node, read in the same
 kernel as the work around it. NumPy's index modes are traced before the gather: negative indices
 count from the end (``mode='raise'``, the default, and ``x[idx]``), ``mode='wrap'`` takes them
-modulo the axis length, ``mode='clip'`` clamps them. The device cannot raise, so under
-``mode='raise'`` an index still out of bounds reads the nearest element (the gather clamps every
-index into the axis): memory is never read out of bounds. Boolean masks give data-dependent
-shapes and stay refused.
+modulo the axis length, ``mode='clip'`` clamps them. Under ``mode='raise'`` (and ``x[idx]``,
+``take_along_axis``) the gather is checked: an index still out of bounds sets the kernel's
+status flag, and the call raises ``fusejit.errors.DeviceIndexError`` (an IndexError) instead of
+returning (the read itself is clamped: memory is never read out of bounds). Boolean masks give
+data-dependent shapes and stay refused.
 """
 
 from __future__ import annotations
@@ -86,8 +87,9 @@ class _Index:
         return out
 
 
-def _take_merged(x: Node, axis: int, index: _Index) -> Node:
-    """``x`` read along ``axis`` at ``index`` (in bounds): the axis replaced by index's dims."""
+def _take_merged(x: Node, axis: int, index: _Index, checked: bool = True) -> Node:
+    """``x`` read along ``axis`` at ``index`` (in bounds, or out of bounds only where
+    ``checked`` raises): the axis replaced by index's dims."""
     pre, post = x.shape[:axis], x.shape[axis + 1:]
     ishape = index.shape
     if index.static is not None:
@@ -98,7 +100,7 @@ def _take_merged(x: Node, axis: int, index: _Index) -> Node:
     lead = len(ishape) - 1 if ishape else 0
     xb = reshape(x, pre + (1,) * lead + (x.shape[axis],) + post)
     line = reshape(index.node, (1,) * len(pre) + (ishape or (1,)) + (1,) * len(post))
-    out = gather(xb, len(pre) + lead, line)
+    out = gather(xb, len(pre) + lead, line, checked)
     return reshape(out, pre + ishape + post)
 
 
@@ -168,7 +170,9 @@ def take(a: Any, indices: Any, axis: int | None = None, out: Any = None,
     n = node.shape[axis]
     if n == 0 and math.prod(index.shape):
         raise IndexError("cannot do a non-empty take from an empty axes.")
-    result = TensorProxy(_take_merged(node, axis, index.normalized(n, axis, mode)))
+    # (wrap: in range by construction; clip: clamped by the gather, as NumPy clips)
+    result = TensorProxy(_take_merged(node, axis, index.normalized(n, axis, mode),
+                                      checked=mode == "raise"))
     return _write_out(result, out)
 
 
@@ -194,7 +198,7 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1) -> TensorProx
     shape = shape[:axis] + (inode.shape[axis],) + shape[axis + 1:]
     if 0 in shape:
         return TensorProxy(const(0, x.dtype, shape))
-    return TensorProxy(gather(node, axis, broadcast_to(inode, shape)))
+    return TensorProxy(gather(node, axis, broadcast_to(inode, shape), checked=True))
 
 
 HOOKS["gather"] = advanced_getitem  # x[key] with an integer array in key (TensorProxy.__getitem__)

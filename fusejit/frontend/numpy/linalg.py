@@ -246,6 +246,10 @@ def _parse_einsum(subscripts: str, ndims: Sequence[int]) -> tuple[list[str], str
     """Operand subscripts and the output's, with '...' spelled as letters that the
     subscripts do not use (right-aligned, as NumPy broadcasts them)."""
     subscripts = subscripts.replace(" ", "")
+    for c in subscripts:  # (NumPy encodes the string as ASCII: other letters are refused too)
+        if c not in ".,->" and not (c.isascii() and c.isalpha()):
+            raise ValueError(f"invalid subscript {c!r} in einstein sum subscripts string, "
+                             "subscripts must be ASCII letters")
     if "->" in subscripts:
         ins, out = subscripts.split("->")
         explicit = True

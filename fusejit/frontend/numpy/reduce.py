@@ -28,6 +28,7 @@ from fusejit.frontend.dispatch import (
 )
 from fusejit.frontend.numpy import complex as numpy_complex
 from fusejit.frontend.numpy.build import _write_out
+from fusejit.frontend.numpy.fold import fold_reduce
 from fusejit.frontend.numpy.reductions import (
     _NOVALUE,
     _mask,
@@ -357,13 +358,15 @@ def ufunc_reduce(ufunc: np.ufunc, inputs: Any, kwargs: dict[str, Any]) -> Tensor
 
 
 def _reduce_method(ufunc: np.ufunc, inputs: Any, kwargs: dict[str, Any]) -> TensorProxy:
-    """``ufunc.reduce``: one REDUCE node for the six reduction ops' ufuncs, else a reduction of
-    EXTRA_REDUCE."""
+    """``ufunc.reduce``: one REDUCE node for the six reduction ops' ufuncs, a reduction of
+    EXTRA_REDUCE, else a fold of the binary ufunc (fold.py)."""
     if ufunc in REDUCE_OF_UFUNC:
         axis = kwargs.pop("axis", 0)
         return _reduce(REDUCE_OF_UFUNC[ufunc], inputs[0], axis, **kwargs)
     if ufunc in EXTRA_REDUCE:
         return ufunc_reduce(ufunc, inputs, kwargs)
+    if ufunc.nin == 2 and ufunc.nout == 1 and ufunc.signature is None:
+        return fold_reduce(ufunc, inputs[0], **kwargs)  # (bitwise_or, subtract, ...)
     raise unsupported_ufunc_method(ufunc, "reduce")
 
 

@@ -7,12 +7,10 @@ import hashlib
 import logging
 import os
 import re
-import sys
 import tempfile
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyopencl as cl
@@ -23,6 +21,7 @@ from fusejit.errors import DeviceUnavailableError, KernelBuildError
 from fusejit.runtime import cache, pocl_cache
 from fusejit.runtime.backend import DeviceInfo
 from fusejit.runtime.files import unusable
+from fusejit.runtime.quiet import stderr_to_log
 from fusejit.runtime.opencl.identity import device_identity
 
 _KERNEL = re.compile(r"__kernel void (\w+)\(")
@@ -136,31 +135,10 @@ def _sm90a(ctx: cl.Context, program: cl.Program, source: str, options: list[str]
 
 
 log = logging.getLogger("fusejit")
-_STDERR = threading.Lock()  # file descriptor 2 is the process's: one redirect at a time
-
-
-@contextlib.contextmanager
-def _stderr_to_log(name: str) -> Iterator[None]:
+def _stderr_to_log(name: str) -> contextlib.AbstractContextManager[None]:
     """PoCL's compiler prints its diagnostics ("1 warning generated.") straight to file
-    descriptor 2, past Python; during a build they go to a file and then to the ``fusejit``
-    logger (at debug level) instead of the user's terminal."""
-    try:
-        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
-    except (OSError, ValueError):  # no real stderr (an embedded interpreter): nothing to hide
-        yield
-        return
-    with _STDERR, tempfile.TemporaryFile() as sink:
-        saved = os.dup(fd)
-        try:
-            os.dup2(sink.fileno(), fd)
-            yield
-        finally:
-            os.dup2(saved, fd)
-            os.close(saved)
-        sink.seek(0)
-        text = sink.read().decode(errors="replace").strip()
-    if text:
-        log.debug("OpenCL compiler output building %s:\n%s", name, text)
+    descriptor 2, past Python; during a build they go to the ``fusejit`` logger instead."""
+    return stderr_to_log(f"OpenCL compiler output building {name}")
 
 
 def _kernel_names(program: cl.Program) -> set[str]:

@@ -13,7 +13,7 @@ import pyopencl as cl
 
 from fusejit.errors import DeviceUnavailableError
 from fusejit.passes.partition import DeviceLimits
-from fusejit.runtime.backend import DeviceInfo
+from fusejit.runtime.backend import DeviceInfo, device_opened
 from fusejit.runtime import pocl_cache
 from fusejit.runtime.opencl.build import setup_hint
 from fusejit.runtime.opencl.identity import device_identity
@@ -25,6 +25,16 @@ pocl_cache.place()  # before PoCL initialises: a kernel cache of this process's 
 _lock = threading.Lock()
 _log = logging.getLogger("fusejit")
 _default_queue: cl.CommandQueue | None = None
+
+
+def _forget_after_fork() -> None:
+    """A forked child cannot use its parent's queue (runtime/backend.py, FORKED): it is
+    dropped, and the lock, which a parent's thread may have held, made anew."""
+    global _default_queue, _lock
+    _default_queue, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 _PROBE = "__kernel void fj_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
@@ -85,6 +95,8 @@ def default_queue() -> cl.CommandQueue:
     of any platform; otherwise the CPU device of the ``pocl-binary-distribution`` wheel.
     """
     global _default_queue
+    if _default_queue is None:
+        device_opened()  # (in a forked child: raises, see _forget_after_fork)
     with _lock:
         if _default_queue is None:
             if os.environ.get("PYOPENCL_CTX"):
@@ -99,6 +111,7 @@ def use_device(device: cl.Device) -> cl.CommandQueue:
     """Make ``device`` this process's default (``fusejit.dask.DevicePlugin`` pins one per dask
     worker); later calls with NumPy inputs compile for it and run on it."""
     global _default_queue
+    device_opened()
     with _lock:
         _default_queue = cl.CommandQueue(cl.Context(devices=[device]))
         return _default_queue
@@ -160,6 +173,7 @@ def _host_memory(device: cl.Device) -> bool:
 
 @cache
 def device_info(device: cl.Device) -> OpenCLDeviceInfo:
+    device_opened()  # (a caller's own context: its driver is running in this process too)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fp64 = bool(device.double_fp_config) if "cl_khr_fp64" in device.extensions or \

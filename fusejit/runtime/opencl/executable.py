@@ -37,6 +37,7 @@ from fusejit.runtime.executable import (
     OutSpec,
     kernel_arg_scalar,
 )
+from fusejit.runtime import status
 from fusejit.runtime.memory import BIG_OFFSET, compact
 from fusejit.runtime.opencl import scalar_args
 from fusejit.runtime.opencl.cl_kernels import new_kernel
@@ -191,6 +192,7 @@ class Executable(LaunchPlan):
         self._host_steps = any(k.role == "host" for k in module.kernels)
         self._launch_lock = threading.Lock()  # set_arg + enqueue on a shared cl.Kernel
         self._const_buffers: dict[cl.Context, list[Any]] = {}
+        self._status: dict[cl.Context, cl.Buffer] = {}  # (runtime/status.py)
         written = {p for p, _ in graph.writes}
         self._host_writes = [p for p in written if graph.params[p].kind == "array"]
         self._compile_plan()
@@ -217,10 +219,10 @@ class Executable(LaunchPlan):
         return self.launch(flat, queue)
 
     def needs_run(self) -> bool:
-        """Whether calls must go through ``run``: tuning is pending, or a NumPy argument is
-        written in place. (Not ``self.launch is self.run``: each attribute read makes a new
+        """Whether calls must go through ``run``: tuning is pending, a NumPy argument is
+        written in place, or a kernel reports errors (the status buffer's read-back). (Not ``self.launch is self.run``: each attribute read makes a new
         bound method, so that test was always false and device-array calls never tuned.)"""
-        return bool(self._to_tune or self._host_writes or self._host_steps)
+        return bool(self._to_tune or self._host_writes or self._host_steps or self._checks)
 
     def _bind(self, queue: cl.CommandQueue) -> tuple:
         """What a launch needs of its queue, as one tuple: (queue, its memory pool, then per
@@ -427,22 +429,47 @@ class Executable(LaunchPlan):
         parts = [_buffer(pool, spec) for spec in self._part_specs]
         scalars = [kernel_arg_scalar(flat[src] if derive is None else derive(flat), dtype)
                    for src, dtype, derive in self._scalars] if self._scalars else ()
+        flag = self._status_buffer(queue) if self._checks else None
         tables = (bufs, offs, [a.base_data for a in outs], temps, parts, scalars,
-                  self._extents)
+                  self._extents, (flag,))
         with self._launch_lock:
             if self._to_tune and self._calls:
                 self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
             self._calls += 1
             for knl, gsize, lsize, plan in self._plans:
                 _launch(queue, knl, gsize, lsize, plan, tables)
+            if flag is not None:  # queued before any result's read: no wait of its own there
+                checked = status.new_host()
+                read = cl.enqueue_copy(queue, checked, flag, is_blocking=False)
         if uploaded is not None:
-            for p in self._host_writes:
-                if p in uploaded:
-                    target = flat[self.graph.params[p].source]
-                    np.copyto(target, uploaded[p].get(queue), casting="unsafe")
-        if self._simple_out:
-            return outs
-        return self._results(flat, outs)
+            copies = [(flat[self.graph.params[p].source], uploaded[p].get(queue))
+                      for p in self._host_writes if p in uploaded]
+            if flag is not None and copies:  # (a call that raises writes no argument)
+                self._check_status(queue, flag, read, checked)
+            for target, result in copies:
+                np.copyto(target, result, casting="unsafe")
+        leaves = outs if self._simple_out else self._results(flat, outs)
+        if flag is not None:
+            self._check_status(queue, flag, read, checked)
+        return leaves
+
+    def _status_buffer(self, queue: cl.CommandQueue) -> cl.Buffer:
+        """The status buffer of ``queue``'s context, zero (runtime/status.py)."""
+        buf = self._status.get(queue.context)
+        if buf is None:
+            buf = self._status[queue.context] = cl.Buffer(
+                queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                hostbuf=status.ZERO)
+        return buf
+
+    @staticmethod
+    def _check_status(queue: cl.CommandQueue, flag: cl.Buffer, read: cl.Event,
+                      checked: np.ndarray) -> None:
+        """Raise the error a kernel reported (clearing the buffer for the next call)."""
+        read.wait()  # (done already where a result was read back after it)
+        if checked[0]:
+            cl.enqueue_copy(queue, flag, status.ZERO, is_blocking=True)
+            status.raise_for(int(checked[0]))
 
     def _tune(self, queue: cl.CommandQueue, tables: tuple) -> None:
         """Run kernels in order, tuning the launch shape of the marked ones on the way (each

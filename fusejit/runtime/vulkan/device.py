@@ -16,7 +16,8 @@ import numpy as np
 
 from fusejit.errors import DeviceUnavailableError
 from fusejit.passes.partition import DeviceLimits
-from fusejit.runtime.backend import DeviceInfo, backend_named
+from fusejit.runtime.backend import DeviceInfo, backend_named, device_opened
+from fusejit.runtime.quiet import stderr_to_log
 
 _FEATURES = ("shader-f16", "shader-f64", "shader-int64", "subgroup", "subgroup-barrier",
              "timestamp-query")
@@ -224,13 +225,16 @@ def features_of(info: DeviceInfo) -> frozenset[str]:
 def default_device() -> VulkanDevice:
     """The Vulkan device NumPy arguments run on when the default device is "vulkan"."""
     global _default, _unavailable
+    if _default is None:
+        device_opened()  # (in a forked child: raises, see _forget_after_fork)
     with _lock:
         if _default is None:
             if _unavailable is not None:
                 raise DeviceUnavailableError(_unavailable)
             wgpu = _wgpu()
-            try:
-                adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+            try:  # (Mesa prints its window-system probing to fd 2: to the logger instead)
+                with stderr_to_log("Vulkan driver output opening the device"):
+                    adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
             except Exception as exc:  # noqa: BLE001 - any loader/driver failure means "none"
                 adapter, why = None, f"{type(exc).__name__}: {exc}"
             else:
@@ -243,6 +247,15 @@ def default_device() -> VulkanDevice:
                 raise DeviceUnavailableError(_unavailable)
             _default = VulkanDevice(adapter)
         return _default
+
+
+def _forget_after_fork() -> None:
+    """A forked child cannot use its parent's Vulkan device (runtime/backend.py, FORKED)."""
+    global _default, _lock
+    _default, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def vulkan_available() -> str | None:

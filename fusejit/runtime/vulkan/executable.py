@@ -17,6 +17,7 @@ import numpy as np
 
 from fusejit.errors import ContextMismatchError, UnsupportedOperationError
 from fusejit.codegen.kernels import BufferArg, Kernel, Module, ScalarArg
+from fusejit.runtime import status
 from fusejit.runtime.executable import OutSpec, deriver, kernel_arg_scalar, results
 from fusejit.runtime.vulkan.array import Array, _row_major, new_owned, storage_dtype
 from fusejit.runtime.vulkan.device import MAX_GROUPS, VulkanDevice
@@ -179,6 +180,9 @@ class VulkanExecutable:
         self._temp_specs = [(n.shape, n.dtype) for n in lowered.plan.temps]
         self._part_specs = [((p.size,), p.dtype) for p in module.partials]
         self._host_writes = [p for p, _ in graph.writes if graph.params[p].kind == "array"]
+        # a kernel reports errors: the status buffer, zero between calls (runtime/status.py)
+        self._status = _upload_new(device, status.ZERO) if any(
+            key[0] == "status" for pipe in self.pipelines for key in pipe.keys) else None
         self.launch = self.run
 
     def guarded(self, *args: Any) -> None:
@@ -230,6 +234,7 @@ class VulkanExecutable:
                 buf = dev.allocate(math.prod(shape) * storage_dtype(dtype).itemsize)
                 scratch.append(buf)
                 bufs[(role, i)] = buf
+        bufs[("status", 0)] = self._status
         steps = []
         with dev.recorder.lock:  # (from the uniform writes to the submit: see take_uniform)
             for pipe in self.pipelines:
@@ -252,6 +257,14 @@ class VulkanExecutable:
                 steps.append((pipe.pipeline, group, *pipe.dispatch))
                 _record(1)
             dev.recorder.submit(steps)
+        if self._status is not None:  # before any argument is written (a call that raises
+            # writes none): the read waits for the kernels (runtime/status.py)
+            flag = int(dev.download(self._status, 0, 4).view(status.STATUS_DTYPE)[0])
+            if flag:
+                for buf in scratch:
+                    dev.release(buf)
+                dev.upload(self._status, status.ZERO)
+                status.raise_for(flag)
         for p in self._host_writes:  # NumPy arguments written in place get the result
             if p in uploaded:
                 buf, target = uploaded[p]
