@@ -49,22 +49,22 @@ from fusejit.quant import dequantize_linear, quantize_linear
 from fusejit.runtime.backend import get_default_device, set_default_device
 from fusejit.runtime.opencl.devices import default_queue
 
-from fusejit import api as _api
+from fusejit.compile.collections import CollectionHandler, register_collection
 from fusejit._version import __version__
 from fusejit.compile import trace_cache as _trace_cache
 
 _trace_cache.note_library(__version__)  # (the trace cache's key: what fusejit is made of)
 
 
-def _dask_handler() -> _api.CollectionHandler:
+def _dask_handler() -> CollectionHandler:
     """fusejit.dask, imported at the first call or explain() after dask.array was (it imports
     dask): api is below the integrations, so the root package, above them all, hands it over."""
     from fusejit import dask
 
-    return _api.CollectionHandler(dask.has_dask_array, dask.call, dask.explain)
+    return CollectionHandler(dask.has_dask_array, dask.call, dask.explain)
 
 
-_api.register_collection("dask.array", _dask_handler)
+register_collection("dask.array", _dask_handler)
 
 __all__ = [
     "BroadcastError",

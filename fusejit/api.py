@@ -7,17 +7,17 @@ import functools
 import inspect
 import logging
 import os
-import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import pyopencl as cl
 
 from fusejit.compile import trace_cache
+from fusejit.compile.collections import REGISTERED as _collections, collection_of
 from fusejit.compile.serialize import reduce_fused, register_fused
 from fusejit.compile import overlap, specialise
 from fusejit.compile.overlap import OverlapWriteError
@@ -70,44 +70,11 @@ _current_tracer = current_tracer
 _instances: weakref.WeakSet = weakref.WeakSet()  # every Fused, for _forget_after_fork
 _MISS = object()  # a guarded launcher's answer when the arguments changed signature
 
-# -- other libraries' lazy arrays (dask's): their integrations sit above api, so the root
-# package registers them here (register_collection) and api never imports one
-
-
 _log = logging.getLogger("fusejit")
 # what makes a trace or a build take seconds, said on the log at INFO: a trace of this long or of
 # this many nodes; more distinct kernels (about 0.2-0.4 s each to build on PoCL) or source
 _SLOW_S, _BIG_GRAPH = 2.0, 20_000
 _MANY_KERNELS, _BIG_SOURCE = 6, 256 * 1024
-
-
-class CollectionHandler(NamedTuple):
-    """How calls with a library's lazy arrays run: ``handles(args, kwargs)`` (does the call
-    hold one), ``call(fused, args, kwargs)`` and ``explain(fused, args, kwargs)``."""
-
-    handles: Callable[[tuple, dict], bool]
-    call: Callable[[Any, tuple, dict], Any]
-    explain: Callable[[Any, tuple, dict], Any]
-
-
-_collections: list[list[Any]] = []  # [module, load, its handler once loaded]
-
-
-def register_collection(module: str, load: Callable[[], CollectionHandler]) -> None:
-    """Send calls and ``explain()`` with arrays of ``module`` (``"dask.array"``, looked for
-    once it is imported) to the handler ``load()`` returns at first use."""
-    _collections.append([module, load, None])
-
-
-def _collection_of(args: tuple, kwargs: dict) -> CollectionHandler | None:
-    """The handler of the first registered library whose arrays this call holds, or None."""
-    for entry in _collections:
-        if entry[0] in sys.modules:  # (its library not imported: none of its arrays)
-            if entry[2] is None:
-                entry[2] = entry[1]()
-            if entry[2].handles(args, kwargs):
-                return entry[2]
-    return None
 
 
 # -- the wrapper ------------------------------------------------------------------------------------
@@ -307,7 +274,7 @@ class Fused:
         if self._code_refs:
             self._code_changed()
         if _collections and bound is self._bound:  # dask arrays: fusejit.dask builds the graph
-            handler = _collection_of(args, kwargs)
+            handler = collection_of(args, kwargs)
             if handler is not None:
                 return handler.call(self, args, kwargs)
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
@@ -454,7 +421,7 @@ class Fused:
         see ``fusejit.inspect.explain``. Launches nothing."""
         from fusejit.inspect.explain import explain
 
-        handler = _collection_of(args, kwargs)
+        handler = collection_of(args, kwargs)
         if handler is not None:  # the dask plan: blockwise, reduction...
             return handler.explain(self, args, kwargs)
         return explain(getattr(self, "__qualname__", "function"), self.lower(*args, **kwargs))

@@ -401,7 +401,7 @@ class TensorProxy:
             except BroadcastError:
                 raise ValueError(f"could not broadcast input array from shape {vnode.shape} "
                                  f"into shape {region_shape}") from None
-        region = _region_of(full, root.shape, region_shape)
+        region = shapes.write_region(full, root.shape, region_shape)
         root._node = Node.make(Op.SETITEM, root.dtype, root.shape, (root.node, vnode), region)
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -531,28 +531,6 @@ class TensorProxy:
     @imag.setter
     def imag(self, value: Any) -> None:
         dispatch.HOOKS["set_imag"](self, value)
-
-
-def _region_of(m: shapes.AffineMap, root_shape: tuple[int, ...], region_shape: tuple[int, ...]
-               ) -> tuple[tuple[int, int, int, int], ...]:
-    """A write map as a per-root-dim region (start, step, count, region dim)."""
-    region = []
-    used: set[int] = set()
-    for k, (off, coefs) in enumerate(m):
-        nz = [(j, c) for j, c in enumerate(coefs) if c and region_shape[j] != 1]
-        if len(nz) > 1 or any(j in used for j, _ in nz):
-            raise UnsupportedOperationError("cannot write through this view (it is not a plain "
-                                            "strided region of the argument)")
-        if nz:
-            j, c = nz[0]
-            used.add(j)
-            region.append((off, c, region_shape[j], j))
-        else:
-            size1 = [j for j, c in enumerate(coefs) if c and region_shape[j] == 1]
-            region.append((off, 1, 1, -1 if not size1 else size1[0]))
-    if len(used) != sum(1 for d in region_shape if d != 1):
-        raise ReadOnlyError("output array is read-only (it is a broadcast view)")
-    return tuple(region)
 
 
 def _selects_one_element(key: Any, ndim: int) -> bool:

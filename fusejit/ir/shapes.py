@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fusejit.errors import BroadcastError, UnsupportedOperationError
+from fusejit.errors import BroadcastError, ReadOnlyError, UnsupportedOperationError
 
 Shape = tuple[int, ...]
 # per operand dim: (offset, coefficients over the output dims)
@@ -217,3 +217,25 @@ def index_map(shape: Shape, key: Any) -> tuple[Shape, AffineMap, tuple[tuple[int
     m = tuple((start, tuple(step if j == o else 0 for j in range(len(out_shape))))
               for start, step, o in src_rows)
     return tuple(out_shape), m, tuple(region)
+
+
+def write_region(m: AffineMap, root_shape: tuple[int, ...], region_shape: tuple[int, ...]
+                 ) -> tuple[tuple[int, int, int, int], ...]:
+    """A write map as a per-root-dim region (start, step, count, region dim)."""
+    region = []
+    used: set[int] = set()
+    for k, (off, coefs) in enumerate(m):
+        nz = [(j, c) for j, c in enumerate(coefs) if c and region_shape[j] != 1]
+        if len(nz) > 1 or any(j in used for j, _ in nz):
+            raise UnsupportedOperationError("cannot write through this view (it is not a plain "
+                                            "strided region of the argument)")
+        if nz:
+            j, c = nz[0]
+            used.add(j)
+            region.append((off, c, region_shape[j], j))
+        else:
+            size1 = [j for j, c in enumerate(coefs) if c and region_shape[j] == 1]
+            region.append((off, 1, 1, -1 if not size1 else size1[0]))
+    if len(used) != sum(1 for d in region_shape if d != 1):
+        raise ReadOnlyError("output array is read-only (it is a broadcast view)")
+    return tuple(region)
