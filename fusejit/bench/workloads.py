@@ -149,6 +149,16 @@ LIBM: dict[str, tuple[ArrayFn, float, float]] = {  # name: (fn, low, high of its
 }
 
 
+# -- a Sobel filter's gradient magnitude (np.hypot: PoCL's hypot is a call per lane) ------------
+
+def sobel(xp: Any, img: Any) -> Any:
+    gx = (img[:-2, 2:] + 2 * img[1:-1, 2:] + img[2:, 2:]) - \
+        (img[:-2, :-2] + 2 * img[1:-1, :-2] + img[2:, :-2])
+    gy = (img[2:, :-2] + 2 * img[2:, 1:-1] + img[2:, 2:]) - \
+        (img[:-2, :-2] + 2 * img[:-2, 1:-1] + img[:-2, 2:])
+    return xp.hypot(gx, gy)
+
+
 # -- Black-Scholes (call and put; polynomial normal CDF as in the CUDA/OpenCL SDK samples) ---------
 
 _R, _SIGMA = 0.02, 0.30
@@ -284,8 +294,8 @@ SCALES: dict[str, Scale] = {
     "full": Scale((2**10, 2**14, 2**18, 2**22, 2**26), CHAIN_LENGTHS, 2**26, 2**24, 2**25,
                   (16384, 1024), (8192, 4096), 4096, (8192, 4096)),
 }
-FAMILIES = ("chain", "gelu", "haversine", "trig", "libm", "black_scholes", "adam", "softmax",
-            "layernorm", "gemm", "mlp", "scan")
+FAMILIES = ("chain", "gelu", "haversine", "trig", "libm", "sobel", "black_scholes", "adam",
+            "softmax", "layernorm", "gemm", "mlp", "scan")
 
 
 def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload]:
@@ -309,6 +319,11 @@ def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload
     if "libm" in families:
         out += [Workload(name, "libm", fn, (InputSpec("x", (n,), lo, hi),), ((n,),))
                 for name, (fn, lo, hi) in LIBM.items()]
+    if "sobel" in families:  # (a square image of about the GELU size)
+        side = max(8, math.isqrt(n))
+        out.append(Workload(f"sobel/{side}^2", "sobel", sobel,
+                            (InputSpec("img", (side, side), 0.0, 1.0),),
+                            ((side - 2, side - 2),)))
     n = scale.black_scholes
     if "black_scholes" in families:
         out.append(Workload("black_scholes", "black_scholes", black_scholes,

@@ -38,7 +38,7 @@ from fusejit.runtime.executable import (
     kernel_arg_scalar,
 )
 from fusejit.runtime.memory import BIG_OFFSET, compact
-from fusejit.runtime.opencl import scalar_args
+from fusejit.runtime.opencl import hostmem, scalar_args
 from fusejit.runtime.opencl.cl_kernels import new_kernel
 from fusejit.runtime.opencl.host_steps import HostStep
 
@@ -193,6 +193,7 @@ class Executable(LaunchPlan):
         self._const_buffers: dict[cl.Context, list[Any]] = {}
         written = {p for p, _ in graph.writes}
         self._host_writes = [p for p in written if graph.params[p].kind == "array"]
+        self._host_plan: hostmem.HostPlan | None = None  # (host-memory devices, first call)
         self._compile_plan()
 
     def _compile_plan(self) -> None:
@@ -224,14 +225,15 @@ class Executable(LaunchPlan):
 
     def _bind(self, queue: cl.CommandQueue) -> tuple:
         """What a launch needs of its queue, as one tuple: (queue, its memory pool, then per
-        output the attributes of its result array, see ``_array_template``). The last one is
+        output the attributes of its result array, see ``_array_template``, then its context:
+        ``queue.context`` costs ~0.5 us a read). The last one is
         kept in ``_binding[0]`` and replaced whole when the queue changes, so a thread never
         combines one queue's pool or templates with another's."""
         if queue is None:
             raise ValueError(NO_QUEUE)
         pool = memory_pool(queue)
         binding = (queue, pool, *(_array_template(queue, pool, spec)
-                                  for spec in self._out_specs))
+                                  for spec in self._out_specs), queue.context)
         self._binding[0] = binding
         return binding
 
@@ -394,6 +396,11 @@ class Executable(LaunchPlan):
         if binding[0] is not queue:
             binding = self._bind(queue)
         pool = binding[1]
+        if self.host_mode:
+            ctx = binding[-1]
+            align = hostmem.alignment(queue, ctx)
+            if align:
+                return self._run_in_place(flat, queue, ctx, pool, align)
         bufs: list[Any] = [None] * self._n_params
         offs: list[Any] = [None] * self._n_params
         uploaded: dict[int, cla.Array] | None = None
@@ -416,25 +423,10 @@ class Executable(LaunchPlan):
                 uploaded[p] = dev
                 bufs[p] = dev.base_data
                 offs[p] = index_type(0)
-        if self._consts:
-            consts = self._const(queue)
-            for p in self._consts:
-                bufs[p] = consts[p]
         outs = [_new_array_public(queue, pool, spec) if template is None else
                 _from_template(template, pool.allocate(spec[4]))
                 for spec, template in zip(self._out_specs, binding[2:])]
-        temps = [_buffer(pool, spec) for spec in self._temp_specs]
-        parts = [_buffer(pool, spec) for spec in self._part_specs]
-        scalars = [kernel_arg_scalar(flat[src] if derive is None else derive(flat), dtype)
-                   for src, dtype, derive in self._scalars] if self._scalars else ()
-        tables = (bufs, offs, [a.base_data for a in outs], temps, parts, scalars,
-                  self._extents)
-        with self._launch_lock:
-            if self._to_tune and self._calls:
-                self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
-            self._calls += 1
-            for knl, gsize, lsize, plan in self._plans:
-                _launch(queue, knl, gsize, lsize, plan, tables)
+        self._launch_all(flat, queue, pool, bufs, offs, [a.base_data for a in outs])
         if uploaded is not None:
             for p in self._host_writes:
                 if p in uploaded:
@@ -443,6 +435,62 @@ class Executable(LaunchPlan):
         if self._simple_out:
             return outs
         return self._results(flat, outs)
+
+    def _run_in_place(self, flat: Sequence[Any], queue: cl.CommandQueue, ctx: cl.Context,
+                      pool: cltools.MemoryPool, align: int) -> tuple[Any, ...]:
+        """A call with NumPy arrays only, on a device whose memory is host memory
+        (runtime/opencl/hostmem.py): arguments used where they lie or copied into aligned
+        host arrays, results written by the kernels into NumPy arrays, one ``finish``;
+        finished results, as the upload path returns."""
+        plan = self._host_plan
+        if plan is None or plan.align != align:
+            plan = self._host_plan = self._new_host_plan(align)
+        bufs: list[Any] = [None] * self._n_params
+        zero = self.index_dtype.type(0)
+        offs = [zero] * self._n_params
+        slot, back, results, out_bufs = plan.bind(ctx, flat, bufs)
+        try:
+            try:
+                self._launch_all(flat, queue, pool, bufs, offs, out_bufs)
+            finally:
+                queue.finish()  # (what the kernels read and write lives at least until here)
+            for target, host in back:
+                np.copyto(target, host, casting="unsafe")
+            return tuple(flat[spec.index] if spec.kind == "arg" else
+                         plan.result(spec.index, results[spec.index]) for spec in self.outputs)
+        finally:
+            plan.release(ctx, slot)  # (after the results are copied out of it)
+
+    def _new_host_plan(self, align: int) -> hostmem.HostPlan:
+        params = []
+        for p, src, _ in self._arrays:
+            prm = self.graph.params[p]
+            strides = prm.strides
+            shape = tuple(1 if strides is not None and s == 0 else d
+                          for d, s in zip(prm.shape, strides or (1,) * len(prm.shape)))
+            params.append(hostmem.HostParam(p, src, shape, prm.dtype, strides,
+                                            p in self._host_writes))
+        return hostmem.HostPlan(params, self._out_specs, align)
+
+    def _launch_all(self, flat: Sequence[Any], queue: cl.CommandQueue, pool: Any,
+                    bufs: list[Any], offs: list[Any], outs: list[Any]) -> None:
+        """Enqueue the plan's kernels (tuning them first where pending) with these arrays,
+        offsets and result buffers; temporaries and partial results from ``pool``."""
+        if self._consts:
+            consts = self._const(queue)
+            for p in self._consts:
+                bufs[p] = consts[p]
+        temps = [_buffer(pool, spec) for spec in self._temp_specs]
+        parts = [_buffer(pool, spec) for spec in self._part_specs]
+        scalars = [kernel_arg_scalar(flat[src] if derive is None else derive(flat), dtype)
+                   for src, dtype, derive in self._scalars] if self._scalars else ()
+        tables = (bufs, offs, outs, temps, parts, scalars, self._extents)
+        with self._launch_lock:
+            if self._to_tune and self._calls:
+                self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
+            self._calls += 1
+            for knl, gsize, lsize, plan in self._plans:
+                _launch(queue, knl, gsize, lsize, plan, tables)
 
     def _tune(self, queue: cl.CommandQueue, tables: tuple) -> None:
         """Run kernels in order, tuning the launch shape of the marked ones on the way (each

@@ -209,8 +209,9 @@ for _op, _fn in _UNARY_BUILTINS.items():
 for _op, _fn in ((Op.SIN, "sin"), (Op.COS, "cos"), (Op.TAN, "tan")):
     for _key in ("float32", "float16"):
         _VEC[(_op, _key)] = "fj_" + _fn + "{n}({a})"
-# float32 power of whole vectors: fusejit's own (opencl_vmath.py), 3x PoCL's pow
+# float32 power and hypot of whole vectors: fusejit's own (opencl_vmath.py), 3x PoCL's pow
 _VEC[(Op.POW, "float32")] = "fj_powf{n}({a}, {b})"
+_VEC[(Op.HYPOT, "float32")] = _VEC[(Op.HYPOT, "float16")] = "fj_hypotf{n}({a}, {b})"
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "f")] = _TEMPLATES[(_op, "f")]
 for _op, _fn in _NAN_GUARDED.items():  # (x != x: PoCL's vector isnan is a slow call)
@@ -460,6 +461,8 @@ class OpenCLTarget(Target):
             self.helpers.update(_trig_helpers(n))
         elif template.startswith("fj_powf"):
             self.helpers.update(opencl_vmath.pow_helpers(n))
+        elif template.startswith("fj_hypotf"):
+            self.helpers.update(opencl_vmath.hypot_helpers(n))
         return template.format(**dict(zip("abc", operands)), **{**fields, **vec})
 
     def render_cast_vector(self, src: np.dtype, dst: np.dtype, x: str, n: int) -> str | None:

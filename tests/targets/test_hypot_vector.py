@@ -1,0 +1,83 @@
+"""fusejit's own float32 vector hypot (targets/opencl/vmath.py ``_HYPOT_CORE``), used where a
+work-item computes a float vector (CPU devices): the whole float range (subnormals, values whose
+squares overflow or underflow in float32) within 1 ULP of the exact value and NumPy's result at
+the op table's bound; the special values (infinities beside NaN, signed zeros) as NumPy's, alone
+and mixed into vectors of ordinary lanes; float16 too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusejit
+from fusejit.ir.ops import OPS, Op
+from fusejit.testing import assert_matches, ulp_distance
+
+BOUND = OPS[Op.HYPOT].ulp[32]
+hypot = fusejit.fuse(np.hypot)
+
+
+def _vectorised_here() -> bool:
+    from fusejit.runtime.opencl.devices import device_info
+
+    return not device_info(fusejit.default_queue().device).limits.is_gpu
+
+
+def _operands(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    mags = 10.0 ** rng.uniform(-45, 38.5, (2, n))  # subnormals to FLT_MAX, squares out of range
+    mags[:, : n // 4] = rng.uniform(-3, 3, (2, n // 4))  # ordinary values of both signs
+    mags[1, n // 4: n // 2] = mags[0, n // 4: n // 2] * rng.uniform(0.999, 1.001, n // 4)
+    a, b = mags.astype(np.float32)
+    b[n // 2: 3 * n // 4] *= -1
+    return a, b
+
+
+def test_the_whole_range_within_an_ulp_of_the_exact_value() -> None:
+    a, b = _operands(20000, 3)
+    got = hypot(a, b)
+    with np.errstate(over="ignore"):
+        assert_matches(got, np.hypot(a, b), ulp=BOUND)
+    if not _vectorised_here():
+        return
+    assert "fj_hypotf" in hypot.lower(a, b).kernels[0].source
+    exact = np.hypot(a.astype(np.float64), b.astype(np.float64))
+    with np.errstate(over="ignore"):
+        assert np.all(ulp_distance(got, exact.astype(np.float32)) <= 1)
+    fin = exact < np.finfo(np.float32).max
+    spacing = np.spacing(exact[fin].astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(got[fin] - exact[fin]) / spacing) <= 0.5 + 2.0**-20
+
+
+SPECIAL = np.array([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 1e-45, -3.4e38, 3.4e38,
+                    1e-20, 1e20], np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_special_values_are_numpys(dtype) -> None:
+    a, b = (v.ravel() for v in np.meshgrid(SPECIAL, SPECIAL))
+    x = np.full((a.size, 64), 3.0, dtype)
+    y = np.full((a.size, 64), 4.0, dtype)
+    with np.errstate(over="ignore"):
+        x[:, 3], y[:, 3] = a.astype(dtype), b.astype(dtype)
+    got = hypot(x, y)
+    if _vectorised_here():
+        assert "fj_hypotf" in hypot.lower(x, y).kernels[0].source
+    with np.errstate(over="ignore"):
+        want = np.hypot(x, y)
+    assert got.dtype == want.dtype
+    assert_matches(got, want, ulp=1)  # NaN where NumPy gives NaN, inf beside a NaN, +0
+    assert not np.signbit(got).any()
+
+
+def test_a_sobel_magnitude_is_one_kernel_with_numpys_values() -> None:
+    def sobel(img):
+        gx = (img[:-2, 2:] + 2 * img[1:-1, 2:] + img[2:, 2:]) - \
+            (img[:-2, :-2] + 2 * img[1:-1, :-2] + img[2:, :-2])
+        gy = (img[2:, :-2] + 2 * img[2:, 1:-1] + img[2:, 2:]) - \
+            (img[:-2, :-2] + 2 * img[:-2, 1:-1] + img[:-2, 2:])
+        return np.hypot(gx, gy)
+    img = np.random.default_rng(5).random((67, 130)).astype(np.float32)
+    f = fusejit.fuse(sobel)
+    assert_matches(f(img), sobel(img), ulp=BOUND, atol=1e-6)
+    assert len(f.lower(img).kernels) == 1
