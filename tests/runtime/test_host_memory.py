@@ -185,3 +185,17 @@ def test_zero_size_and_0d_results(rng):
     assert empty.shape == (0,) and np.ndim(top) == 0
     assert_matches(top, (x * y).max())
     assert_matches(total, x + y)
+
+
+def test_the_guarded_launcher_misses_whenever_the_signature_changes(rng):
+    f = fuse(_affine)
+    x, y = rng.random(300).astype(np.float32), rng.random(300).astype(np.float32)
+    for _ in range(3):  # (the second call makes the guarded launcher)
+        assert_matches(f(x, y), _affine(x, y), ulp=4)
+    assert f._mono is not None
+    ro = x.copy()
+    ro.flags.writeable = False
+    for args in [(x[:200], y[:200]), (x.astype(np.float64), y), (ro, y), (x, x),
+                 (x[:150], x[150:]), (np.broadcast_to(x[:1], (300,)), y), (x, 2.5), (x, y)]:
+        assert_matches(f(*args), _affine(*args), ulp=4)
+    assert f.cache_info().hits > 0

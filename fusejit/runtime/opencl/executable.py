@@ -23,7 +23,7 @@ import pyopencl.tools as cltools
 from fusejit.codegen.kernels import BufferArg, Module
 from fusejit.ir.graph import Graph
 from fusejit.runtime import autotune
-from fusejit.runtime.backend import DeviceInfo
+from fusejit.runtime.backend import DeviceInfo, default_queue
 from fusejit.runtime.executable import (
     BY_VALUE,
     EXTENT,
@@ -37,7 +37,7 @@ from fusejit.runtime.executable import (
     OutSpec,
     kernel_arg_scalar,
 )
-from fusejit.runtime.memory import BIG_OFFSET, compact
+from fusejit.runtime.memory import BIG_OFFSET, compact, zero_axes
 from fusejit.runtime.opencl import hostmem, scalar_args
 from fusejit.runtime.opencl.cl_kernels import new_kernel
 from fusejit.runtime.opencl.host_steps import HostStep
@@ -347,6 +347,9 @@ class Executable(LaunchPlan):
         match this signature (identity and equality tests on the attributes the fast cache key
         is made of) and launches; ``miss`` when they do not. None when the signature has a
         kind of argument the guard does not cover."""
+        if self.host_mode and self.queue_arg < 0 and any(
+                isinstance(p, tuple) and p[:1] == ("host",) for p in parts):
+            return self._guarded_host(parts, treedef, unflatten, miss)
         if self.needs_run() or self.queue_arg < 0:
             return None
         env, body = self._launch_body(checked=True)
@@ -387,6 +390,45 @@ class Executable(LaunchPlan):
             body[-1] = ret.replace("return ", "return unflatten(treedef, ") + ")"
         lines = ["def guarded(flat):", *guard, *body]
         code = compile("\n".join(lines), f"<fusejit guarded launcher {id(self):x}>", "exec")
+        exec(code, env)  # noqa: S102 - generated from our own templates
+        return env["guarded"]
+
+    def _guarded_host(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+        """``guarded`` for NumPy arrays (and Python scalars) on the default queue, as it was
+        when the guard was made (``set_default_device`` since: a miss): the tests of
+        ``fast_key``'s host parts, then ``run``."""
+        queue = default_queue()
+        env: dict[str, Any] = {"MISS": miss, "unflatten": unflatten, "treedef": treedef,
+                               "ndarray": np.ndarray, "zero_axes": zero_axes,
+                               "share": np.may_share_memory, "default_queue": default_queue,
+                               "Q": queue, "run": self.run}
+        guard = [f"    if len(flat) != {len(parts)}:", "        return MISS"]
+        arrays = []
+        for i, part in enumerate(parts):
+            if part in (float, int, bool):
+                env[f"T{i}"] = part
+                within = f" or not -{2**63} <= flat[{i}] < {2**63}" if part is int else ""
+                guard += [f"    if type(flat[{i}]) is not T{i}{within}:", "        return MISS"]
+                continue
+            if not (isinstance(part, tuple) and len(part) == 4 and part[0] == "host"):
+                return None  # NumPy scalars, static values: the keyed path
+            _, dtype, shape, flag = part
+            env[f"D{i}"], env[f"S{i}"], env[f"W{i}"] = dtype, shape, flag
+            guard += [f"    x{i} = flat[{i}]",
+                      (f"    if type(x{i}) is not ndarray or x{i}.dtype is not D{i} or "
+                       f"x{i}.shape != S{i} or (x{i}.flags.writeable or zero_axes(x{i})) != "
+                       f"W{i}:"),
+                      "        return MISS"]
+            arrays.append(i)
+        for k, i in enumerate(arrays):  # (fast_key leaves arrays sharing memory to the full path)
+            for j in arrays[k + 1:]:
+                guard += [f"    if share(x{i}, x{j}):", "        return MISS"]
+        guard += ["    queue = default_queue()", "    if queue is not Q:", "        return MISS",
+                  "    leaves = run(flat, queue)"]
+        guard.append("    return leaves[0]" if treedef == "*" else
+                     "    return unflatten(treedef, leaves)")
+        code = compile("\n".join(["def guarded(flat):", *guard]),
+                       f"<fusejit guarded host launcher {id(self):x}>", "exec")
         exec(code, env)  # noqa: S102 - generated from our own templates
         return env["guarded"]
 
@@ -448,7 +490,7 @@ class Executable(LaunchPlan):
         bufs: list[Any] = [None] * self._n_params
         zero = self.index_dtype.type(0)
         offs = [zero] * self._n_params
-        slot, back, results, out_bufs = plan.bind(ctx, flat, bufs)
+        slot, back, results, out_bufs = plan.bind(ctx, flat, bufs, offs)
         try:
             try:
                 self._launch_all(flat, queue, pool, bufs, offs, out_bufs)

@@ -181,16 +181,21 @@ class HostPlan:
     def release(self, context: cl.Context, slot: list[Any]) -> None:
         self._free.setdefault(context, []).append(slot)
 
-    def bind(self, context: cl.Context, flat: Sequence[Any], bufs: list[Any]
-             ) -> tuple[list[Any], list[tuple[np.ndarray, np.ndarray]], list[np.ndarray],
-                        list[Any]]:
-        """Fill ``bufs`` (per graph parameter) for the call's arguments ``flat``; return the
-        slot, the (argument, staged copy) pairs to copy back after the launch, the result
-        arrays and their buffers."""
+    def bind(self, context: cl.Context, flat: Sequence[Any], bufs: list[Any],
+             offs: list[Any]) -> tuple[list[Any], list[tuple[np.ndarray, np.ndarray]],
+                                       list[np.ndarray], list[Any]]:
+        """Fill ``bufs`` and ``offs`` (per graph parameter) for the call's arguments ``flat``;
+        return the slot, the (argument, staged copy) pairs to copy back after the launch, the
+        result arrays and their buffers. (A device array among them, one the function reads
+        from outside its arguments, is bound as it is.)"""
         slot = self._slot(context)
         back = []
         for i, src, param, cut, written, small, dtype in self._rows:
             value = flat[src]
+            if type(value) is not np.ndarray and hasattr(value, "base_data"):
+                bufs[param] = value.base_data
+                offs[param] = type(offs[param])(value.offset // dtype.itemsize)
+                continue
             if cut is not None:  # one copy of each repeated element
                 value = value[cut]
             if small:
