@@ -81,3 +81,25 @@ def test_a_sobel_magnitude_is_one_kernel_with_numpys_values() -> None:
     f = fusejit.fuse(sobel)
     assert_matches(f(img), sobel(img), ulp=BOUND, atol=1e-6)
     assert len(f.lower(img).kernels) == 1
+
+
+def test_complex64_abs_and_lane_by_lane_hypot_are_numpys() -> None:
+    # kernels with a complex value compute one lane at a time: there a CPU takes fusejit's
+    # scalar hypot in double (PoCL's builtin is a call per element), a GPU its builtin
+    a, b = (v.ravel() for v in np.meshgrid(SPECIAL, SPECIAL))
+    ra, rb = _operands(4000, 4)
+    x, y = np.concatenate([a, ra]), np.concatenate([b, rb])
+    z = np.empty(x.size, np.complex64)
+    z.real, z.imag = x, y
+    f = fusejit.fuse(lambda z, p, q: (np.abs(z), np.hypot(p, q) + 0 * (z * z).real))
+    got_abs, got_hypot = f(z, x, y)
+    with np.errstate(all="ignore"):
+        want_abs, want_hypot = np.abs(z), np.hypot(x, y) + 0 * (z * z).real
+    assert_matches(got_abs, want_abs, ulp=2)  # (NumPy's complex64 abs: 2 ULP off, at times)
+    assert_matches(got_hypot, want_hypot, ulp=1)
+    assert not np.signbit(got_abs).any()
+    if _vectorised_here():
+        assert "fj_hypotf(" in f.lower(z, x, y).kernels[0].source
+        with np.errstate(over="ignore"):
+            exact = np.hypot(x.astype(np.float64), y.astype(np.float64)).astype(np.float32)
+        assert np.all(ulp_distance(got_abs, exact) <= 1)

@@ -212,6 +212,9 @@ for _op, _fn in ((Op.SIN, "sin"), (Op.COS, "cos"), (Op.TAN, "tan")):
 # float32 power and hypot of whole vectors: fusejit's own (opencl_vmath.py), 3x PoCL's pow
 _VEC[(Op.POW, "float32")] = "fj_powf{n}({a}, {b})"
 _VEC[(Op.HYPOT, "float32")] = _VEC[(Op.HYPOT, "float16")] = "fj_hypotf{n}({a}, {b})"
+_DOUBLE_HYPOT = {(Op.HYPOT, "float32"): "fj_hypotf({a}, {b})",
+                 (Op.HYPOT, "float16"): "fj_hypotf({a}, {b})",
+                 (Op.ABS, "complex64"): "fj_hypotf({a}.x, {a}.y)"}
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "f")] = _TEMPLATES[(_op, "f")]
 for _op, _fn in _NAN_GUARDED.items():  # (x != x: PoCL's vector isnan is a slow call)
@@ -270,6 +273,9 @@ class OpenCLTarget(Target):
     # that answers, once per target and when first asked (it may probe the device), with
     # opencl_fastdiv.spelling's "ptx", "emulated" or None
     fast_div: Callable[[], str | None] | None = None
+    # float32 hypot and complex64 abs in double (opencl_vmath.py): the backend sets it on CPU
+    # devices with fp64, whose hypot builtin is a call per element
+    double_hypot = False
 
     @functools.cached_property
     def fast_div_spelling(self) -> str | None:
@@ -350,6 +356,9 @@ class OpenCLTarget(Target):
     def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
                   operands: Sequence[str]) -> str:
         src = ins[0] if ins else out
+        if self.double_hypot and (op, src.name) in _DOUBLE_HYPOT:
+            self.helpers.update(opencl_vmath.scalar_hypot_helpers())
+            return _DOUBLE_HYPOT[(op, src.name)].format(**dict(zip("ab", operands)))
         if op is Op.WHERE:
             src = ins[1]
         kinds = [dt.type_name(src), src.kind, "*"]
