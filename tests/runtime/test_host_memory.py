@@ -97,15 +97,18 @@ def test_a_large_aligned_input_is_read_where_it_lies(align, monkeypatch, rng):
         wrapped.append(host)
         return real(context, host, writable)
     monkeypatch.setattr(hostmem, "wrap", recording)
+    f = fuse(_affine)  # (its launchers, generated from here on, call the recording wrap)
     x, y = _aligned(BIG, align), _misaligned(BIG, align)
     x[:], y[:] = rng.standard_normal(BIG), rng.random(BIG)
-    got = f_affine(x, y)
-    assert_matches(got, _affine(x, y), ulp=4)
-    assert any(h is x for h in wrapped)  # in place
-    assert not any(np.shares_memory(h, y) for h in wrapped)  # misaligned: a copy
+    for _ in range(3):  # the full path, the fast path, the guarded launcher
+        wrapped.clear()
+        got = f(x, y)
+        assert_matches(got, _affine(x, y), ulp=4)
+        assert any(h is x for h in wrapped)  # in place
+        assert not any(np.shares_memory(h, y) for h in wrapped)  # misaligned: a copy
     # a large result is aligned: the next call reads it in place too
     wrapped.clear()
-    again = f_affine(got, x)
+    again = f(got, x)
     assert any(h is got for h in wrapped)
     assert_matches(again, _affine(got, x), ulp=4)
 
@@ -118,7 +121,7 @@ def test_in_place_writes_land_in_the_argument(place, n, align, rng):
         np.multiply(y, 2, out=y)
         return x
     f = fuse(body)
-    for _ in range(2):  # (the second call: staging arrays reused)
+    for _ in range(3):  # (staging arrays reused; the third call: the guarded launcher)
         x = _misaligned(n, align) if place == "misaligned" else _aligned(n, align)
         x[:] = rng.standard_normal(n)
         y = rng.standard_normal(2 * n).astype(np.float32)

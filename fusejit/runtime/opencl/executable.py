@@ -251,9 +251,11 @@ class Executable(LaunchPlan):
         exec(compile("\n".join(lines), f"<fusejit launcher {id(self):x}>", "exec"), env)  # noqa: S102
         return env["launch"]
 
-    def _launch_body(self, checked: bool) -> tuple[dict[str, Any], list[str]]:
+    def _launch_body(self, checked: bool, host: hostmem.HostPlan | None = None
+                     ) -> tuple[dict[str, Any], list[str]]:
         """The launch itself, for ``flat`` and ``queue``; ``checked`` when a guard has already
-        made sure every array argument is a device array."""
+        made sure every array argument is a device array, or (``host``) a NumPy array on a
+        host-memory device (hostmem.py; ``ctx`` names the queue's context)."""
         env: dict[str, Any] = {"Array": cla.Array, "run": self.run, "enqueue": _enqueue,
                                "new_array": _new_array_public, "binding": self._binding,
                                "bind": self._bind, "acquire": self._launch_lock.acquire,
@@ -267,7 +269,10 @@ class Executable(LaunchPlan):
         arg_expr: dict[tuple[int, int], str] = {}
         packed: dict[tuple[int, int], str] = {}  # by-value arguments as bytes (scalar_args)
         env["pack_index"] = scalar_args.packer(self.index_dtype)
-        for p, src, itemsize in self._arrays:
+        if host is not None:
+            arg_expr.update({(PARAM, p): name for p, name in
+                             host.emit_arguments(env, body).items()})
+        for p, src, itemsize in self._arrays if host is None else ():
             body.append(f"    a{p} = flat[{src}]")
             if not checked:
                 body += [f"    if type(a{p}) is not Array:", "        return run(flat, queue)"]
@@ -279,7 +284,10 @@ class Executable(LaunchPlan):
             body.append("    consts = consts_of(queue)")
             for p in self._consts:
                 arg_expr[(PARAM, p)] = f"consts[{p}]"
-        for i, spec in enumerate(self._out_specs):
+        if host is not None:
+            arg_expr.update({(OUT, i): name for i, name in
+                             enumerate(host.emit_outputs(env, body))})
+        for i, spec in enumerate(self._out_specs if host is None else ()):
             nbytes = spec[4]
             if not _templated(spec):  # the public constructor
                 env[f"ospec{i}"] = spec
@@ -334,6 +342,10 @@ class Executable(LaunchPlan):
                     body.append(f"        k{n}.set_arg({i}, {arg_expr[(kind, index)]})")
             body.append(f"        enqueue(queue, k{n}, g{n}, l{n})")
         body += ["    finally:", "        release()"]
+        if host is not None:  # (finished before the arrays are read or the slot reused)
+            body.append("        queue.finish()")
+            host.emit_return(body, self.outputs)
+            return env, body
         outs = "[" + "".join(f"o{i}, " for i in range(len(self._out_specs))) + "]"
         if self._simple_out:
             body.append(f"    return {outs}")
@@ -349,7 +361,9 @@ class Executable(LaunchPlan):
         kind of argument the guard does not cover."""
         if self.host_mode and self.queue_arg < 0 and any(
                 isinstance(p, tuple) and p[:1] == ("host",) for p in parts):
-            return self._guarded_host(parts, treedef, unflatten, miss)
+            # (not while tuning is pending: asked again at the next call)
+            return None if self._to_tune else self._guarded_host(parts, treedef, unflatten,
+                                                                 miss)
         if self.needs_run() or self.queue_arg < 0:
             return None
         env, body = self._launch_body(checked=True)
@@ -423,10 +437,21 @@ class Executable(LaunchPlan):
         for k, i in enumerate(arrays):  # (fast_key leaves arrays sharing memory to the full path)
             for j in arrays[k + 1:]:
                 guard += [f"    if share(x{i}, x{j}):", "        return MISS"]
-        guard += ["    queue = default_queue()", "    if queue is not Q:", "        return MISS",
-                  "    leaves = run(flat, queue)"]
-        guard.append("    return leaves[0]" if treedef == "*" else
-                     "    return unflatten(treedef, leaves)")
+        guard += ["    queue = default_queue()", "    if queue is not Q:", "        return MISS"]
+        align = hostmem.alignment(queue, queue.context)
+        if align and not self._host_steps:  # the launch inlined (hostmem.HostPlan's emitters)
+            plan = self._host_plan
+            if plan is None or plan.align != align:
+                plan = self._host_plan = self._new_host_plan(align)
+            launch_env, body = self._launch_body(checked=True, host=plan)
+            env.update(launch_env, ctx=queue.context)
+            guard += body[:-1]
+            ret = body[-1]
+        else:
+            guard.append("    leaves = run(flat, queue)")
+            ret = "    return leaves"
+        guard.append(ret.replace("return ", "return (") + ")[0]" if treedef == "*" else
+                     ret.replace("return ", "return unflatten(treedef, ") + ")")
         code = compile("\n".join(["def guarded(flat):", *guard]),
                        f"<fusejit guarded host launcher {id(self):x}>", "exec")
         exec(code, env)  # noqa: S102 - generated from our own templates

@@ -221,6 +221,55 @@ class HostPlan:
             out_bufs.append(buf)
         return slot, back, results, out_bufs
 
+    # -- the same, as lines of a generated launcher (runtime/opencl/executable.py) ------------
+    def emit_arguments(self, env: dict[str, Any], body: list[str]) -> dict[int, str]:
+        """``bind``'s argument half for a launcher whose guard has checked that every array
+        argument is a NumPy array (names ``flat`` and ``ctx``); per graph parameter, the name
+        of its buffer."""
+        env.update(take=self._slot, give=self.release, copyto=np.copyto, stage=stage, wrap=wrap,
+                   empty=empty, ALIGN=self.align)
+        body.append("    slot = take(ctx)")
+        names = {}
+        for i, src, param, cut, written, small, dtype in self._rows:
+            body.append(f"    x{i} = flat[{src}]")
+            if cut is not None:
+                env[f"CUT{i}"] = cut
+                body.append(f"    x{i} = x{i}[CUT{i}]")
+            if small:
+                body += [f"    h{i}, B{i} = slot[{i}]", f"    copyto(h{i}, x{i}, casting='unsafe')"]
+            else:
+                env[f"DT{i}"] = dtype
+                body += [f"    h{i}, c{i} = stage(x{i}, None, DT{i}, ALIGN)",
+                         f"    B{i} = wrap(ctx, h{i}, {written})"]
+            names[param] = f"B{i}"
+        return names
+
+    def emit_outputs(self, env: dict[str, Any], body: list[str]) -> list[str]:
+        """``bind``'s result half: per result the name of its buffer (its array: ``r{j}``)."""
+        n = len(self._rows)
+        for j, small in enumerate(self._small_outs):
+            if small:
+                body.append(f"    r{j}, O{j} = slot[{n + j}]")
+            else:
+                env[f"OS{j}"], env[f"OD{j}"] = self.outputs[j][0], self.outputs[j][1]
+                body += [f"    r{j} = empty(OS{j}, OD{j}, ALIGN)", f"    O{j} = wrap(ctx, r{j}, True)"]
+        return [f"O{j}" for j in range(len(self.outputs))]
+
+    def emit_return(self, body: list[str], outputs: Sequence[Any]) -> None:
+        """After the kernels finished: staged written arguments copied back, the results (see
+        ``result``) taken out of the slot before it is given back, and returned as a list of
+        the call's leaves (``outputs``: runtime.executable.OutSpec)."""
+        for i, src, _, _, written, small, _ in self._rows:
+            if written:
+                copy = f"    copyto(flat[{src}], h{i}, casting='unsafe')"
+                body += [copy] if small else [f"    if c{i}:", "    " + copy]
+        for j, spec in enumerate(self.outputs):
+            fetch = "[()]" if not spec[0] else (".copy()" if self._small_outs[j] else "")
+            body.append(f"    res{j} = r{j}{fetch}")
+        body.append("    give(ctx, slot)")
+        leaves = [f"flat[{o.index}]" if o.kind == "arg" else f"res{o.index}" for o in outputs]
+        body.append("    return [" + "".join(f"{leaf}, " for leaf in leaves) + "]")
+
     def result(self, index: int, host: np.ndarray) -> Any:
         """A returned result: a copy of a slot's array, a large result as it is; a 0-d result as
         its scalar."""
