@@ -103,3 +103,22 @@ def test_complex64_abs_and_lane_by_lane_hypot_are_numpys() -> None:
         with np.errstate(over="ignore"):
             exact = np.hypot(x.astype(np.float64), y.astype(np.float64)).astype(np.float32)
         assert np.all(ulp_distance(got_abs, exact) <= 1)
+
+
+def test_complex64_functions_take_the_vector_sine_and_cosine_on_cpus() -> None:
+    # (PoCL's scalar sin and cos are calls: complex64 exp, sinh, cosh... use the vector trig)
+    rng = np.random.default_rng(12)
+    y = np.concatenate([rng.uniform(-10, 10, 3000), 10.0 ** rng.uniform(-40, 38, 1000),
+                        [0.0, -0.0, np.pi, 2.0**20 + 0.5, 3.4e38, np.inf, -np.inf, np.nan]])
+    x = np.concatenate([rng.uniform(-5, 5, y.size - 8), [0.0, 1.0, -np.inf, np.inf, 0.5,
+                                                          np.nan, 2.0, -1.0]])
+    z = np.empty(y.size, np.complex64)
+    z.real, z.imag = x.astype(np.float32), y.astype(np.float32)
+    f = fusejit.fuse(lambda z: (np.exp(z), np.sinh(z), np.cos(z)))
+    got = f(z)
+    with np.errstate(all="ignore"):
+        want = (np.exp(z), np.sinh(z), np.cos(z))
+    for g, w in zip(got, want):
+        assert_matches(g, w, ulp=OPS[Op.EXP].culp[32])
+    if _vectorised_here():
+        assert "fj_cos1(" in f.lower(z).module.source

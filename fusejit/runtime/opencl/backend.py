@@ -47,7 +47,7 @@ class OpenCLBackend(Backend):
         # (asked, and probed, only by a kernel with a float32 / or sqrt)
         target.fast_div = lambda: fastdiv.spelling(
             lambda: info.fast_div, info.correctly_rounded_div_sqrt and info.has_fp64)
-        target.double_hypot = info.is_cpu and info.has_fp64
+        target.cpu_math = info.is_cpu and info.has_fp64
         return target
 
     def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,

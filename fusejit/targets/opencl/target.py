@@ -273,9 +273,10 @@ class OpenCLTarget(Target):
     # that answers, once per target and when first asked (it may probe the device), with
     # opencl_fastdiv.spelling's "ptx", "emulated" or None
     fast_div: Callable[[], str | None] | None = None
-    # float32 hypot and complex64 abs in double (opencl_vmath.py): the backend sets it on CPU
-    # devices with fp64, whose hypot builtin is a call per element
-    double_hypot = False
+    # fusejit's own float32 math where the builtin is a call per element (opencl_vmath.py):
+    # hypot and complex64 abs in double, complex64 functions' sine and cosine by the vector
+    # trig; the backend sets it on CPU devices with fp64
+    cpu_math = False
 
     @functools.cached_property
     def fast_div_spelling(self) -> str | None:
@@ -351,12 +352,14 @@ class OpenCLTarget(Target):
             f["t"] = dt.type_name(ftype)
         elif src.kind == "c":
             f.update(opencl_complex.fields(dt.type_name(src), _float_literal))
+            if self.cpu_math and src == dt.COMPLEX64:
+                f.update(SIN="fj_sin1", COS="fj_cos1")
         return f
 
     def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
                   operands: Sequence[str]) -> str:
         src = ins[0] if ins else out
-        if self.double_hypot and (op, src.name) in _DOUBLE_HYPOT:
+        if self.cpu_math and (op, src.name) in _DOUBLE_HYPOT:
             self.helpers.update(opencl_vmath.scalar_hypot_helpers())
             return _DOUBLE_HYPOT[(op, src.name)].format(**dict(zip("ab", operands)))
         if op is Op.WHERE:
@@ -386,6 +389,8 @@ class OpenCLTarget(Target):
             self.helpers["philox"] = _PHILOX_HELPER
         if src.kind == "c" and opencl_complex.needs_helpers(template):
             self.helpers.update(opencl_complex.helpers(template, fields))
+            if fields["SIN"] != "sin" and f"complex_{fields['t']}_functions" in self.helpers:
+                self.helpers.update({**_trig_helpers(2), **opencl_vmath.scalar_trig_helpers()})
         if "fj_gcd_" in template or "fj_lcm_" in template:
             self.helpers[f"gcd_{t}"] = _GCD_HELPER.format(**fields)
 

@@ -202,6 +202,16 @@ def scalar_hypot_helpers() -> dict[str, str]:
     return {"vhypot_scalar": _HYPOT_SCALAR}
 
 
+def scalar_trig_helpers() -> dict[str, str]:
+    """fj_sin1 and fj_cos1: one float through the two-lane vector sine and cosine, for
+    complex64 functions on a CPU (PoCL's scalar sin and cos are calls, ~30x slower). Declared
+    before the complex helpers that call them, defined after the vector trig (helpers are
+    emitted in the order of their keys)."""
+    return {"complex_0trig": "float fj_sin1(float x);\nfloat fj_cos1(float x);\n",
+            "trig_~scalar": "float fj_sin1(float x) { return fj_sin2((float2)(x)).x; }\n"
+                            "float fj_cos1(float x) { return fj_cos2((float2)(x)).x; }\n"}
+
+
 def hypot_helpers(n: int) -> dict[str, str]:
     """fj_hypotf{n}(a, b): float32 hypot of ``n``-lane vectors."""
     return {**_halves(n, _HYPOT_CORE, _HYPOT_SPLIT, "vhypot"),
