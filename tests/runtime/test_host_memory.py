@@ -202,3 +202,20 @@ def test_the_guarded_launcher_misses_whenever_the_signature_changes(rng):
                  (x[:150], x[150:]), (np.broadcast_to(x[:1], (300,)), y), (x, 2.5), (x, y)]:
         assert_matches(f(*args), _affine(*args), ulp=4)
     assert f.cache_info().hits > 0
+
+
+def test_memory_mapped_files_read_in_place_and_written_in_place(tmp_path):
+    # np.memmap data is page-aligned: large ones are wrapped where they lie, read-only pages
+    # included (the device only reads them), and a function that writes its argument writes
+    # the file's pages
+    path = tmp_path / "data.f32"
+    np.arange(BIG, dtype=np.float32).tofile(path)
+    ro = np.memmap(path, np.float32, "r", shape=(BIG,))
+    g = fuse(lambda a: a * 2 + 1)
+    for _ in range(3):
+        np.testing.assert_array_equal(g(ro), np.asarray(ro) * 2 + 1)
+    rw = np.memmap(path, np.float32, "r+", shape=(BIG,))
+    bump = fuse(lambda a: a.__iadd__(1))
+    bump(rw)
+    rw.flush()
+    np.testing.assert_array_equal(np.fromfile(path, np.float32), np.arange(BIG) + 1)
