@@ -36,10 +36,11 @@ from fusejit.targets.opencl.helpers import (
     _HALF_VECTOR,
     _HALF_VECTOR_IO,
     _HALF_VECTOR_IO_AT,
-    _PHILOX_HELPER,
+    _MULHI64_HELPER,
     _POW_HELPER,
     _SIGNED_HELPERS,
     _trig_helpers,
+    philox_helper,
 )
 
 _C = {
@@ -277,6 +278,8 @@ class OpenCLTarget(Target):
     # hypot and complex64 abs in double, complex64 functions' sine and cosine by the vector
     # trig; the backend sets it on CPU devices with fp64
     cpu_math = False
+    # 64-bit multiply-high through __uint128_t (helpers.py's fj_mulhi64): PoCL's compiler
+    wide_mul = False
 
     @functools.cached_property
     def fast_div_spelling(self) -> str | None:
@@ -359,6 +362,9 @@ class OpenCLTarget(Target):
     def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
                   operands: Sequence[str]) -> str:
         src = ins[0] if ins else out
+        if self.wide_mul and op is Op.MULHI and src == dt.UINT64:
+            self.helpers["mulhi64"] = _MULHI64_HELPER
+            return "fj_mulhi64({a}, {b})".format(**dict(zip("ab", operands)))
         if self.cpu_math and (op, src.name) in _DOUBLE_HYPOT:
             self.helpers.update(opencl_vmath.scalar_hypot_helpers())
             return _DOUBLE_HYPOT[(op, src.name)].format(**dict(zip("ab", operands)))
@@ -386,7 +392,9 @@ class OpenCLTarget(Target):
         if "fj_pow_" in template:
             self.helpers[f"pow_{t}"] = _POW_HELPER.format(**fields)
         if "fj_philox" in template:
-            self.helpers["philox"] = _PHILOX_HELPER
+            self.helpers["philox"] = philox_helper(self.wide_mul)
+            if self.wide_mul:
+                self.helpers["mulhi64"] = _MULHI64_HELPER  # (sorted before "philox")
         if src.kind == "c" and opencl_complex.needs_helpers(template):
             self.helpers.update(opencl_complex.helpers(template, fields))
             if fields["SIN"] != "sin" and f"complex_{fields['t']}_functions" in self.helpers:
