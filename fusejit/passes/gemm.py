@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from fusejit.ir.indexing import Index, unravel
 from fusejit.ir.graph import Graph, Node, Param
-from fusejit.ir.ops import MOVEMENT, REDUCE, Op
+from fusejit.ir.ops import MOVEMENT, REDUCE, SHARED_BY_LANES, Op
 from fusejit.ir.shapes import row_major_strides
 from fusejit.ir.symbolic import Expr
 from fusejit.passes.inplace import stage
@@ -71,6 +71,20 @@ class _GemmPartition:
         self.red_set = {n for n in order if n.op in REDUCE}
         self.notes: list[str] = []
 
+    def _draws(self, node: Node) -> bool:
+        """Whether computing ``node`` draws random numbers (below products and reductions)."""
+        stop = self.mm_set | self.red_set
+        seen, stack = set(), [node]
+        while stack:
+            n = stack.pop()
+            if n in seen or n in stop:
+                continue
+            seen.add(n)
+            if n.op in SHARED_BY_LANES:
+                return True
+            stack.extend(n.srcs)
+        return False
+
     def owner(self, node: Node) -> Node | None:
         """The product whose epilogue can compute ``node`` (see rule 1), or None."""
         stop = self.mm_set | self.red_set
@@ -107,6 +121,13 @@ class _GemmPartition:
             for src in m.srcs:
                 reach = leaves_of(src, self.mm_set | self.red_set)
                 if not any(x in self.mm_set or x in self.red_set for x in reach):
+                    # on a CPU a scan computes its prologue lane by lane; a random draw is
+                    # stored first by an elementwise kernel, in vectors whose lanes share
+                    # Philox blocks (an Asian-option path: 45 -> ~3 ms on PoCL)
+                    p = _strip(src)
+                    if m.op is Op.SCAN and not self.limits.is_gpu and p not in extra and \
+                            self._draws(p):
+                        extra.append(p)
                     continue
                 p = _strip(src)
                 if p in self.mm_set:
@@ -216,7 +237,7 @@ class _GemmPartition:
                                               for p, g in stored_by.items() if g is m]
                 if m.op is Op.SCAN:
                     groups.append(Group("scan", m.shape, tuple(stores),
-                                        _scan_reason(m, stores, _ops(m.srcs[0], stored)),
+                                        _scan_reason(m, stores, _ops(m.srcs[0], stored | set(extra))),
                                         scan=m))
                     continue
                 if m.op is Op.SVDVALS:
