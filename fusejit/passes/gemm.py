@@ -73,17 +73,8 @@ class _GemmPartition:
 
     def _draws(self, node: Node) -> bool:
         """Whether computing ``node`` draws random numbers (below products and reductions)."""
-        stop = self.mm_set | self.red_set
-        seen, stack = set(), [node]
-        while stack:
-            n = stack.pop()
-            if n in seen or n in stop:
-                continue
-            seen.add(n)
-            if n.op in SHARED_BY_LANES:
-                return True
-            stack.extend(n.srcs)
-        return False
+        drawn = {op.name.lower() for op in SHARED_BY_LANES}
+        return not drawn.isdisjoint(_ops(node, self.mm_set | self.red_set))
 
     def owner(self, node: Node) -> Node | None:
         """The product whose epilogue can compute ``node`` (see rule 1), or None."""
