@@ -489,3 +489,48 @@ def test_concurrent_traces_each_see_only_their_own_np_random_calls():
     assert isinstance(outcome["bad"], fusejit.RandomStateError)
     assert_matches(outcome["good"], np.ones(3))
     assert vars(np.random)["random"] == np.random.mtrand._rand.random  # all put back
+
+
+def test_pocl_multiplies_high_through_128_bits_bit_for_bit():
+    # PoCL has no vector 64-bit multiply-high (its mul_hi on ulong lanes is emulated): Philox
+    # and the integer range reduction take __uint128_t products there, with NumPy's bits
+    k = fr.key(99)
+    f = fuse(lambda k: (fr.uniform(k, (5000,), np.float64), fr.integers(k, 3, 10**15, (777,))))
+    got_u, got_i = f(k)
+    gen = np.random.Generator(np.random.Philox(key=k))
+    np.testing.assert_array_equal(got_u, gen.random(5000))
+    assert got_i.min() >= 3 and got_i.max() < 10**15
+    again = fuse(lambda k: fr.integers(k, 3, 10**15, (777,)))(k)
+    np.testing.assert_array_equal(got_i, again)  # (the same stream, fused with another draw)
+    source = f.lower(k).module.source
+    if default_queue().device.platform.name.startswith("Portable Computing Language"):
+        assert "fj_mulhi64(" in source and "mul_hi(" not in source
+    else:
+        assert "fj_mulhi64" not in source
+
+
+def test_a_draw_feeding_a_scan_is_stored_by_a_vector_kernel_on_cpus():
+    # an Asian option's paths: the scan computes its prologue lane by lane, so on a CPU the
+    # normal draw is an elementwise kernel of its own (vector lanes sharing Philox blocks) and
+    # the scan loads it; on a GPU it stays fused into the scan's loads
+    k = fr.key(31)
+
+    def payoff(k, s0):
+        z = fr.normal(k, (512, 64), np.float32)
+        path = s0 * np.exp(np.cumsum(0.01 * z - 0.00005, axis=1))
+        return np.maximum(path.mean(axis=1) - 100.0, 0), path
+    f = fuse(payoff)
+    got_pay, got_path = f(k, 100.0)
+    z = fr.normal(k, (512, 64), np.float32)  # (the same stream, drawn on its own)
+    want_path = np.float32(100.0) * np.exp(np.cumsum(np.float32(0.01) * z - np.float32(5e-5),
+                                                     axis=1))
+    np.testing.assert_allclose(got_path, want_path, rtol=2e-5)
+    np.testing.assert_allclose(got_pay, np.maximum(want_path.mean(axis=1) - 100.0, 0),
+                               rtol=1e-4, atol=1e-4)
+    kernels = f.lower(k, 100.0).kernels
+    scan = next(kn for kn in kernels if kn.reason.startswith("scan"))
+    from fusejit.runtime.opencl.devices import device_info
+
+    on_cpu = not device_info(default_queue().device).limits.is_gpu
+    assert ("philox" in scan.reason) != on_cpu
+    assert ("fj_philox" in scan.source) != on_cpu

@@ -149,6 +149,24 @@ LIBM: dict[str, tuple[ArrayFn, float, float]] = {  # name: (fn, low, high of its
 }
 
 
+# -- a Sobel filter's gradient magnitude (np.hypot: PoCL's hypot is a call per lane) ------------
+
+def sobel(xp: Any, img: Any) -> Any:
+    gx = (img[:-2, 2:] + 2 * img[1:-1, 2:] + img[2:, 2:]) - \
+        (img[:-2, :-2] + 2 * img[1:-1, :-2] + img[2:, :-2])
+    gy = (img[2:, :-2] + 2 * img[2:, 1:-1] + img[2:, 2:]) - \
+        (img[:-2, :-2] + 2 * img[:-2, 1:-1] + img[:-2, 2:])
+    return xp.hypot(gx, gy)
+
+
+# -- a complex64 pointwise filter (complex arithmetic, exp of an imaginary phase, modulus) --------
+
+def complex_filter(xp: Any, re: Any, im: Any, phase: Any) -> Any:
+    z = re + 1j * im  # complex64 (a Python complex is weak)
+    y = z * xp.exp(1j * phase) + 0.5 * xp.conj(z) * z
+    return xp.abs(y)
+
+
 # -- Black-Scholes (call and put; polynomial normal CDF as in the CUDA/OpenCL SDK samples) ---------
 
 _R, _SIGMA = 0.02, 0.30
@@ -249,6 +267,11 @@ def dense_gelu(xp: Any, x: Any, w: Any, b: Any) -> Any:
     return gelu(xp, x @ w + b)
 
 
+def mlp_narrow(xp: Any, x: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> Any:
+    """A small classifier head: many rows, a narrow input, ReLU, ten logits."""
+    return xp.maximum(x @ w1 + b1, 0) @ w2 + b2
+
+
 def mlp_block(xp: Any, x: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> Any:
     """A transformer MLP block: x + gelu(x @ w1 + b1) @ w2 + b2."""
     return x + gelu(xp, x @ w1 + b1) @ w2 + b2
@@ -302,8 +325,8 @@ SCALES: dict[str, Scale] = {
     "full": Scale((2**10, 2**14, 2**18, 2**22, 2**26), CHAIN_LENGTHS, 2**26, 2**24, 2**25,
                   (16384, 1024), (8192, 4096), 4096, (8192, 4096), conv=(32, 56, 64)),
 }
-FAMILIES = ("chain", "gelu", "haversine", "trig", "libm", "black_scholes", "adam", "softmax",
-            "layernorm", "gemm", "mlp", "scan", "conv", "pool")
+FAMILIES = ("chain", "gelu", "haversine", "trig", "libm", "sobel", "complex", "black_scholes",
+            "adam", "softmax", "layernorm", "gemm", "mlp", "scan", "conv", "pool")
 # families written with NumPy functions other array namespaces lack (sliding_window_view)
 NUMPY_ONLY = frozenset({"conv", "pool"})
 
@@ -329,6 +352,15 @@ def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload
     if "libm" in families:
         out += [Workload(name, "libm", fn, (InputSpec("x", (n,), lo, hi),), ((n,),))
                 for name, (fn, lo, hi) in LIBM.items()]
+    if "sobel" in families:  # (a square image of about the GELU size)
+        side = max(8, math.isqrt(n))
+        out.append(Workload(f"sobel/{side}^2", "sobel", sobel,
+                            (InputSpec("img", (side, side), 0.0, 1.0),),
+                            ((side - 2, side - 2),)))
+    if "complex" in families:
+        out.append(Workload("complex_filter", "complex", complex_filter, (
+            InputSpec("re", (n,), -1.0, 1.0), InputSpec("im", (n,), -1.0, 1.0),
+            InputSpec("phase", (n,), -3.2, 3.2)), ((n,),)))
     n = scale.black_scholes
     if "black_scholes" in families:
         out.append(Workload("black_scholes", "black_scholes", black_scholes,
@@ -366,6 +398,13 @@ def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload
                              InputSpec("b1", (d,), -0.5, 0.5), _weights("w2", d, d),
                              InputSpec("b2", (d,), -0.5, 0.5)), ((t, d),),
                             params={"flops": 4 * t * d * d}))
+        rows, width, hidden, classes = max(64, 16 * t), 64, 128, 10
+        out.append(Workload(f"mlp_narrow/{rows}x{width}-{hidden}-{classes}", "mlp", mlp_narrow,
+                            (InputSpec("x", (rows, width), -1.0, 1.0),
+                             _weights("w1", width, hidden), InputSpec("b1", (hidden,), -0.5, 0.5),
+                             _weights("w2", hidden, classes),
+                             InputSpec("b2", (classes,), -0.5, 0.5)), ((rows, classes),),
+                            params={"flops": 2 * rows * (width * hidden + hidden * classes)}))
     if "scan" in families:
         n, shape = scale.scan, scale.scan_rows
         out.append(Workload(f"cumsum/2^{int(math.log2(n))}", "scan", cumsum,

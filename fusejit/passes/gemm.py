@@ -32,7 +32,7 @@ from dataclasses import replace
 
 from fusejit.ir.indexing import Index, unravel
 from fusejit.ir.graph import Graph, Node, Param
-from fusejit.ir.ops import LEAVES, MOVEMENT, REDUCE, Op
+from fusejit.ir.ops import LEAVES, MOVEMENT, REDUCE, SHARED_BY_LANES, Op
 from fusejit.ir.shapes import row_major_strides
 from fusejit.ir.symbolic import Div, Expr, Mod, Var
 from fusejit.passes import window
@@ -196,6 +196,11 @@ class _GemmPartition:
         self.red_set = {n for n in order if n.op in REDUCE}
         self.notes: list[str] = []
 
+    def _draws(self, node: Node) -> bool:
+        """Whether computing ``node`` draws random numbers (below products and reductions)."""
+        drawn = {op.name.lower() for op in SHARED_BY_LANES}
+        return not drawn.isdisjoint(_ops(node, self.mm_set | self.red_set))
+
     def owner(self, node: Node) -> Node | None:
         """The product whose epilogue can compute ``node`` (see rule 1), or None."""
         stop = self.mm_set | self.red_set
@@ -233,11 +238,15 @@ class _GemmPartition:
                 reach = leaves_of(src, self.mm_set | self.red_set)
                 if not any(x in self.mm_set or x in self.red_set for x in reach):
                     # a cone that recomputes (an unrolled stencil) is stored by kernels that
-                    # store its steps too (realize.py), not inlined into every tile load
+                    # store its steps too (realize.py), not inlined into every tile load; on a
+                    # CPU a scan computes its prologue lane by lane, so a random draw is stored
+                    # first by an elementwise kernel, in vectors whose lanes share Philox
+                    # blocks (an Asian-option path: 45 -> ~3 ms on PoCL)
                     p = _strip(src)
-                    if p not in extra and realize_cone(
+                    if p not in extra and (realize_cone(
                             [p], self.mm_set | self.red_set,
-                            recompute_limit(self.limits.is_gpu)):
+                            recompute_limit(self.limits.is_gpu)) or (
+                            m.op is Op.SCAN and not self.limits.is_gpu and self._draws(p))):
                         extra.append(p)
                     continue
                 for p in _below_maps(src, self.mm_set | self.red_set):
@@ -348,7 +357,7 @@ class _GemmPartition:
                                               for p, g in stored_by.items() if g is m]
                 if m.op is Op.SCAN:
                     groups.append(Group("scan", m.shape, tuple(stores),
-                                        _scan_reason(m, stores, _ops(m.srcs[0], stored)),
+                                        _scan_reason(m, stores, _ops(m.srcs[0], stored | set(extra))),
                                         scan=m))
                     continue
                 if m.op is Op.SVDVALS:

@@ -9,6 +9,7 @@ import pyopencl.array as cla
 import pytest
 
 from fusejit import DeviceMemoryError, fuse
+from fusejit.runtime.opencl import hostmem
 from fusejit.testing import assert_matches
 
 
@@ -35,13 +36,18 @@ def test_broadcast_inputs_are_uploaded_unbroadcast(fn, small, shape, dtype, rng,
     base = (rng.standard_normal(small) * 10).astype(dtype)
     x = np.broadcast_to(base, shape)
     y = (rng.standard_normal(shape) * 10).astype(dtype)
-    uploaded = []
-    real = cla.to_device
+    uploaded = []  # NumPy inputs, as uploaded or as wrapped on a host-memory device
+    real, real_wrap = cla.to_device, hostmem.wrap
 
     def to_device(queue, host, *args, **kwargs):
         uploaded.append(host.nbytes)
         return real(queue, host, *args, **kwargs)
+
+    def wrap(context, host, writable):
+        uploaded.append(host.nbytes)
+        return real_wrap(context, host, writable)
     monkeypatch.setattr(cla, "to_device", to_device)
+    monkeypatch.setattr(hostmem, "wrap", wrap)
     f = fuse(fn)
     assert_matches(f(x, y), fn(x, y))
     assert uploaded[0] == base.nbytes  # the small array, not its broadcast

@@ -46,6 +46,8 @@ class OpenCLBackend(Backend):
         # (asked, and probed, only by a kernel with a float32 / or sqrt)
         target.fast_div = lambda: fastdiv.spelling(
             lambda: info.fast_div, info.correctly_rounded_div_sqrt and info.has_fp64)
+        target.cpu_math = info.is_cpu and info.has_fp64
+        target.wide_mul = info.is_cpu and info.key.startswith("Portable Computing Language")
         return target
 
     def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,

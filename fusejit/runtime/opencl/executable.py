@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import threading
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +22,7 @@ import pyopencl.tools as cltools
 from fusejit.codegen.kernels import BufferArg, Module
 from fusejit.ir.graph import Graph
 from fusejit.runtime import autotune
-from fusejit.runtime.backend import DeviceInfo
+from fusejit.runtime.backend import DeviceInfo, default_queue
 from fusejit.runtime.executable import (
     BY_VALUE,
     EXTENT,
@@ -38,8 +37,17 @@ from fusejit.runtime.executable import (
     kernel_arg_scalar,
 )
 from fusejit.runtime import status
-from fusejit.runtime.memory import BIG_OFFSET, compact
-from fusejit.runtime.opencl import scalar_args
+from fusejit.runtime.memory import BIG_OFFSET, compact, zero_axes
+from fusejit.runtime.opencl import hostmem, scalar_args
+from fusejit.runtime.opencl.arrays import (
+    array_template,
+    scratch_buffer,
+    from_template,
+    new_array,
+    object_new,
+    templated,
+    memory_pool,
+)
 from fusejit.runtime.opencl.cl_kernels import new_kernel
 from fusejit.runtime.opencl.host_steps import HostStep
 
@@ -47,102 +55,7 @@ NO_QUEUE = ("the first pyopencl array argument has no queue (it was made with qu
             ".with_queue(None)); a fused call runs on that array's queue: pass "
             "x.with_queue(queue)")
 
-_pools: dict[cl.Context, cltools.MemoryPool] = {}
-_pool_lock = threading.Lock()
-
-
-def memory_pool(queue: cl.CommandQueue) -> cltools.MemoryPool:
-    """The buffer pool of ``queue``'s context.
-
-    On GPUs its buffers are allocated by the driver when first used (DeferredAllocator):
-    PyOpenCL's ImmediateAllocator enqueues a clEnqueueMigrateMemObjects for each new buffer,
-    and on an H200 100 threads racing to a function's first calls segfaulted in a worker
-    thread of NVIDIA's OpenCL driver (a null pointer read in libnvidia-opencl.so.1) in about
-    one cold run in seven with it (7 of ~51), in none of 18 without. fusejit checks sizes
-    before it allocates (runtime/memory.py), so the late allocation loses no named error."""
-    ctx = queue.context
-    pool = _pools.get(ctx)
-    if pool is None:
-        with _pool_lock:
-            pool = _pools.get(ctx)
-            if pool is None:
-                gpu = all(d.type & cl.device_type.GPU for d in ctx.devices)
-                with warnings.catch_warnings():
-                    # (PyOpenCL warns that a pool cannot free held blocks when a deferred
-                    # allocation fails: it fails at launch instead, as any OpenCL buffer can)
-                    warnings.filterwarnings("ignore", "Memory pools expect non-deferred",
-                                            UserWarning)
-                    pool = _pools[ctx] = cltools.MemoryPool(
-                        cltools.DeferredAllocator(ctx) if gpu
-                        else cltools.ImmediateAllocator(queue))
-    return pool
-
-
 _enqueue = cl.enqueue_nd_range_kernel
-
-
-def _new_array_public(queue: cl.CommandQueue, pool: cltools.MemoryPool, spec: tuple
-                      ) -> cla.Array:
-    """A result array through pyopencl's constructor: zero-size results, and every result when
-    pyopencl's internals no longer match what ``_array_template`` fills in."""
-    shape, dtype, size, strides, nbytes = spec
-    if size == 0:
-        return cla.empty(queue, shape, dtype, allocator=pool)
-    return cla.Array(None, shape, dtype, allocator=pool, data=pool.allocate(nbytes),
-                     strides=strides, _flags=None, _fast=True, _size=size,
-                     _context=queue.context, _queue=queue)
-
-
-def _array_template(queue: cl.CommandQueue, pool: cltools.MemoryPool, spec: tuple
-                    ) -> dict[str, Any] | None:
-    """The attributes of a C-contiguous pool-backed result array of this spec on this queue,
-    all but its buffer and event list; None where the public constructor must build it.
-
-    A result is ``object.__new__(Array)`` given a copy of this dict (``_from_template``, and
-    inlined in the generated launchers): pyopencl's constructor re-derives (in ~10 us, ~1.3 us
-    on its fast path) what the specialised signature already knows, and even a dict display
-    of the twelve attributes costs twice a copy of a prepared one. The attribute set is
-    checked against the real constructor at import."""
-    if not _templated(spec):
-        return None
-    shape, dtype, size, strides, nbytes = spec
-    return {"queue": queue, "context": queue.context, "shape": shape, "dtype": dtype,
-            "strides": strides, "events": None, "nbytes": nbytes, "size": size,
-            "allocator": pool, "base_data": None, "offset": 0, "_flags": None}
-
-
-def _buffer(pool: cltools.MemoryPool, spec: tuple) -> Any:
-    """A kernel's scratch buffer (temporaries, partial results): no array around it."""
-    return pool.allocate(spec[4]) if spec[2] else None
-
-
-def _templated(spec: tuple) -> bool:
-    return _DIRECT and spec[2] > 0
-
-
-def _from_template(template: dict[str, Any], buf: Any) -> cla.Array:
-    arr = _object_new(cla.Array)
-    arr.__dict__ = attrs = template.copy()
-    attrs["events"] = []  # each array owns its event list (pyopencl appends to it)
-    attrs["base_data"] = buf
-    return arr
-
-
-_object_new = object.__new__
-
-
-def _direct_construction_matches() -> bool:
-    try:
-        probe = cla.Array(None, (2,), np.dtype(np.float32), strides=(4,), _flags=None,
-                          _fast=True, _size=2, _context=None, _queue=None, data=0)
-        return set(vars(probe)) == {"queue", "context", "shape", "dtype", "strides", "events",
-                                    "nbytes", "size", "allocator", "base_data", "offset",
-                                    "_flags"}
-    except Exception:  # noqa: BLE001 - any change in pyopencl's internals: use the public path
-        return False
-
-
-_DIRECT = _direct_construction_matches()
 
 
 _UNBOUND = (object(),)  # an Executable's binding before its first call: matches no queue
@@ -195,6 +108,7 @@ class Executable(LaunchPlan):
         self._status: dict[cl.Context, cl.Buffer] = {}  # (runtime/status.py)
         written = {p for p, _ in graph.writes}
         self._host_writes = [p for p in written if graph.params[p].kind == "array"]
+        self._host_plan: hostmem.HostPlan | None = None  # (host-memory devices, first call)
         self._compile_plan()
 
     def _compile_plan(self) -> None:
@@ -226,14 +140,15 @@ class Executable(LaunchPlan):
 
     def _bind(self, queue: cl.CommandQueue) -> tuple:
         """What a launch needs of its queue, as one tuple: (queue, its memory pool, then per
-        output the attributes of its result array, see ``_array_template``). The last one is
+        output the attributes of its result array, see ``array_template``, then its context:
+        ``queue.context`` costs ~0.5 us a read). The last one is
         kept in ``_binding[0]`` and replaced whole when the queue changes, so a thread never
         combines one queue's pool or templates with another's."""
         if queue is None:
             raise ValueError(NO_QUEUE)
         pool = memory_pool(queue)
-        binding = (queue, pool, *(_array_template(queue, pool, spec)
-                                  for spec in self._out_specs))
+        binding = (queue, pool, *(array_template(queue, pool, spec)
+                                  for spec in self._out_specs), queue.context)
         self._binding[0] = binding
         return binding
 
@@ -251,15 +166,17 @@ class Executable(LaunchPlan):
         exec(compile("\n".join(lines), f"<fusejit launcher {id(self):x}>", "exec"), env)  # noqa: S102
         return env["launch"]
 
-    def _launch_body(self, checked: bool) -> tuple[dict[str, Any], list[str]]:
+    def _launch_body(self, checked: bool, host: hostmem.HostPlan | None = None
+                     ) -> tuple[dict[str, Any], list[str]]:
         """The launch itself, for ``flat`` and ``queue``; ``checked`` when a guard has already
-        made sure every array argument is a device array."""
+        made sure every array argument is a device array, or (``host``) a NumPy array on a
+        host-memory device (hostmem.py; ``ctx`` names the queue's context)."""
         env: dict[str, Any] = {"Array": cla.Array, "run": self.run, "enqueue": _enqueue,
-                               "new_array": _new_array_public, "binding": self._binding,
+                               "new_array": new_array, "binding": self._binding,
                                "bind": self._bind, "acquire": self._launch_lock.acquire,
                                "release": self._launch_lock.release,
                                "index_type": self.index_dtype.type, "conv": kernel_arg_scalar,
-                               "consts_of": self._const, "new": _object_new}
+                               "consts_of": self._const, "new": object_new}
         body = ["    b = binding[0]",
                 "    if b[0] is not queue:",
                 "        b = bind(queue)",
@@ -267,7 +184,10 @@ class Executable(LaunchPlan):
         arg_expr: dict[tuple[int, int], str] = {}
         packed: dict[tuple[int, int], str] = {}  # by-value arguments as bytes (scalar_args)
         env["pack_index"] = scalar_args.packer(self.index_dtype)
-        for p, src, itemsize in self._arrays:
+        if host is not None:
+            arg_expr.update({(PARAM, p): name for p, name in
+                             host.emit_arguments(env, body).items()})
+        for p, src, itemsize in self._arrays if host is None else ():
             body.append(f"    a{p} = flat[{src}]")
             if not checked:
                 body += [f"    if type(a{p}) is not Array:", "        return run(flat, queue)"]
@@ -279,14 +199,17 @@ class Executable(LaunchPlan):
             body.append("    consts = consts_of(queue)")
             for p in self._consts:
                 arg_expr[(PARAM, p)] = f"consts[{p}]"
-        for i, spec in enumerate(self._out_specs):
+        if host is not None:
+            arg_expr.update({(OUT, i): name for i, name in
+                             enumerate(host.emit_outputs(env, body))})
+        for i, spec in enumerate(self._out_specs if host is None else ()):
             nbytes = spec[4]
-            if not _templated(spec):  # the public constructor
+            if not templated(spec):  # the public constructor
                 env[f"ospec{i}"] = spec
                 body.append(f"    o{i} = new_array(queue, pool, ospec{i})")
                 arg_expr[(OUT, i)] = f"o{i}.base_data"
                 continue
-            # _from_template, inlined
+            # from_template, inlined
             body += [f"    o{i}buf = pool.allocate({nbytes})",
                      f"    o{i} = new(Array)",
                      f"    o{i}.__dict__ = attrs = b[{2 + i}].copy()",
@@ -334,6 +257,10 @@ class Executable(LaunchPlan):
                     body.append(f"        k{n}.set_arg({i}, {arg_expr[(kind, index)]})")
             body.append(f"        enqueue(queue, k{n}, g{n}, l{n})")
         body += ["    finally:", "        release()"]
+        if host is not None:  # (finished before the arrays are read or the slot reused)
+            body.append("        queue.finish()")
+            host.emit_return(body, self.outputs)
+            return env, body
         outs = "[" + "".join(f"o{i}, " for i in range(len(self._out_specs))) + "]"
         if self._simple_out:
             body.append(f"    return {outs}")
@@ -347,6 +274,11 @@ class Executable(LaunchPlan):
         match this signature (identity and equality tests on the attributes the fast cache key
         is made of) and launches; ``miss`` when they do not. None when the signature has a
         kind of argument the guard does not cover."""
+        if self.host_mode and self.queue_arg < 0 and any(
+                isinstance(p, tuple) and p[:1] == ("host",) for p in parts):
+            # (not while tuning is pending: asked again at the next call)
+            return None if self._to_tune else self._guarded_host(parts, treedef, unflatten,
+                                                                 miss)
         if self.needs_run() or self.queue_arg < 0:
             return None
         env, body = self._launch_body(checked=True)
@@ -390,12 +322,68 @@ class Executable(LaunchPlan):
         exec(code, env)  # noqa: S102 - generated from our own templates
         return env["guarded"]
 
+    def _guarded_host(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+        """``guarded`` for NumPy arrays (and Python scalars) on the default queue, as it was
+        when the guard was made (``set_default_device`` since: a miss): the tests of
+        ``fast_key``'s host parts, then ``run``."""
+        queue = default_queue()
+        env: dict[str, Any] = {"MISS": miss, "unflatten": unflatten, "treedef": treedef,
+                               "ndarray": np.ndarray, "zero_axes": zero_axes,
+                               "share": np.may_share_memory, "default_queue": default_queue,
+                               "Q": queue, "run": self.run}
+        guard = [f"    if len(flat) != {len(parts)}:", "        return MISS"]
+        arrays = []
+        for i, part in enumerate(parts):
+            if part in (float, int, bool):
+                env[f"T{i}"] = part
+                within = f" or not -{2**63} <= flat[{i}] < {2**63}" if part is int else ""
+                guard += [f"    if type(flat[{i}]) is not T{i}{within}:", "        return MISS"]
+                continue
+            if not (isinstance(part, tuple) and len(part) == 4 and part[0] == "host"):
+                return None  # NumPy scalars, static values: the keyed path
+            _, dtype, shape, flag = part
+            env[f"D{i}"], env[f"S{i}"], env[f"W{i}"] = dtype, shape, flag
+            guard += [f"    x{i} = flat[{i}]",
+                      (f"    if type(x{i}) is not ndarray or x{i}.dtype is not D{i} or "
+                       f"x{i}.shape != S{i} or (x{i}.flags.writeable or zero_axes(x{i})) != "
+                       f"W{i}:"),
+                      "        return MISS"]
+            arrays.append(i)
+        for k, i in enumerate(arrays):  # (fast_key leaves arrays sharing memory to the full path)
+            for j in arrays[k + 1:]:
+                guard += [f"    if share(x{i}, x{j}):", "        return MISS"]
+        guard += ["    queue = default_queue()", "    if queue is not Q:", "        return MISS"]
+        align = hostmem.alignment(queue, queue.context)
+        if align and not (self._host_steps or self._checks):  # the launch inlined
+            # (hostmem.HostPlan's emitters; a status read-back goes through run)
+            plan = self._host_plan
+            if plan is None or plan.align != align:
+                plan = self._host_plan = self._new_host_plan(align)
+            launch_env, body = self._launch_body(checked=True, host=plan)
+            env.update(launch_env, ctx=queue.context)
+            guard += body[:-1]
+            ret = body[-1]
+        else:
+            guard.append("    leaves = run(flat, queue)")
+            ret = "    return leaves"
+        guard.append(ret.replace("return ", "return (") + ")[0]" if treedef == "*" else
+                     ret.replace("return ", "return unflatten(treedef, ") + ")")
+        code = compile("\n".join(["def guarded(flat):", *guard]),
+                       f"<fusejit guarded host launcher {id(self):x}>", "exec")
+        exec(code, env)  # noqa: S102 - generated from our own templates
+        return env["guarded"]
+
     # -- per call ---------------------------------------------------------------------------------
     def run(self, flat: Sequence[Any], queue: cl.CommandQueue) -> tuple[Any, ...]:
         binding = self._binding[0]
         if binding[0] is not queue:
             binding = self._bind(queue)
         pool = binding[1]
+        if self.host_mode:
+            ctx = binding[-1]
+            align = hostmem.alignment(queue, ctx)
+            if align:
+                return self._run_in_place(flat, queue, ctx, pool, align)
         bufs: list[Any] = [None] * self._n_params
         offs: list[Any] = [None] * self._n_params
         uploaded: dict[int, cla.Array] | None = None
@@ -418,39 +406,21 @@ class Executable(LaunchPlan):
                 uploaded[p] = dev
                 bufs[p] = dev.base_data
                 offs[p] = index_type(0)
-        if self._consts:
-            consts = self._const(queue)
-            for p in self._consts:
-                bufs[p] = consts[p]
-        outs = [_new_array_public(queue, pool, spec) if template is None else
-                _from_template(template, pool.allocate(spec[4]))
+        outs = [new_array(queue, pool, spec) if template is None else
+                from_template(template, pool.allocate(spec[4]))
                 for spec, template in zip(self._out_specs, binding[2:])]
-        temps = [_buffer(pool, spec) for spec in self._temp_specs]
-        parts = [_buffer(pool, spec) for spec in self._part_specs]
-        scalars = [kernel_arg_scalar(flat[src] if derive is None else derive(flat), dtype)
-                   for src, dtype, derive in self._scalars] if self._scalars else ()
-        flag = self._status_buffer(queue) if self._checks else None
-        tables = (bufs, offs, [a.base_data for a in outs], temps, parts, scalars,
-                  self._extents, (flag,))
-        with self._launch_lock:
-            if self._to_tune and self._calls:
-                self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
-            self._calls += 1
-            for knl, gsize, lsize, plan in self._plans:
-                _launch(queue, knl, gsize, lsize, plan, tables)
-            if flag is not None:  # queued before any result's read: no wait of its own there
-                checked = status.new_host()
-                read = cl.enqueue_copy(queue, checked, flag, is_blocking=False)
+        status_read = self._launch_all(flat, queue, pool, bufs, offs,
+                                       [a.base_data for a in outs])
         if uploaded is not None:
             copies = [(flat[self.graph.params[p].source], uploaded[p].get(queue))
                       for p in self._host_writes if p in uploaded]
-            if flag is not None and copies:  # (a call that raises writes no argument)
-                self._check_status(queue, flag, read, checked)
+            if status_read is not None and copies:  # (a call that raises writes no argument)
+                self._check_status(queue, *status_read)
             for target, result in copies:
                 np.copyto(target, result, casting="unsafe")
         leaves = outs if self._simple_out else self._results(flat, outs)
-        if flag is not None:
-            self._check_status(queue, flag, read, checked)
+        if status_read is not None:
+            self._check_status(queue, *status_read)
         return leaves
 
     def _status_buffer(self, queue: cl.CommandQueue) -> cl.Buffer:
@@ -470,6 +440,71 @@ class Executable(LaunchPlan):
         if checked[0]:
             cl.enqueue_copy(queue, flag, status.ZERO, is_blocking=True)
             status.raise_for(int(checked[0]))
+
+    def _run_in_place(self, flat: Sequence[Any], queue: cl.CommandQueue, ctx: cl.Context,
+                      pool: cltools.MemoryPool, align: int) -> tuple[Any, ...]:
+        """A call with NumPy arrays only, on a device whose memory is host memory
+        (runtime/opencl/hostmem.py): arguments used where they lie or copied into aligned
+        host arrays, results written by the kernels into NumPy arrays, one ``finish``;
+        finished results, as the upload path returns."""
+        plan = self._host_plan
+        if plan is None or plan.align != align:
+            plan = self._host_plan = self._new_host_plan(align)
+        bufs: list[Any] = [None] * self._n_params
+        zero = self.index_dtype.type(0)
+        offs = [zero] * self._n_params
+        slot, back, results, out_bufs = plan.bind(ctx, flat, bufs, offs)
+        try:
+            try:
+                status_read = self._launch_all(flat, queue, pool, bufs, offs, out_bufs)
+            finally:
+                queue.finish()  # (what the kernels read and write lives at least until here)
+            if status_read is not None:  # (a call that raises writes no argument)
+                self._check_status(queue, *status_read)
+            for target, host in back:
+                np.copyto(target, host, casting="unsafe")
+            return tuple(flat[spec.index] if spec.kind == "arg" else
+                         plan.result(spec.index, results[spec.index]) for spec in self.outputs)
+        finally:
+            plan.release(ctx, slot)  # (after the results are copied out of it)
+
+    def _new_host_plan(self, align: int) -> hostmem.HostPlan:
+        params = []
+        for p, src, _ in self._arrays:
+            prm = self.graph.params[p]
+            strides = prm.strides
+            shape = tuple(1 if strides is not None and s == 0 else d
+                          for d, s in zip(prm.shape, strides or (1,) * len(prm.shape)))
+            params.append(hostmem.HostParam(p, src, shape, prm.dtype, strides,
+                                            p in self._host_writes))
+        return hostmem.HostPlan(params, self._out_specs, align)
+
+    def _launch_all(self, flat: Sequence[Any], queue: cl.CommandQueue, pool: Any,
+                    bufs: list[Any], offs: list[Any], outs: list[Any]) -> tuple | None:
+        """Enqueue the plan's kernels (tuning them first where pending) with these arrays,
+        offsets and result buffers; temporaries and partial results from ``pool``. Where a
+        kernel reports errors, also the status buffer's read-back: (buffer, its read's event,
+        the host array it lands in), for ``_check_status``; else None."""
+        if self._consts:
+            consts = self._const(queue)
+            for p in self._consts:
+                bufs[p] = consts[p]
+        temps = [scratch_buffer(pool, spec) for spec in self._temp_specs]
+        parts = [scratch_buffer(pool, spec) for spec in self._part_specs]
+        scalars = [kernel_arg_scalar(flat[src] if derive is None else derive(flat), dtype)
+                   for src, dtype, derive in self._scalars] if self._scalars else ()
+        flag = self._status_buffer(queue) if self._checks else None
+        tables = (bufs, offs, outs, temps, parts, scalars, self._extents, (flag,))
+        with self._launch_lock:
+            if self._to_tune and self._calls:
+                self._tune(queue, tables)  # from the second call on: a one-shot call never tunes
+            self._calls += 1
+            for knl, gsize, lsize, plan in self._plans:
+                _launch(queue, knl, gsize, lsize, plan, tables)
+            if flag is None:
+                return None
+            checked = status.new_host()  # queued before any result's read: no wait of its own
+            return flag, cl.enqueue_copy(queue, checked, flag, is_blocking=False), checked
 
     def _tune(self, queue: cl.CommandQueue, tables: tuple) -> None:
         """Run kernels in order, tuning the launch shape of the marked ones on the way (each

@@ -80,7 +80,9 @@ def fields(name: str, real_literal) -> dict[str, str]:
               "LOG2E": real.type(1 / math.log(2)), "LOG10E": real.type(1 / math.log(10)),
               "LOGE2": real.type(math.log(2)), "PI2": real.type(math.pi / 2),
               "PI4": real.type(math.pi / 4), "BIG": real.type(math.sqrt(np.finfo(real).max) / 4)}
-    return {"C": c, "R": r, "t": name, "f": sfx,
+    # {SIN}, {COS}: the real sine and cosine (a CPU target may spell them as its own,
+    # opencl/target.py's _CPU_TRIG)
+    return {"C": c, "R": r, "t": name, "f": sfx, "SIN": "sin", "COS": "cos",
             **{k: real_literal(float(v), real) for k, v in consts.items()}}
 
 
@@ -173,15 +175,15 @@ inline {C} fj_cexp_{t}({C} z) {{
     {R} x = z.x, y = z.y;
     if (isnan(x)) return y == 0 ? z : ({C})(x, x);
     if (isinf(x)) {{
-        if (x < 0) return isfinite(y) ? ({C})(({R})0 * cos(y), ({R})0 * sin(y))
+        if (x < 0) return isfinite(y) ? ({C})(({R})0 * {COS}(y), ({R})0 * {SIN}(y))
                                       : ({C})(({R})0, ({R})0);
         if (y == 0) return z;
-        return isfinite(y) ? ({C})(x * cos(y), x * sin(y)) : ({C})(x, y - y);
+        return isfinite(y) ? ({C})(x * {COS}(y), x * {SIN}(y)) : ({C})(x, y - y);
     }}
     if (y == 0) return ({C})(exp(x), y);
     if (!isfinite(y)) return ({C})(y - y, y - y);
     {R} e = exp(x);
-    return ({C})(e * cos(y), e * sin(y));
+    return ({C})(e * {COS}(y), e * {SIN}(y));
 }}
 inline {C} fj_clog_{t}({C} z) {{
     {R} ax = fabs(z.x), ay = fabs(z.y);
@@ -250,8 +252,8 @@ inline {C} fj_csinh_{t}({C} z) {{
     {R} x = z.x, y = z.y;
     if (y == 0) return ({C})(sinh(x), y);
     if (isfinite(y)) {{
-        if (isinf(x)) return ({C})(x * cos(y), INFINITY * sin(y));
-        return ({C})(sinh(x) * cos(y), cosh(x) * sin(y));
+        if (isinf(x)) return ({C})(x * {COS}(y), INFINITY * {SIN}(y));
+        return ({C})(sinh(x) * {COS}(y), cosh(x) * {SIN}(y));
     }}
     if (x == 0) return ({C})(x, y - y);
     if (isinf(x)) return ({C})(INFINITY, y - y);  /* (glibc: +inf whatever the sign of x) */
@@ -261,8 +263,8 @@ inline {C} fj_ccosh_{t}({C} z) {{
     {R} x = z.x, y = z.y;
     if (y == 0) return ({C})(cosh(x), isnan(x) ? y : copysign(({R})1, x) * y);
     if (isfinite(y)) {{
-        if (isinf(x)) return ({C})(INFINITY * cos(y), x * sin(y));
-        return ({C})(cosh(x) * cos(y), sinh(x) * sin(y));
+        if (isinf(x)) return ({C})(INFINITY * {COS}(y), x * {SIN}(y));
+        return ({C})(cosh(x) * {COS}(y), sinh(x) * {SIN}(y));
     }}
     if (x == 0) return ({C})(y - y, ({R})0);
     if (isinf(x)) return ({C})(INFINITY, y - y);
@@ -272,11 +274,11 @@ inline {C} fj_ctanh_{t}({C} z) {{
     {R} x = z.x, y = z.y;
     if (isnan(x)) return ({C})(x, y == 0 ? y : x);
     if (isinf(x)) return ({C})(copysign(({R})1, x),
-                                copysign(({R})0, isinf(y) ? y : sin(y) * cos(y)));
+                                copysign(({R})0, isinf(y) ? y : {SIN}(y) * {COS}(y)));
     if (!isfinite(y)) return ({C})(x == 0 ? x : y - y, y - y);
     if (fabs(x) >= {TH}) {{
         {R} e = exp(-fabs(x));
-        return ({C})(copysign(({R})1, x), 4 * sin(y) * cos(y) * e * e);
+        return ({C})(copysign(({R})1, x), 4 * {SIN}(y) * {COS}(y) * e * e);
     }}
     {R} t = tan(y);
     {R} beta = 1 + t * t;
@@ -296,8 +298,8 @@ inline {C} fj_ccos_{t}({C} z) {{
 }}
 /* funcs.inc.src's nc_expm1 and nc_log1p, as written there */
 inline {C} fj_cexpm1_{t}({C} z) {{
-    {R} a = sin(z.y / 2);
-    return ({C})(expm1(z.x) * cos(z.y) - 2 * a * a, exp(z.x) * sin(z.y));
+    {R} a = {SIN}(z.y / 2);
+    return ({C})(expm1(z.x) * {COS}(z.y) - 2 * a * a, exp(z.x) * {SIN}(z.y));
 }}
 inline {C} fj_clog1p_{t}({C} z) {{
     return ({C})(log(hypot(z.x + 1, z.y)), atan2(z.y, z.x + 1));

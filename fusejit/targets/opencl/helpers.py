@@ -156,6 +156,20 @@ inline ulong fj_philox_word(ulong4 b, ulong w) {
     return w == 0 ? b.s0 : (w == 1 ? b.s1 : (w == 2 ? b.s2 : b.s3));
 }
 """
+# PoCL computes a kernel's work-items as vector lanes and has no vector 64-bit multiply-high:
+# mul_hi on ulong is emulated there (Philox4x64-10 blocks 4x slower than through this). Its
+# clang has __uint128_t, whose product is one multiply per lane.
+_MULHI64_HELPER = """
+inline ulong fj_mulhi64(ulong a, ulong b) { return (ulong)(((__uint128_t)a * b) >> 64); }
+"""
+
+
+def philox_helper(wide_mul: bool) -> str:
+    """_PHILOX_HELPER, its multiply-highs through fj_mulhi64 (_MULHI64_HELPER, emitted before
+    it) where ``wide_mul``."""
+    return _PHILOX_HELPER.replace("mul_hi(", "fj_mulhi64(") if wide_mul else _PHILOX_HELPER
+
+
 _GCD_HELPER = """
 inline {U} fj_uabs_{t}({S} a) {{ return a < 0 ? ({U})(({W})0 - ({W})a) : ({U})a; }}
 inline {S} fj_gcd_{t}({S} a, {S} b) {{

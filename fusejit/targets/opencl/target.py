@@ -36,10 +36,11 @@ from fusejit.targets.opencl.helpers import (
     _HALF_VECTOR,
     _HALF_VECTOR_IO,
     _HALF_VECTOR_IO_AT,
-    _PHILOX_HELPER,
+    _MULHI64_HELPER,
     _POW_HELPER,
     _SIGNED_HELPERS,
     _trig_helpers,
+    philox_helper,
 )
 
 _C = {
@@ -209,8 +210,12 @@ for _op, _fn in _UNARY_BUILTINS.items():
 for _op, _fn in ((Op.SIN, "sin"), (Op.COS, "cos"), (Op.TAN, "tan")):
     for _key in ("float32", "float16"):
         _VEC[(_op, _key)] = "fj_" + _fn + "{n}({a})"
-# float32 power of whole vectors: fusejit's own (opencl_vmath.py), 3x PoCL's pow
+# float32 power and hypot of whole vectors: fusejit's own (opencl_vmath.py), 3x PoCL's pow
 _VEC[(Op.POW, "float32")] = "fj_powf{n}({a}, {b})"
+_VEC[(Op.HYPOT, "float32")] = _VEC[(Op.HYPOT, "float16")] = "fj_hypotf{n}({a}, {b})"
+_DOUBLE_HYPOT = {(Op.HYPOT, "float32"): "fj_hypotf({a}, {b})",
+                 (Op.HYPOT, "float16"): "fj_hypotf({a}, {b})",
+                 (Op.ABS, "complex64"): "fj_hypotf({a}.x, {a}.y)"}
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "f")] = _TEMPLATES[(_op, "f")]
 for _op, _fn in _NAN_GUARDED.items():  # (x != x: PoCL's vector isnan is a slow call)
@@ -269,6 +274,12 @@ class OpenCLTarget(Target):
     # that answers, once per target and when first asked (it may probe the device), with
     # opencl_fastdiv.spelling's "ptx", "emulated" or None
     fast_div: Callable[[], str | None] | None = None
+    # fusejit's own float32 math where the builtin is a call per element (opencl_vmath.py):
+    # hypot and complex64 abs in double, complex64 functions' sine and cosine by the vector
+    # trig; the backend sets it on CPU devices with fp64
+    cpu_math = False
+    # 64-bit multiply-high through __uint128_t (helpers.py's fj_mulhi64): PoCL's compiler
+    wide_mul = False
 
     @functools.cached_property
     def fast_div_spelling(self) -> str | None:
@@ -344,11 +355,19 @@ class OpenCLTarget(Target):
             f["t"] = dt.type_name(ftype)
         elif src.kind == "c":
             f.update(opencl_complex.fields(dt.type_name(src), _float_literal))
+            if self.cpu_math and src == dt.COMPLEX64:
+                f.update(SIN="fj_sin1", COS="fj_cos1")
         return f
 
     def render_op(self, op: Op, out: np.dtype, ins: Sequence[np.dtype],
                   operands: Sequence[str]) -> str:
         src = ins[0] if ins else out
+        if self.wide_mul and op is Op.MULHI and src == dt.UINT64:
+            self.helpers["mulhi64"] = _MULHI64_HELPER
+            return "fj_mulhi64({a}, {b})".format(**dict(zip("ab", operands)))
+        if self.cpu_math and (op, src.name) in _DOUBLE_HYPOT:
+            self.helpers.update(opencl_vmath.scalar_hypot_helpers())
+            return _DOUBLE_HYPOT[(op, src.name)].format(**dict(zip("ab", operands)))
         if op is Op.WHERE:
             src = ins[1]
         kinds = [dt.type_name(src), src.kind, "*"]
@@ -373,9 +392,13 @@ class OpenCLTarget(Target):
         if "fj_pow_" in template:
             self.helpers[f"pow_{t}"] = _POW_HELPER.format(**fields)
         if "fj_philox" in template:
-            self.helpers["philox"] = _PHILOX_HELPER
+            self.helpers["philox"] = philox_helper(self.wide_mul)
+            if self.wide_mul:
+                self.helpers["mulhi64"] = _MULHI64_HELPER  # (sorted before "philox")
         if src.kind == "c" and opencl_complex.needs_helpers(template):
             self.helpers.update(opencl_complex.helpers(template, fields))
+            if fields["SIN"] != "sin" and f"complex_{fields['t']}_functions" in self.helpers:
+                self.helpers.update({**_trig_helpers(2), **opencl_vmath.scalar_trig_helpers()})
         if "fj_gcd_" in template or "fj_lcm_" in template:
             self.helpers[f"gcd_{t}"] = _GCD_HELPER.format(**fields)
 
@@ -460,6 +483,8 @@ class OpenCLTarget(Target):
             self.helpers.update(_trig_helpers(n))
         elif template.startswith("fj_powf"):
             self.helpers.update(opencl_vmath.pow_helpers(n))
+        elif template.startswith("fj_hypotf"):
+            self.helpers.update(opencl_vmath.hypot_helpers(n))
         return template.format(**dict(zip("abc", operands)), **{**fields, **vec})
 
     def render_cast_vector(self, src: np.dtype, dst: np.dtype, x: str, n: int) -> str | None:

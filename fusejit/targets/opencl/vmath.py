@@ -162,8 +162,60 @@ inline float{m} fj_powf{m}(float{m} a, float{m} b) {{
     return r;
 }}
 """
+# float32 hypot of vectors: the squares summed and rooted in double. A float's square is exact
+# in double and neither overflows nor underflows there, so the only errors are the sum's and the
+# root's roundings and the final one to float: within 0.5 ULP + 2^-28 of the exact value, for
+# every finite pair, without scaling or branches (PoCL's hypot is a call per lane: a Sobel
+# filter ran at 0.77x NumPy). An infinite operand gives +inf even beside a NaN (C99, NumPy).
+_HYPOT_CORE = """
+inline float{m} fj_hypotd{m}(float{m} a, float{m} b) {{
+    double{m} x = convert_double{m}(a), y = convert_double{m}(b);
+    return convert_float{m}(sqrt(x * x + y * y));
+}}
+"""
+_HYPOT_SPLIT = """
+inline float{n} fj_hypotd{n}(float{n} a, float{n} b) {{
+    return (float{n})(fj_hypotd{h}(a.lo, b.lo), fj_hypotd{h}(a.hi, b.hi));
+}}
+"""
+_HYPOT_ENTRY = """
+inline float{m} fj_hypotf{m}(float{m} a, float{m} b) {{
+    int{m} inf = ((as_int{m}(a) & (int{m})(0x7fffffff)) == (int{m})(0x7f800000))
+        | ((as_int{m}(b) & (int{m})(0x7fffffff)) == (int{m})(0x7f800000));
+    return select(fj_hypotd{m}(a, b), (float{m})(INFINITY), inf);
+}}
+"""
+_HYPOT_SCALAR = """
+inline float fj_hypotf(float a, float b) {
+    double x = a, y = b;
+    float h = (float)sqrt(x * x + y * y);
+    return (isinf(a) || isinf(b)) ? INFINITY : h;
+}
+"""
 # the helper keys that need cl_khr_fp64
-FP64_KEYS = ("trig_vector", "vpow")
+FP64_KEYS = ("trig_vector", "vpow", "vhypot")
+
+
+def scalar_hypot_helpers() -> dict[str, str]:
+    """fj_hypotf(a, b): the same in one lane, for kernels that compute lane by lane on a CPU
+    (complex64 kernels: ``np.abs`` of a complex64 array ran at 0.05x NumPy with PoCL's hypot)."""
+    return {"vhypot_scalar": _HYPOT_SCALAR}
+
+
+def scalar_trig_helpers() -> dict[str, str]:
+    """fj_sin1 and fj_cos1: one float through the two-lane vector sine and cosine, for
+    complex64 functions on a CPU (PoCL's scalar sin and cos are calls, ~30x slower). Declared
+    before the complex helpers that call them, defined after the vector trig (helpers are
+    emitted in the order of their keys)."""
+    return {"complex_0trig": "float fj_sin1(float x);\nfloat fj_cos1(float x);\n",
+            "trig_~scalar": "float fj_sin1(float x) { return fj_sin2((float2)(x)).x; }\n"
+                            "float fj_cos1(float x) { return fj_cos2((float2)(x)).x; }\n"}
+
+
+def hypot_helpers(n: int) -> dict[str, str]:
+    """fj_hypotf{n}(a, b): float32 hypot of ``n``-lane vectors."""
+    return {**_halves(n, _HYPOT_CORE, _HYPOT_SPLIT, "vhypot"),
+            f"vhypot_entry{n:02d}": _HYPOT_ENTRY.format(m=n)}
 
 
 def pow_helpers(n: int) -> dict[str, str]:
