@@ -156,8 +156,10 @@ def check(device: str, got: Any, want: np.ndarray, args: Sequence[np.ndarray], w
         ulp = max(ulp, extra)
         keep = np.ones(want.shape, bool) if mask is None else np.broadcast_to(mask, want.shape)
         tiny = np.finfo(np.float32).tiny
+        # (the logs, cbrt and pow read subnormal inputs by their bits: those are compared)
+        read = args if op in glsl.SUBNORMAL_INPUTS and not flushes_subnormals() else ()
         for v in (*args, want):
-            if v.dtype.kind == "f":
+            if v.dtype.kind == "f" and not any(v is a for a in read):
                 with np.errstate(invalid="ignore"):
                     keep = keep & ~((v != 0) & (np.abs(v) < tiny))
         if domain < math.inf:
