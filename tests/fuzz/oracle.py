@@ -43,7 +43,9 @@ specified). A value is *exact* where ``err == 0``: fusejit must then match NumPy
 * The sign of a NaN is unspecified (IEEE 754): ``signbit(NaN)`` and ``copysign(x, NaN)`` are
   masked.
 * On the Vulkan device, an op's bound is the Vulkan target's where that is looser
-  (``glsl.tolerance``), and outside its domain (trig arguments beyond it) a result is masked.
+  (``glsl.tolerance``), outside its domain (trig arguments beyond it) a result is masked, and
+  a float32 transcendental result below the normal range may be flushed to zero (the
+  README's Vulkan table).
 """
 
 from __future__ import annotations
@@ -334,9 +336,10 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
         for x in map(np.asarray, combos[0]):
             if x.dtype.kind == "f":
                 unknown |= np.broadcast_to(np.isnan(x), shape)
-    vulkan_bound = (0, math.inf)
-    if step.fj_op is not None and r.dtype.kind == "f" and \
-            fusejit.get_default_device() == "vulkan":
+    vulkan = step.fj_op is not None and r.dtype.kind == "f" and \
+        fusejit.get_default_device() == "vulkan"
+    vulkan_bound: tuple[float, float] = (0, math.inf)  # (ULP, domain)
+    if vulkan:
         # the Vulkan target's own bound and its domain (the trig builtins beyond |x| = 2^20,
         # or pi without shader-f64: glsl.tolerance); beyond it any value is possible
         vulkan_bound = glsl.tolerance(step.fj_op, _vulkan_features(), r.dtype)
@@ -356,6 +359,10 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
                 ulps = op_ulp(step.fj_op, r.dtype)
             ulps = max(ulps, vulkan_bound[0])
         err = err + _ulp(r) * np.where(inexact, max(ulps, 1.0), ulps)
+        if vulkan and step.kind == "transcendental" and r.dtype == np.float32:
+            # (the builtins may flush a subnormal result to zero)
+            tiny = float(np.finfo(np.float32).tiny)
+            err = np.maximum(err, np.where(np.abs(r) < tiny, tiny, 0.0))
     err = np.where(unknown, np.inf, err)
     if r.dtype.kind != "f":
         err = np.where(err > 0, np.inf, 0.0)
