@@ -265,7 +265,8 @@ SPECIAL: dict[str, list[tuple[str, str]]] = {
             ("abs(x) < 0.01", "fj_series(x, 0.0, 0.333333333, 0.0, 0.133333333)")],
     "asin": [("abs(x) > 1.0", _NAN), ("x == 0.0", "x"),
              ("abs(x) < 0.01", "fj_series(x, 0.0, 0.166666667, 0.0, 0.075)")],
-    "acos": [("abs(x) > 1.0", _NAN)],
+    # (near 1, where the result is small, by the half angle: 1 - x is exact there)
+    "acos": [("abs(x) > 1.0", _NAN), ("x > 0.5", "2.0 * asin(sqrt((1.0 - x) * 0.5))")],
     "atan": [("x == " + _INF, "1.5707963267949"), ("x == " + _NINF, "-1.5707963267949"),
              ("x == 0.0", "x"), ("abs(x) < 0.01", "fj_series(x, 0.0, -0.333333333, 0.0, 0.2)")],
     # beyond 9, e^-|x| is below half an ulp of e^|x|: e^|x| / 2 as (e^(|x|/2) / 2) * e^(|x|/2),
