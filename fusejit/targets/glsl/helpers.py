@@ -301,8 +301,10 @@ float fj_log_near1(float x) {
 }
 float fj_log_u(float u) { return u >= 0.5 && u <= 2.0 ? fj_log_near1(u) : log(u); }
 float fj_log2_pos(float x) {
-    /* log2 of x > 0, a subnormal x through its bits (x = bits * 2^-149), as SPECIAL's logs */
+    /* log2 of x > 0 as SPECIAL's log2: a subnormal x through its bits (x = bits * 2^-149),
+       x in [0.5, 2] by the series */
     uint u = floatBitsToUint(x);
+    if (x >= 0.5 && x <= 2.0) return fj_log_near1(x) * 1.4426950408889634;
     return u < 0x00800000u ? log2(float(u)) - 149.0 : log2(x);
 }
 float fj_series(float x, float c2, float c3, float c4, float c5) {
