@@ -1,4 +1,6 @@
-"""Every elementwise op of the op table on every dtype, on edge values, against NumPy.
+"""Every elementwise op of the op table on every dtype, on edge values, against NumPy; and
+gathers (``x[i]``, ``take``, ``take_along_axis``, ``searchsorted``, ``interp``) of every dtype by
+every index dtype.
 
 Each test compares one op (or one cast) with NumPy in dtype, shape and value. The device work is
 batched: ``run_batched`` compiles many cases into one fused function returning a list, which is
