@@ -3,8 +3,8 @@
 A Vulkan driver may apply algebraic identities that hold for finite numbers only (SPIR-V lets
 it assume no NaN or Inf): lavapipe folded ``x - x`` and ``x + (-x)`` to 0, ``0.0 * y`` of a
 zero it derived itself (``float(x < x)``, ``float(i - i)``) to 0, and turned ``np.sign``'s
-select chain into a sign whose zero was -0.0; its log builtins read subnormals as if normal.
-Each class is checked against NumPy on every edge value, in float16, float32 and float64
+select chain into a sign whose zero was -0.0; its log builtins read subnormals as if normal,
+and near x = 1 (where Vulkan bounds them only absolutely) were 13 % off. Each class is checked against NumPy on every edge value, in float16, float32 and float64
 (float64 on Vulkan has its exact ops only), on both devices. The op catalog
 (tests/test_ops_catalog.py) pairs *different* operands; here the operands are one value.
 """
@@ -107,8 +107,7 @@ def test_binary_ops_of_one_value(device: str, dtype: np.dtype) -> None:
     """Every binary ufunc with both operands one value (or it and its negation), where a
     compiler sees that they are, within the op's bound on the device."""
     x = cat.edge_values(dtype)
-    fns = {(u, form): make(u) for u in cat.BINARY for form, make in SAME.items()
-           if not (form != "u(x, x)" and dtype.kind == "u")}
+    fns = {(u, form): make(u) for u in cat.BINARY for form, make in SAME.items()}
     fns = {k: fn for k, fn in fns.items() if not isinstance(cat.numpy_result(fn, x), Exception)}
     got = cat.run_batched({"x": x}, {k: (fn, ("x",)) for k, fn in fns.items()}, "scalar")
     failures = []
