@@ -56,6 +56,10 @@ IDENTITIES: dict[str, Callable[[Any, Any], Any]] = {
     "float(i ^ i) + y": lambda x, y: (x.astype(np.int32) ^ x.astype(np.int32)).astype(y.dtype)
     + y,
     "float(u & 0) * y": lambda x, y: ((x > 1).astype(np.uint32) & 0).astype(y.dtype) * y,
+    # products the driver must not reassociate (deg2rad twice was x * (c * c), an ulp off)
+    "deg2rad(deg2rad(x))": lambda x, y: np.deg2rad(np.deg2rad(x)),
+    "rad2deg(x * 3)": lambda x, y: np.rad2deg(x * 3),
+    "square(x) * 3": lambda x, y: np.square(x) * 3,
     "x == x": lambda x, y: x == x,  # noqa: PLR0124
     "x >= x": lambda x, y: x >= x,  # noqa: PLR0124
     "x != x": lambda x, y: x != x,  # noqa: PLR0124

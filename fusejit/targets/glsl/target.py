@@ -115,11 +115,15 @@ TRIG_OPS = frozenset({Op.SIN, Op.COS, Op.TAN})
 # float results the driver must not see through: SPIR-V lets a Vulkan driver reassociate and
 # contract float arithmetic (lavapipe turns (x + b) - x into b, NVIDIA fuses a * b + c), and
 # naga cannot mark an op precise (NoContraction). A product with the uniform block's fj_one
-# (1.0, unknown to the compiler) keeps each result as NumPy rounds it: exact, and nothing folds
+# (1.0, unknown to the compiler) keeps each sum as NumPy rounds it: exact, and nothing folds
 # across it. (It replaced an XOR of the bits with fj_z = 0, which kept the results too but
 # stopped NVIDIA merging a work-item's four adjacent accesses into 16-byte ones: an H200 ran
 # chain8 over 2^26 float32 in 254 us with the XOR, 129 us with the product, 156 us with neither.)
-_OPAQUE = frozenset({Op.ADD, Op.SUB, Op.MUL})
+# A product takes the other kind of op, a difference with fj_zero (as exact: x - 0.0 is x, -0.0
+# too): a product with fj_one did not stop lavapipe moving constants across it, turning
+# deg2rad(deg2rad(x)) into x * (c * c), an ulp off.
+_OPAQUE = frozenset({Op.ADD, Op.SUB})
+_OPAQUE_PRODUCTS = frozenset({Op.MUL, Op.SQUARE, Op.DEG2RAD, Op.RAD2DEG})
 # Operands the driver must not see as one value: lavapipe folds x - x and x + (-x) to 0 (NIR's
 # inexact "a + -a -> 0", wrong for inf and NaN) whatever multiplies the result. So the second
 # operand of a float + or - is multiplied by fj_one too: an exact copy the driver cannot prove
@@ -319,10 +323,10 @@ class GLSLTarget(Target):
         self._require(text)
         if dt.type_name(out) in glsl_narrow.BITS and "predicate" not in OPS[op].flags:
             return glsl_narrow.wrap(dt.type_name(out), text)
-        if op in _OPAQUE and out == dt.FLOAT32:
-            return f"({text} * fj_one)"
-        if op in _OPAQUE and out == dt.FLOAT64:
-            return f"({text} * double(fj_one))"
+        if op in _OPAQUE and out in (dt.FLOAT32, dt.FLOAT64):
+            return f"({text} * {'fj_one' if out == dt.FLOAT32 else 'double(fj_one)'})"
+        if op in _OPAQUE_PRODUCTS and out in (dt.FLOAT32, dt.FLOAT64):
+            return f"({text} - {'fj_zero' if out == dt.FLOAT32 else 'double(fj_zero)'})"
         return text
 
     def divisor_prep(self, dtype: np.dtype, ins: Sequence[np.dtype]) -> tuple[str, str] | None:
