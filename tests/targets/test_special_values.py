@@ -198,3 +198,16 @@ def test_logs_and_arccos_near_one(device: str, dtype: np.dtype) -> None:
         except AssertionError as exc:
             failures.append(str(exc))
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("device", DEVICES, indirect=True)
+def test_power_by_one_is_exact(device: str, dtype: np.dtype) -> None:
+    """x ** 1 with the exponent known only at run time is x (through exp2(log2(x)) the largest
+    float32 overflowed to inf on lavapipe)."""
+    x = cat.edge_values(dtype)
+    for e in (1, np.ones(len(x), np.int8)):
+        got = cat.run_batched({"x": x, "e": e}, {"pow": (np.power, ("x", "e"))}, "scalar")["pow"]
+        cat.check(device, got, np.power(x, e), [x, x], f"x ** {e!r} ({dtype})", np.power)
+        if not isinstance(got, Exception):  # (and exactly: inf is 1 ULP from the largest float)
+            cat.check(device, got, np.power(x, e), [x, x], f"x ** {e!r} ({dtype})")

@@ -136,6 +136,7 @@ float fj_pow_f(float a, float b) {
     /* C pow's special cases; GLSL pow is undefined for a < 0 and for a == 0, b <= 0 */
     if (b == 0.0 || a == 1.0) return 1.0;
     if (fj_isnan(a) || fj_isnan(b)) return fj_isnan(a) ? a : b;
+    if (b == 1.0) return a;  /* (exp2(log2(a)) of 3.4e38 overflowed) */
     float ab = abs(a);
     bool b_int = floor(b) == b && (floatBitsToUint(b) & 0x7fffffffu) < 0x7f800000u;
     bool odd = b_int && abs(b) < 16777216.0 && mod(abs(b), 2.0) == 1.0;
