@@ -56,10 +56,12 @@ class Target(abc.ABC):
 
     def clamp_index(self, x: str, dtype: np.dtype, hi: int, index_type: str) -> str:
         """An integer ``x`` of ``dtype`` clamped into ``[0, hi]``, in ``index_type`` (compared
-        in ``dtype`` first, so a wide value cannot wrap into range)."""
+        in ``dtype`` first, so a wide value cannot wrap into range). Conversions are spelled
+        by ``cast``: a C cast is no GLSL (nor WGSL)."""
         t = self.compute_type(dtype)
-        low = "" if dtype.kind == "u" else f"({x}) < ({t})0 ? 0 : "
-        return f"({index_type})({low}({x}) > ({t}){hi} ? ({t}){hi} : ({x}))"
+        zero, top = self.cast(t, "0"), self.cast(t, str(hi))
+        low = "" if dtype.kind == "u" else f"({x}) < {zero} ? 0 : "
+        return self.cast(index_type, f"({low}({x}) > {top} ? {top} : ({x}))")
 
     def index_outside(self, x: str, dtype: np.dtype, n: int) -> str:
         """The condition that an integer ``x`` of ``dtype`` lies outside ``[0, n)``, compared in

@@ -42,11 +42,17 @@ specified). A value is *exact* where ``err == 0``: fusejit must then match NumPy
   zero result is unspecified (NumPy's own loops disagree between sizes and strides).
 * The sign of a NaN is unspecified (IEEE 754): ``signbit(NaN)`` and ``copysign(x, NaN)`` are
   masked.
+* On the Vulkan device, an op's bound is the Vulkan target's where that is looser
+  (``glsl.tolerance``), outside its domain (trig arguments beyond it) a result is masked, and
+  a float32 transcendental result below the normal range may be flushed to zero (the
+  README's Vulkan table).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -330,6 +336,18 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
         for x in map(np.asarray, combos[0]):
             if x.dtype.kind == "f":
                 unknown |= np.broadcast_to(np.isnan(x), shape)
+    vulkan = step.fj_op is not None and r.dtype.kind == "f" and \
+        fusejit.get_default_device() == "vulkan"
+    vulkan_bound: tuple[float, float] = (0, math.inf)  # (ULP, domain)
+    if vulkan:
+        # the Vulkan target's own bound and its domain (the trig builtins beyond |x| = 2^20,
+        # or pi without shader-f64: glsl.tolerance); beyond it any value is possible
+        vulkan_bound = glsl.tolerance(step.fj_op, _vulkan_features(), r.dtype)
+        if vulkan_bound[1] < math.inf and ops:
+            with np.errstate(invalid="ignore"):
+                far = np.abs(np.asarray(ops[0].center, np.float64)) + ops[0].err >= \
+                    vulkan_bound[1]
+            unknown |= np.broadcast_to(far, shape)
     if step.op in _PERIODIC and r.dtype.kind == "f" and inexact.any():
         err = np.maximum(err, _periodic_bound(step, ops, shape))
     if step.op in _ZERO_SIGN_OPS and r.dtype.kind == "f":
@@ -339,9 +357,12 @@ def _propagate(step: Step, fn: Callable[..., Any], ops: list[Approx], center: An
         if step.fj_op is not None:
             if step.kind == "transcendental":
                 ulps = op_ulp(step.fj_op, r.dtype)
-            if fusejit.get_default_device() == "vulkan":  # the Vulkan target's own bounds
-                ulps = max(ulps, glsl.TOLERANCES.get(step.fj_op, 0))
+            ulps = max(ulps, vulkan_bound[0])
         err = err + _ulp(r) * np.where(inexact, max(ulps, 1.0), ulps)
+        if vulkan and step.kind == "transcendental" and r.dtype == np.float32:
+            # (the builtins may flush a subnormal result to zero)
+            tiny = float(np.finfo(np.float32).tiny)
+            err = np.maximum(err, np.where(np.abs(r) < tiny, tiny, 0.0))
     err = np.where(unknown, np.inf, err)
     if r.dtype.kind != "f":
         err = np.where(err > 0, np.inf, 0.0)
@@ -360,6 +381,13 @@ _NAN_SIGN_OPS = frozenset({"signbit", "copysign"})
 # ops that wrap around: once an operand's interval spans a period, any value in the range is
 # possible (corner and interior samples can all land close together)
 _PERIODIC = frozenset({"mod", "fmod", "sin", "cos", "tan"})
+
+
+@functools.cache
+def _vulkan_features() -> frozenset[str]:
+    from fusejit.vulkan import default_device
+
+    return default_device().features
 
 
 def _periodic_bound(step: Step, ops: list[Approx], shape: tuple[int, ...]) -> np.ndarray:

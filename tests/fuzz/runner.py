@@ -3,6 +3,7 @@ and drive long campaigns.
 
     python -m tests.fuzz.runner --examples 5000 --seed 1     # a campaign; never stops early
     python -m tests.fuzz.runner --examples 500 --scalar-augment   # also `s += 1` on NumPy scalars
+    python -m tests.fuzz.runner --examples 2000 --seed 7 --device vulkan   # the Vulkan slice's
 """
 
 from __future__ import annotations
@@ -200,6 +201,7 @@ import fusejit  # noqa: E402
 
 {source}
 LAYOUTS = {layouts!r}
+DEVICE = {device!r}  # the default device the fuzzer ran on
 DRAWS = [  # the arguments of each value draw
 {draws}
 ]
@@ -208,8 +210,16 @@ KERNEL_SOURCE = r"""
 """
 
 
+def to_device(queue, host):
+    if DEVICE == "vulkan":
+        import fusejit.vulkan
+
+        return fusejit.vulkan.to_device(host)
+    return cla.to_device(queue, host)
+
+
 def place(value, layout, queue):
-    """The argument as the fuzzer passed it (NumPy, strided NumPy, or a pyopencl view)."""
+    """The argument as the fuzzer passed it (NumPy, strided NumPy, or a device view)."""
     v = np.asarray(value)
     if layout == "scalar":
         return value
@@ -222,20 +232,22 @@ def place(value, layout, queue):
     if layout == "numpy-broadcast":
         return np.broadcast_to(v[:1] if v.shape[0] > 1 else v, v.shape)
     if layout == "device-reversed":
-        return cla.to_device(queue, np.array(v[::-1], order="C"))[::-1]
+        return to_device(queue, np.array(v[::-1], order="C"))[::-1]
     if layout == "device":
-        return cla.to_device(queue, np.array(v, order="C"))
+        return to_device(queue, np.array(v, order="C"))
     if layout == "device-T":
-        return cla.to_device(queue, np.array(v.T, order="C")).T
+        return to_device(queue, np.array(v.T, order="C")).T
     if layout == "device-offset":
-        return cla.to_device(queue, np.concatenate([np.zeros((1,) + v.shape[1:], v.dtype),
-                                                    v]))[1:]
+        return to_device(queue, np.concatenate([np.zeros((1,) + v.shape[1:], v.dtype),
+                                                v]))[1:]
     base = np.ones((2 * v.shape[0],) + v.shape[1:], v.dtype)
     base[::2] = v
-    return cla.to_device(queue, base)[::2]
+    return to_device(queue, base)[::2]
 
 
 def host(x):
+    if DEVICE == "vulkan" and hasattr(x, "get"):
+        return x.get()
     if isinstance(x, cla.Array):
         if x.flags.forc:
             return x.get()
@@ -247,7 +259,8 @@ def host(x):
 
 
 def main():
-    queue = fusejit.default_queue()
+    fusejit.set_default_device(DEVICE)
+    queue = fusejit.default_queue() if DEVICE == "opencl" else None
     f = fusejit.fuse(fz)
     for k, args in enumerate(DRAWS):
         with np.errstate(all="ignore"):
@@ -289,7 +302,7 @@ def save_failure(program: Program, draws: list[list[Any]], message: str, fused: 
         source=source, layouts=[a.layout for a in program.args],
         draws="\n".join("    [" + ", ".join(value_literal(v) for v in d) + "],"
                         for d in draws),
-        kernel=kernel.replace('"""', "'''"))
+        kernel=kernel.replace('"""', "'''"), device=fusejit.get_default_device())
     path.write_text(text)
     return path
 
@@ -297,9 +310,27 @@ def save_failure(program: Program, draws: list[list[Any]], message: str, fused: 
 # -- campaigns --------------------------------------------------------------------------------------
 
 
+def use_device(name: str) -> Any:
+    """The queue of device ``name`` ("opencl" or "vulkan"), made the default; on Vulkan the
+    generator draws from the dtypes its target computes, as the Vulkan slice of the suite does
+    (promotions may still reach others: those calls count as unsupported)."""
+    from fusejit.runtime.backend import default_queue
+
+    from . import generator
+
+    fusejit.set_default_device(name)
+    queue = default_queue()
+    if name == "vulkan":
+        from fusejit.runtime.vulkan.array import supported_dtypes
+
+        generator.DTYPES = tuple(d for d in generator.DTYPES if d in supported_dtypes(queue))
+    return queue
+
+
 def campaign(examples: int, seed: int, validate: bool, log: Any = sys.stdout,
-             verbose: bool = False, scalar_augment: bool | None = None) -> Counter:
-    queue = fusejit.default_queue()
+             verbose: bool = False, scalar_augment: bool | None = None,
+             device: str = "opencl") -> Counter:
+    queue = use_device(device)
     stats: Counter = Counter()
     start = time.time()
     for i in range(examples):
@@ -331,18 +362,20 @@ def main() -> None:
     parser.add_argument("--validate", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="print each program first")
     parser.add_argument("--program", type=int, help="run only the program of this seed")
+    parser.add_argument("--device", choices=("opencl", "vulkan"), default="opencl")
     parser.add_argument("--scalar-augment", action="store_true", default=None,
                         help="also write NumPy scalars with augmented assignment (`s += 1`), "
                              "as FUSEJIT_FUZZ_SCALAR_AUGMENT=1 does")
     ns = parser.parse_args()
     if ns.program is not None:
+        queue = use_device(ns.device)
         program = generate(RandomChooser(ns.program), scalar_augment=ns.scalar_augment)
         print(program.source())
-        out = run_case(program, ns.program, fusejit.default_queue(), validate=ns.validate)
+        out = run_case(program, ns.program, queue, validate=ns.validate)
         print(out.status, out.message)
         return
     stats = campaign(ns.examples, ns.seed, ns.validate, verbose=ns.verbose,
-                     scalar_augment=ns.scalar_augment)
+                     scalar_augment=ns.scalar_augment, device=ns.device)
     print("done:", dict(stats))
 
 

@@ -132,6 +132,35 @@ def test_what_it_does_not_know_is_a_named_error(glsl) -> None:
         wgsl(glsl)
 
 
+def test_conversions_of_64_bit_constants_are_not_folded() -> None:
+    """naga cannot convert a 64-bit constant to a narrower or float type while compiling (a
+    gather index clamped from a literal): those go through the zero it does not know; a
+    variable's conversion stays plain."""
+    out = main_of(wgsl("int64_t v = int64_t(fj_g0); int a = int(2l); int b = int(v); "
+                       "float c = float(1l < 0l ? 0l : 3l); uint64_t d = uint64_t(5l); "
+                       "out0[0] = float(a + b) + c + float(d);"))
+    assert "var a: i32 = i32((2li | i64(fj_u0)));" in out
+    assert "var b: i32 = i32(v);" in out
+    assert "f32((select(3li, 0li, (1li < 0li)) | i64(fj_u0)))" in out
+    assert "var d: u64 = u64(5li);" in out
+
+
+@pytest.mark.parametrize("index", ["int8", "uint8", "int32", "uint32", "int64", "uint64"])
+def test_index_clamps_spell_conversions_as_constructors(index) -> None:
+    """Target's shared index code converts through ``cast`` (a C cast is neither GLSL nor
+    WGSL, and the translation names one if it ever meets it)."""
+    from fusejit.targets.glsl.target import GLSLTarget
+
+    target = GLSLTarget(frozenset({"shader-int64", "fj-wgsl-int64"}))
+    text = target.clamp_index("v", np.dtype(index), 9, "int")
+    assert not re.search(r"\((int|uint|int64_t|uint64_t)\)", text), text
+    ctype = target.compute_type(np.dtype(index))
+    out = main_of(wgsl(f"{ctype} v = {ctype}(fj_g0); int g = {text}; out0[g] = 1.0;"))
+    assert "var g: i32 = i32(" in out
+    with pytest.raises(WGSLError, match="C cast"):
+        wgsl("int64_t v = int64_t(fj_g0); int g = (int)(v); out0[g] = 1.0;")
+
+
 # -- on a Vulkan device --------------------------------------------------------------------------
 
 

@@ -101,7 +101,7 @@ T: dict[Op, str] = {
     Op.RECIPROCAL: "fj_div_d(double(1.0), {a}, double(fj_one))",
     Op.NEG: "(-{a})", Op.POS: "{a}", Op.ABS: "abs({a})", Op.SQUARE: "({a} * {a})",
     Op.SIGN: "(fj_isnan_d({a}) ? {a} : ({a} > double(0.0) ? double(1.0) : "
-             "({a} < double(0.0) ? double(-1.0) : double(0.0))))",
+             "({a} < double(0.0) ? double(-1.0) : double(fj_zero))))",
     Op.SQRT: "(fj_isnan_d({a}) ? {a} : ({a} < double(0.0) ? " + _NAN +
              " : fj_sqrt_d({a}, double(fj_one))))",
     Op.FLOOR: "(fj_isnan_d({a}) ? {a} : floor({a}))",

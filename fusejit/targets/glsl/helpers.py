@@ -1,6 +1,7 @@
 """GLSL helper functions of the Vulkan target (targets/glsl/target.py), emitted once per shader when a
 template names them. NaN and Inf are recognised by bit pattern throughout: Vulkan lets a driver
-assume there are none, and leaves its builtins undefined for them."""
+assume there are none, and leaves its builtins undefined for them. A NaN operand is returned
+itself, never as ``a + b``: a driver folds that to 0 where ``b`` is ``-a``."""
 
 from __future__ import annotations
 
@@ -134,7 +135,8 @@ uint fj_lcm_u(uint a, uint b) {
 float fj_pow_f(float a, float b) {
     /* C pow's special cases; GLSL pow is undefined for a < 0 and for a == 0, b <= 0 */
     if (b == 0.0 || a == 1.0) return 1.0;
-    if (fj_isnan(a) || fj_isnan(b)) return a + b;
+    if (fj_isnan(a) || fj_isnan(b)) return fj_isnan(a) ? a : b;
+    if (b == 1.0) return a;  /* (exp2(log2(a)) of 3.4e38 overflowed) */
     float ab = abs(a);
     bool b_int = floor(b) == b && (floatBitsToUint(b) & 0x7fffffffu) < 0x7f800000u;
     bool odd = b_int && abs(b) < 16777216.0 && mod(abs(b), 2.0) == 1.0;
@@ -151,13 +153,13 @@ float fj_pow_f(float a, float b) {
         return odd ? uintBitsToFloat(floatBitsToUint(r) | (floatBitsToUint(a) & 0x80000000u)) : r;
     }
     if (a < 0.0 && !b_int) return uintBitsToFloat(0x7fc00000u);
-    float r = exp2(b * log2(ab));
+    float r = exp2(b * fj_log2_pos(ab));
     return (a < 0.0 && odd) ? -r : r;
 }
 """,
     "fj_atan2": """
 float fj_atan2(float y, float x) {
-    if (fj_isnan(x) || fj_isnan(y)) return x + y;
+    if (fj_isnan(x) || fj_isnan(y)) return fj_isnan(x) ? x : y;
     float s = (floatBitsToUint(y) >> 31) != 0u ? -1.0 : 1.0;
     bool xneg = (floatBitsToUint(x) >> 31) != 0u;
     bool xinf = (floatBitsToUint(x) & 0x7fffffffu) == 0x7f800000u;
@@ -174,7 +176,7 @@ float fj_hypot(float a, float b) {
     float x = abs(a), y = abs(b);
     if (floatBitsToUint(x) == 0x7f800000u || floatBitsToUint(y) == 0x7f800000u)
         return uintBitsToFloat(0x7f800000u);
-    if (fj_isnan(x) || fj_isnan(y)) return x + y;
+    if (fj_isnan(x) || fj_isnan(y)) return fj_isnan(x) ? x : y;
     float m = max(x, y), n = min(x, y);
     if (m == 0.0) return 0.0;
     float r = n / m;
@@ -183,7 +185,7 @@ float fj_hypot(float a, float b) {
 """,
     "fj_nextafter": """
 float fj_nextafter(float a, float b) {
-    if (fj_isnan(a) || fj_isnan(b)) return a + b;
+    if (fj_isnan(a) || fj_isnan(b)) return fj_isnan(a) ? a : b;
     if (a == b) return b;
     if (a == 0.0) return uintBitsToFloat(b > 0.0 ? 1u : 0x80000001u);
     uint h = floatBitsToUint(a);
@@ -205,7 +207,7 @@ float fj_ldexp(float a, int e) {
 """,
     "fj_logaddexp": """
 float fj_logaddexp(float x, float y) {
-    if (fj_isnan(x) || fj_isnan(y)) return x + y;
+    if (fj_isnan(x) || fj_isnan(y)) return fj_isnan(x) ? x : y;
     if (x == y) return x + 0.693147180559945;
     float tmp = x - y;
     if (tmp > 0.0) return x + fj_special_fj_log1p(exp(-tmp));
@@ -213,7 +215,7 @@ float fj_logaddexp(float x, float y) {
     return tmp;
 }
 float fj_logaddexp2(float x, float y) {
-    if (fj_isnan(x) || fj_isnan(y)) return x + y;
+    if (fj_isnan(x) || fj_isnan(y)) return fj_isnan(x) ? x : y;
     if (x == y) return x + 1.0;
     float tmp = x - y;
     if (tmp > 0.0) return x + 1.44269504088896 * fj_special_fj_log1p(exp2(-tmp));
@@ -226,18 +228,36 @@ float fj_logaddexp2(float x, float y) {
 # the builtin (undefined there in GLSL) is reached. (name, argument conditions -> result)
 _INF, _NINF, _NAN = "uintBitsToFloat(0x7f800000u)", "uintBitsToFloat(0xff800000u)", \
     "uintBitsToFloat(0x7fc00000u)"
+# The logs by the bits: a negative x (-0.0 aside) is NaN, a zero -inf, and a subnormal x is
+# bits * 2^-149, whose log is the log of the (exact, normal) float of its bits less 149 log(2):
+# lavapipe's builtins read subnormals as if normal (log2(1.4e-45) gave -127, not -149), and a
+# driver that flushes them would give -inf
+_LOG = [("floatBitsToUint(x) > 0x80000000u", _NAN), ("(floatBitsToUint(x) & 0x7fffffffu) == 0u",
+                                                      _NINF), ("x == " + _INF, "x")]
+_SUBNORMAL = "floatBitsToUint(x) < 0x00800000u"  # (after _LOG's cases: a positive subnormal)
+_BITS = "float(floatBitsToUint(x))"
+# (where Vulkan bounds the log builtins' error absolutely: 2^-21, which near x = 1 is most of
+# the result: lavapipe's log(0.9999999) was 13 % off)
+_NEAR1 = "x >= 0.5 && x <= 2.0"
+_LN2_149, _LG2_149 = (repr(float(np.float32(149 * c))) for c in (math.log(2), math.log10(2)))
 SPECIAL: dict[str, list[tuple[str, str]]] = {
     "exp": [("x == " + _INF, "x"), ("x == " + _NINF, "0.0"), ("x > 88.8", _INF)],
     "exp2": [("x == " + _INF, "x"), ("x == " + _NINF, "0.0"), ("x >= 128.0", _INF)],
     "fj_expm1": [("x == " + _INF, "x"), ("x == " + _NINF, "-1.0"), ("x > 88.8", _INF),
                  ("x == 0.0", "x")],
-    "log": [("x < 0.0", _NAN), ("x == 0.0", _NINF), ("x == " + _INF, "x")],
-    "log2": [("x < 0.0", _NAN), ("x == 0.0", _NINF), ("x == " + _INF, "x")],
-    "fj_log10": [("x < 0.0", _NAN), ("x == 0.0", _NINF), ("x == " + _INF, "x")],
+    "log": [*_LOG, (_SUBNORMAL, f"log({_BITS}) - {_LN2_149}"), (_NEAR1, "fj_log_near1(x)")],
+    "log2": [*_LOG, (_SUBNORMAL, f"log2({_BITS}) - 149.0"),
+             (_NEAR1, "fj_log_near1(x) * 1.4426950408889634")],
+    "fj_log10": [*_LOG, (_SUBNORMAL, f"fj_log10({_BITS}) - {_LG2_149}"),
+                 (_NEAR1, "fj_log_near1(x) * 0.4342944819032518")],
     "fj_log1p": [("x < -1.0", _NAN), ("x == -1.0", _NINF), ("x == " + _INF, "x"),
                  ("x == 0.0", "x")],
     "sqrt": [("x < 0.0", _NAN), ("x == 0.0", "x"), ("x == " + _INF, "x")],
-    "fj_cbrt": [("x == 0.0", "x"), ("abs(x) == " + _INF, "x")],
+    # (a subnormal x = +-(bits / 4) * 2^-147 by its bits, and 2^-147 = (2^-49)^3)
+    "fj_cbrt": [("(floatBitsToUint(x) & 0x7fffffffu) == 0u", "x"), ("abs(x) == " + _INF, "x"),
+                ("(floatBitsToUint(x) & 0x7fffffffu) < 0x00800000u",
+                 ("fj_cbrt(((floatBitsToUint(x) >> 31) != 0u ? -0.25 : 0.25) * "
+                  "float(floatBitsToUint(x) & 0x7fffffffu)) * 1.7763568394002505e-15"))],
     # small arguments by series: the builtins' error bound is absolute (2^-11 in Vulkan's table)
     "sin": [("abs(x) == " + _INF, _NAN), ("x == 0.0", "x"),
             ("abs(x) < 0.01", "fj_series(x, 0.0, -0.166666667, 0.0, 0.00833333333)")],
@@ -246,7 +266,8 @@ SPECIAL: dict[str, list[tuple[str, str]]] = {
             ("abs(x) < 0.01", "fj_series(x, 0.0, 0.333333333, 0.0, 0.133333333)")],
     "asin": [("abs(x) > 1.0", _NAN), ("x == 0.0", "x"),
              ("abs(x) < 0.01", "fj_series(x, 0.0, 0.166666667, 0.0, 0.075)")],
-    "acos": [("abs(x) > 1.0", _NAN)],
+    # (near 1, where the result is small, by the half angle: 1 - x is exact there)
+    "acos": [("abs(x) > 1.0", _NAN), ("x > 0.5", "2.0 * asin(sqrt((1.0 - x) * 0.5))")],
     "atan": [("x == " + _INF, "1.5707963267949"), ("x == " + _NINF, "-1.5707963267949"),
              ("x == 0.0", "x"), ("abs(x) < 0.01", "fj_series(x, 0.0, -0.333333333, 0.0, 0.2)")],
     # beyond 9, e^-|x| is below half an ulp of e^|x|: e^|x| / 2 as (e^(|x|/2) / 2) * e^(|x|/2),
@@ -271,6 +292,22 @@ SPECIAL: dict[str, list[tuple[str, str]]] = {
               ("x == 0.0", "x"), ("abs(x) < 0.01", "fj_series(x, 0.0, 0.333333333, 0.0, 0.2)")],
 }
 DERIVED = """
+float fj_log_near1(float x) {
+    /* log(x) for x in [0.5, 2] as 2 atanh(s), s = (x - 1) / (x + 1) (x - 1 is exact there),
+       by its series to s^15: within 4 ULP */
+    float s = (x - 1.0) / (x + 1.0), z = s * s;
+    return s * (2.0 + z * (0.6666666666666666 + z * (0.4 + z * (0.2857142857142857 +
+        z * (0.2222222222222222 + z * (0.18181818181818182 + z * (0.15384615384615385 +
+        z * 0.13333333333333333)))))));
+}
+float fj_log_u(float u) { return u >= 0.5 && u <= 2.0 ? fj_log_near1(u) : log(u); }
+float fj_log2_pos(float x) {
+    /* log2 of x > 0 as SPECIAL's log2: a subnormal x through its bits (x = bits * 2^-149),
+       x in [0.5, 2] by the series */
+    uint u = floatBitsToUint(x);
+    if (x >= 0.5 && x <= 2.0) return fj_log_near1(x) * 1.4426950408889634;
+    return u < 0x00800000u ? log2(float(u)) - 149.0 : log2(x);
+}
 float fj_series(float x, float c2, float c3, float c4, float c5) {
     /* x + c2 x^2 + ... + c5 x^5: the small-argument branch of the functions below, where the
        builtins (exp(x) - 1, log(1 + x), (e^x - e^-x) / 2, ...) cancel */
@@ -282,13 +319,13 @@ float fj_expm1(float x) {
     if (u == 1.0) return x;
     float um1 = u - 1.0;
     if (um1 == -1.0) return -1.0;
-    return um1 * (x / log(u));
+    return um1 * (x / fj_log_u(u));
 }
 float fj_log1p(float x) {
     if (abs(x) < 0.01) return fj_series(x, -0.5, 0.333333333, -0.25, 0.2);
     float u = 1.0 + x;
     if (u == 1.0) return x;
-    return log(u) * (x / (u - 1.0));
+    return fj_log_u(u) * (x / (u - 1.0));
 }
 float fj_half_exp(float ax) {
     float e = exp(ax * 0.5);
@@ -366,7 +403,7 @@ float fj_hfloat(uint h) {
     return uintBitsToFloat(s | ((e + 112u) << 23) | (m << 13));
 }
 float fj_nextafter_h(float a, float b) {
-    if (fj_isnan(a) || fj_isnan(b)) return a + b;
+    if (fj_isnan(a) || fj_isnan(b)) return fj_isnan(a) ? a : b;
     if (a == b) return EQUAL;
     if (a == 0.0) return fj_hfloat(b > 0.0 ? 1u : 0x8001u);
     uint h = fj_hbits(a);

@@ -36,7 +36,7 @@ T: dict[tuple[Op, str], str] = {
     (Op.CONJ, "*"): "{a}",  # (of a real value: itself)
     (Op.ABS, "f"): "uintBitsToFloat(floatBitsToUint({a}) & 0x7fffffffu)",
     (Op.ABS, "i"): "({a} < 0 ? -{a} : {a})", (Op.ABS, "u"): "{a}", (Op.ABS, "b"): "{a}",
-    (Op.SIGN, "f"): "(fj_isnan({a}) ? {a} : ({a} > 0.0 ? 1.0 : ({a} < 0.0 ? -1.0 : 0.0)))",
+    (Op.SIGN, "f"): "(fj_isnan({a}) ? {a} : ({a} > 0.0 ? 1.0 : ({a} < 0.0 ? -1.0 : fj_zero)))",
     (Op.SIGN, "i"): "(int({a} > 0) - int({a} < 0))", (Op.SIGN, "u"): "uint({a} > 0u)",
     (Op.SQUARE, "f"): "({a} * {a})", (Op.SQUARE, "i"): "({a} * {a})",
     (Op.SQUARE, "u"): "({a} * {a})", (Op.SQUARE, "b"): "{a}",

@@ -89,11 +89,13 @@ TOLERANCES: dict[Op, int] = {
 }
 
 # Where those bounds hold: the transcendental builtins may flush subnormal inputs and results
-# (no shaderDenormPreserve requirement), so those are outside the promise. float32 sin, cos and
-# tan are fusejit's own where the adapter has shader-f64 (targets/glsl_f64: the OpenCL bound,
-# for |x| < 2^20); elsewhere they are the builtins, whose Vulkan bound (2^-11 absolute, here
-# BUILTIN_TRIG_ULP) holds for |x| <= pi only.
+# (no shaderDenormPreserve requirement), so those are outside the promise, except the inputs
+# of SUBNORMAL_INPUTS, which read a subnormal by its bits (targets/glsl/helpers.py). float32
+# sin, cos and tan are fusejit's own where the adapter has shader-f64 (targets/glsl_f64: the
+# OpenCL bound, for |x| < 2^20); elsewhere they are the builtins, whose Vulkan bound (2^-11
+# absolute, here BUILTIN_TRIG_ULP) holds for |x| <= pi only.
 BUILTIN_TRIG_ULP = 4096
+SUBNORMAL_INPUTS = frozenset({Op.LOG, Op.LOG2, Op.LOG10, Op.CBRT, Op.POW})
 
 
 def tolerance(op: Op, features: frozenset[str], dtype: np.dtype = dt.FLOAT32
@@ -113,11 +115,21 @@ TRIG_OPS = frozenset({Op.SIN, Op.COS, Op.TAN})
 # float results the driver must not see through: SPIR-V lets a Vulkan driver reassociate and
 # contract float arithmetic (lavapipe turns (x + b) - x into b, NVIDIA fuses a * b + c), and
 # naga cannot mark an op precise (NoContraction). A product with the uniform block's fj_one
-# (1.0, unknown to the compiler) keeps each result as NumPy rounds it: exact, and nothing folds
+# (1.0, unknown to the compiler) keeps each sum as NumPy rounds it: exact, and nothing folds
 # across it. (It replaced an XOR of the bits with fj_z = 0, which kept the results too but
 # stopped NVIDIA merging a work-item's four adjacent accesses into 16-byte ones: an H200 ran
 # chain8 over 2^26 float32 in 254 us with the XOR, 129 us with the product, 156 us with neither.)
-_OPAQUE = frozenset({Op.ADD, Op.SUB, Op.MUL})
+# A product takes the other kind of op, a difference with fj_zero (as exact: x - 0.0 is x, -0.0
+# too): a product with fj_one did not stop lavapipe moving constants across it, turning
+# deg2rad(deg2rad(x)) into x * (c * c), an ulp off.
+_OPAQUE = frozenset({Op.ADD, Op.SUB})
+_OPAQUE_PRODUCTS = frozenset({Op.MUL, Op.SQUARE, Op.DEG2RAD, Op.RAD2DEG})
+# Operands the driver must not see as one value: lavapipe folds x - x and x + (-x) to 0 (NIR's
+# inexact "a + -a -> 0", wrong for inf and NaN) whatever multiplies the result. So the second
+# operand of a float + or - is multiplied by fj_one too: an exact copy the driver cannot prove
+# equal to the first (literals, which cannot be, stay bare).
+_CANCELS = frozenset({Op.ADD, Op.SUB})
+_LITERAL = re.compile(r"\(?-?(\d[\w.+-]*|fj_zero|double\(fj_zero\)|double\([\d.e+-]+\))\)?")
 _UNROLL = "/*fj_unroll*/"
 _UNROLL_LOOP = re.compile(r"^(\s*)/\*fj_unroll\*/for \(int k = 0; k < (\d+); k\+\+\) \{$")
 
@@ -293,6 +305,9 @@ class GLSLTarget(Target):
                                         f"{src.name}")
         if src.kind == "f" and src != dt.FLOAT64 and "shader-f64" in self.features:
             template = glsl_f64.T.get(op, template)  # (float32 through double: see glsl_f64)
+        if op in _CANCELS and src.kind == "f" and not _LITERAL.fullmatch(operands[1]):
+            one = "double(fj_one)" if src == dt.FLOAT64 else "fj_one"
+            operands = [operands[0], f"({operands[1]} * {one})"]
         fields = {"Z": self._zero(src)}
         if "{A}" in template:
             fields["A"] = _truth(ins[0], operands[0])
@@ -308,10 +323,10 @@ class GLSLTarget(Target):
         self._require(text)
         if dt.type_name(out) in glsl_narrow.BITS and "predicate" not in OPS[op].flags:
             return glsl_narrow.wrap(dt.type_name(out), text)
-        if op in _OPAQUE and out == dt.FLOAT32:
-            return f"({text} * fj_one)"
-        if op in _OPAQUE and out == dt.FLOAT64:
-            return f"({text} * double(fj_one))"
+        if op in _OPAQUE and out in (dt.FLOAT32, dt.FLOAT64):
+            return f"({text} * {'fj_one' if out == dt.FLOAT32 else 'double(fj_one)'})"
+        if op in _OPAQUE_PRODUCTS and out in (dt.FLOAT32, dt.FLOAT64):
+            return f"({text} - {'fj_zero' if out == dt.FLOAT32 else 'double(fj_zero)'})"
         return text
 
     def divisor_prep(self, dtype: np.dtype, ins: Sequence[np.dtype]) -> tuple[str, str] | None:
@@ -338,7 +353,7 @@ class GLSLTarget(Target):
         if "_d(" in template:  # (fj_rh_d rounds through fj_rh)
             self.helpers.setdefault("1_half", _HALF)
             self.helpers.setdefault("1_xdouble", glsl_double.helpers())
-        if "fj_special_" in template or "fj_logaddexp" in template:
+        if "fj_special_" in template or "fj_logaddexp" in template or "fj_pow_f" in template:
             self.helpers.setdefault("1_derived", _DERIVED)
             for fn in _SPECIAL:
                 if f"fj_special_{fn}(" in template or (
@@ -366,6 +381,14 @@ class GLSLTarget(Target):
             return self.render_cast(dt.UINT32 if src.kind == "u" else dt.INT32, dst, x)
         if d in ("int64", "uint64") and src.kind == "f":
             return self._float_to_int64(src, dst, x)
+        if src.kind != "f" and dst.kind == "f" and d != "float16":
+            # a zero is the uniform fj_zero (see literal), not float(0): where the driver folds
+            # the integer or bool to 0 (i - i, x < x), it would fold 0.0 * y to 0.0 and
+            # 0.0 + y to y, wrong for y = -0.0, inf or NaN (lavapipe did)
+            zero = self.literal(dst.type(0.0), dst)
+            if s == "bool":
+                return f"({x} ? {self.literal(dst.type(1.0), dst)} : {zero})"
+            return f"({x} == {self._zero(src)} ? {zero} : {_GL[d]}({x}))"
         wide = glsl_double.cast(src, dst, x)
         if wide is not None:
             self._require(wide)

@@ -118,8 +118,23 @@ _WIDEN = {("i32", "i64"): "((i64({0}) << 32u) >> 32u)",
           ("u32", "u64"): "(u64({0}) & 4294967295lu)"}
 
 
+# names a constant expression of fusejit's may hold (builtins naga evaluates at compile time)
+_CONSTANT_NAMES = frozenset({"select", "min", "max", "clamp", "abs", "bitcast", "true",
+                             "false", *_SCALAR.values()})
+
+
+def _constant(text: str) -> bool:
+    """Does ``text`` name no variable (so naga evaluates it while compiling)?"""
+    return all(n in _CONSTANT_NAMES for n in re.findall(r"(?<![\w.])[A-Za-z_]\w*", text))
+
+
 def widen(text: str, have: str | None, want: str) -> str:
-    """``want(text)``, a conversion of a value of type ``have``."""
+    """``want(text)``, a conversion of a value of type ``have``. naga's constant evaluator
+    cannot convert a 64-bit integer to any narrower or float type ("Cannot cast scalar
+    components of expression Literal(I64(1))"), as in a gather index clamped from a literal:
+    such a constant is made opaque with the zero naga does not know (``fj_u0``)."""
+    if have in ("i64", "u64") and want not in ("i64", "u64") and _constant(text):
+        text = f"({text} | {have}(fj_u0))"
     spelled = _WIDEN.get((have or "", want))
     return spelled.format(text) if spelled else f"{want}({text})"
 
@@ -274,6 +289,9 @@ class Parser:
 
     def primary(self) -> tuple[str, str | None]:
         t = self.take()
+        if t == "(" and self.peek() in TYPES and self.peek(1) == ")":
+            raise WGSLError(f"a C cast ({self.peek()}) in the GLSL: GLSL (and WGSL) spell a "
+                            "conversion as a constructor, Target.cast's")
         if t == "(":
             inner, ty = self.expr()
             self.take(")")
@@ -324,7 +342,7 @@ class Parser:
         texts = [a for a, _ in args]
         if name in TYPES:  # constructors and conversions
             ty = self.wtype(name)
-            if len(args) == 1 and ty in ("i64", "u64"):
+            if len(args) == 1 and (ty in ("i64", "u64") or args[0][1] in ("i64", "u64")):
                 return widen(texts[0], args[0][1], ty), ty
             return f"{ty}({', '.join(texts)})", ty
         if name in self.funcs:

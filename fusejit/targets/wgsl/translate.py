@@ -34,7 +34,10 @@ What it maps:
   as ``li``, ``lu``);
 * a bit cast of a literal goes through a zero that naga cannot fold (``fj_u0``): WGSL makes a
   constant expression that yields NaN or infinity a compile error, and fusejit writes those
-  values as ``uintBitsToFloat(0x7fc00000u)``;
+  values as ``uintBitsToFloat(0x7fc00000u)``; so does a 64-bit constant converted to another
+  type, which naga's constant evaluator cannot convert (a gather index clamped from a literal);
+* a C cast (``(int)x``) is no GLSL: it raises ``WGSLError`` naming it (Target.cast spells
+  conversions);
 * identifiers that WGSL reserves get a trailing underscore.
 """
 
