@@ -35,7 +35,7 @@ from fusejit.compile.recompiles import (
     env_int,
 )
 from fusejit.runtime import autotune
-from fusejit.runtime.backend import backend_of, default_queue
+from fusejit.runtime.backend import adopt, backend_of, default_queue
 from fusejit.runtime.executable import OutSpec
 from fusejit.runtime.opencl.executable import NO_QUEUE, Executable
 from fusejit.runtime.memory import check_call
@@ -205,8 +205,11 @@ class Fused:
             elif isinstance(value, ShapeDtype):  # an abstract argument (f.lower, export)
                 spec = value.spec()
             else:
-                spec = arg_spec(value, static, f"argument {i}" if i < n_given else
-                                "an array the function reads from outside its arguments")
+                what = f"argument {i}" if i < n_given else \
+                    "an array the function reads from outside its arguments"
+                if not static:  # (another library's device array: a backend's, no copy)
+                    value = flat[i] = adopt(value, what)
+                spec = arg_spec(value, static, what)
             if isinstance(spec, DeviceArraySpec):
                 if context is None:
                     context, queue = spec.context, value.queue

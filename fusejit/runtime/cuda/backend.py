@@ -1,0 +1,57 @@
+"""The CUDA backend: CUDA C++ kernels (targets/cuda/target.py) compiled by NVRTC and launched
+through NVIDIA's cuda-core on the caller's stream.
+
+Registered when this package is imported, whether or not the ``fusejit[cuda]`` extra or a
+driver is there: the packages are imported only when a device is opened or a module built, and
+their absence is a DeviceUnavailableError that names the extra (OpenCL and Vulkan never notice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fusejit.errors import UnsupportedOperationError
+from fusejit.runtime.backend import Backend, DeviceInfo, register, register_adopter
+from fusejit.targets.base import Target
+from fusejit.targets.cuda.target import CUDATarget
+
+
+class CUDABackend(Backend):
+    name = "cuda"
+
+    def default_queue(self) -> Any:
+        from fusejit.runtime.cuda.device import default_device
+
+        return default_device()
+
+    def device_info(self, queue: Any) -> DeviceInfo:
+        return queue.info
+
+    def target(self, info: DeviceInfo) -> Target:
+        return CUDATarget()
+
+    def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
+                   constants: dict[int, Any], queue: Any, host_mode: bool, autotune: bool,
+                   name: str) -> Any:
+        from fusejit.runtime.cuda.executable import CUDAExecutable
+
+        if any(g.kind == "svd" for g in lowered.plan.groups):
+            raise UnsupportedOperationError(
+                "singular values (np.linalg.svd, matrix norms of ord 2, -2, 'nuc') run on "
+                "OpenCL only for now; call this function with pyopencl arrays or "
+                "fusejit.set_default_device('opencl')")
+        return CUDAExecutable(lowered, outputs, treedef, constants, queue, host_mode, name)
+
+
+def _adopt(value: Any, what: str) -> Any:
+    """A torch/CuPy/JAX/Numba array on a CUDA device as a fusejit CUDA Array (no copy), or
+    None for anything else."""
+    from fusejit.runtime.cuda.array import adopt, is_foreign_cuda
+
+    return adopt(value, what) if is_foreign_cuda(value) else None
+
+
+CUDA = CUDABackend()
+register(CUDA)  # (its devices name it: CUDADevice.fusejit_backend)
+register_adopter(_adopt)
