@@ -120,7 +120,7 @@ class SourceModule(ReductionKernels):
                 uses_fp64 |= low.uses_fp64
                 kernels.append(kernel)
         prelude = self.target.prelude(uses_fp64)
-        source = prelude + "\n" + "\n\n".join(k.source for k in kernels) + "\n"
+        source = prelude + "\n" + self.target.finish("\n\n".join(k.source for k in kernels)) + "\n"
         return Module(source, tuple(kernels), tuple(self.partials), uses_fp64, self.wide,
                       prelude)
 

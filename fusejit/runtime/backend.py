@@ -65,6 +65,14 @@ class Backend(abc.ABC):
     def target(self, info: DeviceInfo) -> Target:
         """A fresh Target for one module on this device."""
 
+    def products(self, queue: Any, info: DeviceInfo, precision: str, plan: Any,
+                 autotune: bool | None) -> tuple[str | None, DeviceLimits, Any]:
+        """What this call's matrix products get on ``queue``'s device: (why tensor cores
+        cannot serve them, None when they can; the limits the GEMM configuration is chosen
+        under, with ``wgmma`` where Hopper's warpgroup MMA runs; the ``Tuning`` of
+        codegen/gemm/tune.py, or None for the heuristics)."""
+        return "this device has no tensor-core kernels", info.limits, None
+
     @abc.abstractmethod
     def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
                    constants: dict[int, Any], queue: Any, host_mode: bool, autotune: bool,

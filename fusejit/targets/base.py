@@ -202,6 +202,11 @@ class Target(abc.ABC):
         """Declaration of an ``n``-element array shared by a work-group."""
         return f"{self.local_qualifier} {ctype} {name}[{n}];"
 
+    def finish(self, kernels: str) -> str:
+        """The module's kernels as the compiler gets them: writers that spell OpenCL C
+        directly (the tensor-core GEMMs' inline PTX) are adapted here (CUDATarget)."""
+        return kernels
+
     def kernel(self, header: str, shared: Sequence[str], body: Sequence[str]) -> str:
         """A whole kernel from its header, its shared-memory declarations and its body lines
         (already indented)."""

@@ -28,6 +28,7 @@ pytest.importorskip("cuda.bindings.nvrtc", reason="nvidia-cuda-nvrtc / cuda-bind
 
 from test_ops_catalog import BINARY, DTYPES, MIXED, SELECTS, UNARY, numpy_result
 
+from fusejit.errors import DeviceUnavailableError
 from fusejit.runtime.cuda.build import compile_cubin
 from fusejit.targets.cuda.prelude import COMPLEX, PRELUDE
 
@@ -177,3 +178,13 @@ def test_build_errors_show_source_and_log() -> None:
 
     with pytest.raises(KernelBuildError, match="NVRTC .sm_80. build of broken failed"):
         compile_cubin('extern "C" __global__ void k() { undefined_name(); }', "sm_80", "broken")
+
+
+def test_abstract_device_cannot_run() -> None:
+    from fusejit.runtime.cuda.device import CUDADevice
+
+    dev = CUDADevice(None, "sm_80")
+    with pytest.raises(DeviceUnavailableError, match="abstract CUDA device"):
+        dev.require_gpu()
+    assert ShapeDtype((4,), np.float32, device="cuda").spec().shape == (4,)
+    assert fusejit.get_default_device() in ("opencl", "vulkan", "cuda")

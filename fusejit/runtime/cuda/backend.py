@@ -8,10 +8,13 @@ their absence is a DeviceUnavailableError that names the extra (OpenCL and Vulka
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from fusejit.errors import UnsupportedOperationError
+from fusejit.passes.partition import DeviceLimits
 from fusejit.runtime.backend import Backend, DeviceInfo, register, register_adopter
 from fusejit.targets.base import Target
 from fusejit.targets.cuda.target import CUDATarget
@@ -30,6 +33,19 @@ class CUDABackend(Backend):
 
     def target(self, info: DeviceInfo) -> Target:
         return CUDATarget()
+
+    def products(self, queue: Any, info: DeviceInfo, precision: str, plan: Any,
+                 autotune: bool | None) -> tuple[str | None, DeviceLimits, Any]:
+        """Tensor cores from sm_80 (mma.sync), wgmma on sm_90a, by the architecture alone (the
+        kernels compile for it or the build fails: nothing to probe); the heuristic tiles (the
+        GEMM tuner times on OpenCL only, so far)."""
+        if precision == "highest" or not any(g.kind == "gemm" for g in plan.groups):
+            return "matmul_precision='highest'", info.limits, None
+        major = int(queue.arch[3:].rstrip("af")) // 10
+        if major < 8:
+            return f"{queue.arch} has no tf32/f16 mma.sync (sm_80 or newer)", info.limits, None
+        wgmma = queue.arch in ("sm_90a",) and os.environ.get("FUSEJIT_WGMMA", "1") != "0"
+        return None, replace(info.limits, wgmma=wgmma), None
 
     def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
                    constants: dict[int, Any], queue: Any, host_mode: bool, autotune: bool,

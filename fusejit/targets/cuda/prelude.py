@@ -88,6 +88,8 @@ __forceinline__ size_t get_global_id(int d) {
     return get_group_id(d) * get_local_size(d) + get_local_id(d); }
 #define get_global_size(d) ((size_t)((d) == 0 ? fj_gs0 : ((d) == 1 ? fj_gs1 : fj_gs2)))
 __forceinline__ void barrier(int) { __syncthreads(); }
+/* the .shared window address of a generic pointer into shared memory */
+__forceinline__ uint fj_saddr(const void *p) { return (uint)__cvta_generic_to_shared(p); }
 /* n-lane vectors (reductions and scans keep lanes of neighbouring elements): lanes are
    computed one by one; an aligned vector moves as one access where the width allows */
 template <class T, int N> struct __align__(sizeof(T) * N) fj_v { T s[N]; };

@@ -44,9 +44,16 @@ _REWRITES = [
     (re.compile(r"(?<![A-Za-z0-9_])double2(?![A-Za-z0-9_])"), "fj_c128"),
     (re.compile(r"\((fj_c64|fj_c128)\)\("), r"\1("),  # vector literal -> constructor
     (re.compile(r"\(ulong4\)\("), "make_ulong4("),
-    (re.compile(r"\.s([0-3])\b"), lambda m: "." + "xyzw"[int(m.group(1))]),
+    (_LANES := re.compile(r"\.s([0-3])\b"), lambda m: "." + "xyzw"[int(m.group(1))]),
     (re.compile(r"__attribute__\(\(const\)\)\s*"), ""),
 ]
+
+
+# OpenCL C's address spaces in kernels that writers spell directly (codegen/gemm): a __local
+# array is __shared__, a __local pointer a generic one, and the shared-window address NVIDIA's
+# OpenCL gives as a __local pointer's integer value, (uint)(ulong)p, is cvta.to.shared's
+_SHARED_ARRAY = re.compile(r"__local(\s+(?:const\s+)?\w+\s+\w+\s*\[)")
+_SHARED_ADDRESS = re.compile(r"\(uint\)\(ulong\)(\w+|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))")
 
 
 def spell(text: str) -> str:
@@ -156,6 +163,15 @@ class CUDATarget(OpenCLTarget):
         if header.endswith(_GUARD_MARK):
             body = [f"    {_GUARD}", *body]
         return super().kernel(header, shared, body)
+
+    def finish(self, kernels: str) -> str:
+        # (the SIMT GEMM's float4 registers: CUDA's float4 names its lanes x, y, z, w)
+        kernels = _LANES.sub(lambda m: "." + "xyzw"[int(m.group(1))], kernels)
+        if "__local" not in kernels and "(uint)(ulong)" not in kernels:
+            return kernels
+        kernels = _SHARED_ARRAY.sub(r"__shared__\1", kernels)
+        kernels = _SHARED_ADDRESS.sub(r"fj_saddr(\1)", kernels)
+        return kernels.replace("__local ", "")
 
     def prelude(self, uses_fp64: bool) -> str:
         helpers = "".join(self.helpers[k] for k in sorted(self.helpers))
