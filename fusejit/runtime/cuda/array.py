@@ -19,7 +19,7 @@ import numpy as np
 from fusejit.errors import ContextMismatchError, UnsupportedDTypeError, UnsupportedOperationError
 from fusejit.ir import dtypes as dt
 from fusejit.runtime.backend import DeviceArray
-from fusejit.runtime.cuda.device import CUDADevice, check, core, device, driver
+from fusejit.runtime.cuda.device import CUDADevice, check, device, driver
 
 _DLPACK_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged
 
@@ -165,10 +165,8 @@ def adopt(value: Any, what: str) -> Array:
             f"{what} is a torch tensor that requires grad; fusejit does not record autograd "
             "graphs. Pass x.detach() (or call inside torch.no_grad())")
     try:
-        view = core().utils.StridedMemoryView if hasattr(core(), "utils") else None
-    except AttributeError:
-        view = None
-    if view is None:
+        from cuda.core.utils import StridedMemoryView as view
+    except ImportError:  # (cuda-core before 0.4: under experimental)
         from cuda.core.experimental.utils import StridedMemoryView as view
     smv = view(value, stream_ptr=-1)  # (-1: the caller orders; the call runs on its stream)
     if not smv.is_device_accessible:
@@ -184,6 +182,36 @@ def adopt(value: Any, what: str) -> Array:
     dev = device(ordinal)
     return Array(dev, int(smv.ptr), shape, dtype, strides, value, library,
                  _current_stream(library, ordinal))
+
+
+_TORCH_DTYPES: dict[np.dtype, Any] = {}
+
+
+def library_empty(library: str | None, dev: CUDADevice) -> Any:
+    """``empty(shape, dtype) -> (array, device pointer)`` allocating results as ``library``'s
+    own arrays on ``dev`` (torch's caching allocator, CuPy's pool: ordered on their current
+    stream, returned as they are), or None where results go through ``as_library``."""
+    if library == "torch":
+        import torch
+
+        where = torch.device("cuda", dev.ordinal)
+
+        def empty(shape: tuple[int, ...], dtype: np.dtype) -> tuple[Any, int]:
+            tdt = _TORCH_DTYPES.get(dtype)
+            if tdt is None:
+                tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
+            t = torch.empty(shape, dtype=tdt, device=where)
+            return t, t.data_ptr()
+        return empty
+    if library == "cupy":
+        import cupy
+
+        def empty(shape: tuple[int, ...], dtype: np.dtype) -> tuple[Any, int]:
+            with cupy.cuda.Device(dev.ordinal):
+                a = cupy.empty(shape, dtype)
+            return a, a.data.ptr
+        return empty
+    return None
 
 
 def as_library(arr: Array, library: str | None) -> Any:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from fusejit.errors import UnsupportedOperationError
+from fusejit.errors import ContextMismatchError, UnsupportedOperationError
 from fusejit.passes.partition import DeviceLimits
 from fusejit.runtime.backend import Backend, DeviceInfo, register, register_adopter
 from fusejit.targets.base import Target
@@ -63,8 +63,13 @@ class CUDABackend(Backend):
 def _adopt(value: Any, what: str) -> Any:
     """A torch/CuPy/JAX/Numba array on a CUDA device as a fusejit CUDA Array (no copy), or
     None for anything else."""
-    from fusejit.runtime.cuda.array import adopt, is_foreign_cuda
+    from fusejit.runtime.cuda.array import adopt, foreign_cpu_torch, is_foreign_cuda
 
+    if foreign_cpu_torch(value):
+        raise ContextMismatchError(
+            f"{what} is a torch tensor on the CPU; fused functions take torch tensors on a "
+            "CUDA device (x.cuda()), or NumPy arrays (x.numpy()), which run on the default "
+            "device")
     return adopt(value, what) if is_foreign_cuda(value) else None
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from fusejit.codegen.kernels import BufferArg, Module, ScalarArg
 from fusejit.errors import ContextMismatchError, UnsupportedOperationError
-from fusejit.runtime.cuda.array import Array, as_library, owned, upload
+from fusejit.runtime.cuda.array import Array, as_library, library_empty, owned, upload
 from fusejit.runtime.cuda.build import build_cached
 from fusejit.runtime.cuda.device import CUDADevice, core
 from fusejit.runtime.executable import OutSpec, deriver, kernel_arg_scalar, results
@@ -109,7 +109,8 @@ class CUDAExecutable:
         stream = own.stream(adopted.stream_handle if adopted is not None else None)
         ptrs: dict[tuple[str, int], int] = {}
         offs: dict[int, int] = {}
-        keep: list[Any] = []  # (alive until the launches are queued)
+        keep: list[Any] = []  # cuda-core scratch and uploads (freed after a synchronisation)
+        queued: list[Any] = []  # the library's scratch (freed once the launches are queued)
         uploaded: dict[int, tuple[Array, np.ndarray]] = {}
         for p, src in self._arrays:
             value = flat[src]
@@ -136,11 +137,23 @@ class CUDAExecutable:
             if arr is None:
                 arr = self._const_arrays[p] = upload(own, host, stream)
             ptrs[("param", p)] = arr.ptr
-        outs = [owned(own, shape, dtype, stream) for shape, dtype in self._out_specs]
-        for i, o in enumerate(outs):
-            ptrs[("output", i)] = o.ptr
+        empty = library_empty(adopted.library, own) if adopted is not None else None
+        if empty is not None and not self.host_mode:  # (torch in, torch out: its allocator)
+            outs = []
+            for i, (shape, dtype) in enumerate(self._out_specs):
+                out, ptrs[("output", i)] = empty(shape, dtype)
+                outs.append(out)
+        else:
+            outs = [owned(own, shape, dtype, stream) for shape, dtype in self._out_specs]
+            for i, o in enumerate(outs):
+                ptrs[("output", i)] = o.ptr
         for role, specs in (("temp", self._temp_specs), ("partial", self._part_specs)):
             for i, (shape, dtype) in enumerate(specs):
+                if empty is not None:  # (alive until the launches are queued: the library's
+                    # pool then reuses it in stream order)
+                    held, ptrs[(role, i)] = empty(shape, dtype)
+                    queued.append(held)
+                    continue
                 scratch = owned(own, shape, dtype, stream)
                 keep.append(scratch)
                 ptrs[(role, i)] = scratch.ptr
@@ -166,6 +179,6 @@ class CUDAExecutable:
                 np.copyto(target, arr.get().reshape(target.shape), casting="unsafe")
         if keep:
             stream.sync()  # (scratch and uploads go back to the pool after the kernels)
-        if not self.host_mode and adopted is not None:
+        if not self.host_mode and adopted is not None and empty is None:
             outs = [as_library(o, adopted.library) for o in outs]
         return results(self.outputs, self.host_mode, flat, outs)
