@@ -188,3 +188,28 @@ def test_abstract_device_cannot_run() -> None:
         dev.require_gpu()
     assert ShapeDtype((4,), np.float32, device="cuda").spec().shape == (4,)
     assert fusejit.get_default_device() in ("opencl", "vulkan", "cuda")
+
+
+def test_opencl_spellings_become_cuda() -> None:
+    """What C++ reads otherwise is rewritten: vector literals (a comma expression in C++),
+    __local arrays and pointers, shared-window addresses, float4 lanes."""
+    from fusejit.targets.cuda.target import CUDATarget, spell
+
+    assert spell("((float2)(a, -b))") == "(fj_c64(a, -b))"
+    assert spell("double2 z = (double2)(x, y);") == "fj_c128 z = fj_c128(x, y);"
+    assert spell("return (ulong4)(c0, c1, c2, c3); b.s2") == \
+        "return make_ulong4(c0, c1, c2, c3); b.z"
+    done = CUDATarget().finish(
+        "__local float Al[64] __attribute__((aligned(16)));\n"
+        "__local const uint *p = (__local const uint *)Al;\n"
+        'asm("..." :: "r"((uint)(ulong)((Al) + (k * 2))), "r"((uint)(ulong)Bl));\n'
+        "acc = fma(ra.s0, rb.s3, acc);")
+    assert "__shared__ float Al[64]" in done and "__local" not in done
+    assert "const uint *p = (const uint *)Al;" in done
+    assert '"r"(fj_saddr(((Al) + (k * 2))))' in done and '"r"(fj_saddr(Bl))' in done
+    assert "fma(ra.x, rb.w, acc)" in done
+
+
+def test_shape_dtype_names_a_device() -> None:
+    with pytest.raises(ValueError, match="is not one of"):
+        ShapeDtype((4,), np.float32, device="metal")

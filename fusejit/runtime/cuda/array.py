@@ -168,7 +168,9 @@ def adopt(value: Any, what: str) -> Array:
         from cuda.core.utils import StridedMemoryView as view
     except ImportError:  # (cuda-core before 0.4: under experimental)
         from cuda.core.experimental.utils import StridedMemoryView as view
-    smv = view(value, stream_ptr=-1)  # (-1: the caller orders; the call runs on its stream)
+    # torch and CuPy: the call runs on their current stream, which orders it (-1: no wait);
+    # others (JAX...): the exporter makes the legacy default stream (1), ours, wait for it
+    smv = view(value, stream_ptr=-1 if library in ("torch", "cupy") else 1)
     if not smv.is_device_accessible:
         raise ContextMismatchError(f"{what} is not in CUDA device memory")
     dtype = dt.check_supported(np.dtype(smv.dtype), what)
