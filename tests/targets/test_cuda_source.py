@@ -120,6 +120,12 @@ _KINDS: list[tuple[Callable[..., Any], list[np.ndarray]]] = [
     (lambda x: (x * x).sum(axis=0), [np.zeros((4096, 96), np.float64)]),
     (lambda a, b: np.maximum(a @ b, 0), [np.zeros((64, 48), np.float32),
                                          np.zeros((48, 80), np.float32)]),
+    (lambda a, b: np.tanh(a @ b), [np.zeros((4, 128, 64), np.float32),
+                                   np.zeros((4, 64, 96), np.float32)]),
+    (lambda x: (np.any(x > 0, axis=0), np.all(x > 0, axis=1)), [_F32[:300, :200]]),
+    (lambda x: (x.sum(0), x.max(1), np.argmin(x, 0)), [np.zeros((300, 200), np.int8)]),
+    (lambda x: np.cumsum(x, 0), [np.zeros((3000, 7), np.float16)]),
+    (lambda x, i: np.take_along_axis(x, i, 1), [_F32[:, :32], np.zeros((64, 4), np.int64)]),
 ]
 
 
@@ -151,6 +157,14 @@ def test_lowering_needs_no_gpu_and_names_the_target() -> None:
     assert 'extern "C" __global__ void fj_k0(' in lowered.source
     assert "__kernel" not in lowered.source and "get_global_size(0)" in lowered.source
     assert [k.name for k in lowered.module.kernels] == ["fj_k0"]
+
+
+def test_dynamic_shapes_lower_and_compile() -> None:
+    """Kernels taking their extents at launch (a None dimension) and rows of runtime length."""
+    for fn, shape in ((lambda x: np.exp(x - x.max(-1, keepdims=True)).sum(-1), (None, None)),
+                      (lambda x: x / x.sum(-1, keepdims=True), (64, None))):
+        lowered = fuse(fn, dynamic=True).lower(ShapeDtype(shape, np.float32, device="cuda"))
+        assert compile_cubin(lowered.source, "sm_80", "dynamic")[:4] == b"\x7fELF"
 
 
 def test_arch_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
