@@ -227,3 +227,18 @@ def test_opencl_spellings_become_cuda() -> None:
 def test_shape_dtype_names_a_device() -> None:
     with pytest.raises(ValueError, match="is not one of"):
         ShapeDtype((4,), np.float32, device="metal")
+
+
+def test_adopted_views_keep_the_buffer_alignment_codegen_assumes() -> None:
+    """A view starting mid-buffer (x[1:], a negative stride) is addressed from the aligned
+    address below it with an element offset, so kernels never take it for an aligned buffer;
+    the CUDA Array Interface still exports the view's own first element."""
+    from fusejit.runtime.cuda.array import ALIGN, Array
+
+    base = 1 << 20  # (an allocation's aligned start)
+    view = Array(None, base + 4, (10,), np.dtype(np.float32), None, None)
+    assert (view.ptr, view.offset) == (base, 4)
+    flipped = Array(None, base + 4 + 36, (10,), np.dtype(np.float32), (-4,), None)
+    assert flipped.ptr % ALIGN == 0 and flipped.ptr + flipped.offset == base + 40
+    assert flipped.__cuda_array_interface__["data"][0] == base + 40
+    assert flipped.__cuda_array_interface__["strides"] == (-4,)

@@ -22,6 +22,7 @@ from fusejit.runtime.backend import DeviceArray
 from fusejit.runtime.cuda.device import CUDADevice, check, device, driver
 
 _DLPACK_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged
+ALIGN = 256  # bytes: what cudaMalloc (and torch's, CuPy's allocators) align allocations to
 
 
 class Array(DeviceArray):
@@ -39,11 +40,13 @@ class Array(DeviceArray):
         item = self.dtype.itemsize
         self.strides = tuple(strides) if strides is not None else \
             tuple(s * item for s in _row_major(self.shape))
-        # the kernel's pointer is the lowest address the view reaches, so negative strides
-        # count up from a positive element offset as in pyopencl
-        low = sum((d - 1) * s for d, s in zip(self.shape, self.strides) if s < 0 and d > 0)
-        self.ptr = ptr + low
-        self.offset = -low
+        # the kernel's pointer is the lowest address the view reaches, rounded down to
+        # ALIGN bytes as device buffers are aligned (codegen's vector loads and the GEMMs'
+        # 16-byte copies count on it), and the element offset counts up from there, so
+        # negative strides and views starting mid-buffer are addressed as in pyopencl
+        low = ptr + sum((d - 1) * s for d, s in zip(self.shape, self.strides) if s < 0 and d > 0)
+        self.ptr = low - low % ALIGN
+        self.offset = ptr - self.ptr
         self.base_data = owner
         self.library = library  # "torch" | "cupy" | "jax" | "numba" | None (fusejit's own)
         self.stream_handle = stream  # the owner's current stream, for adopted arrays
@@ -68,13 +71,13 @@ class Array(DeviceArray):
         out = np.empty(self.shape, self.dtype)
         if self.size == 0:
             return out
-        span = _span(self.shape, self.strides, self.dtype.itemsize)
-        raw = np.empty(span, np.uint8)
+        below = sum((d - 1) * -st for d, st in zip(self.shape, self.strides) if st < 0)
+        span = self.offset - below + _span(self.shape, self.strides, self.dtype.itemsize)
+        raw = np.empty(span, np.uint8)  # (from self.ptr: the view's lowest address, aligned)
         dev = self.device
         dev.device.set_current()
         dev.default_stream.sync()  # (the legacy default stream: orders after other streams)
         check(driver().cuMemcpyDtoH(raw.ctypes.data, self.ptr, span), "cuMemcpyDtoH")
-        # (self.offset: the bytes from the lowest address to element 0)
         out[...] = np.ndarray(self.shape, self.dtype, buffer=raw, offset=self.offset,
                               strides=self.strides)
         return out
