@@ -242,3 +242,11 @@ def test_adopted_views_keep_the_buffer_alignment_codegen_assumes() -> None:
     assert flipped.ptr % ALIGN == 0 and flipped.ptr + flipped.offset == base + 40
     assert flipped.__cuda_array_interface__["data"][0] == base + 40
     assert flipped.__cuda_array_interface__["strides"] == (-4,)
+
+
+def test_an_empty_build_log_corrupts_no_interned_bytes() -> None:
+    """NVRTC writes its log into the buffer it is given: for an empty log (size 1, the NUL) a
+    ``b" " * 1`` buffer is CPython's cached one-byte object, and every b" " of the process
+    became b"\\x00" (on the H100 that broke ``import torch`` after the first build)."""
+    compile_cubin('extern "C" __global__ void k() {}', "sm_80", "empty_log")
+    assert b" " == bytes([32]) and b" ".join([b"a", b"b"]) == bytes([97, 32, 98])

@@ -75,14 +75,16 @@ def compile_cubin(source: str, arch: str, name: str) -> bytes:
         opts = [f"--gpu-architecture={arch}".encode(), *(o.encode() for o in OPTIONS)]
         (err,) = lib.nvrtcCompileProgram(prog, len(opts), opts)
         _, size = lib.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
+        # (NVRTC writes into the buffer: never a cached one-byte bytes object, which an
+        # empty log's size of 1 would give and the terminating NUL would corrupt)
+        log = b" " * max(size, 2)
         lib.nvrtcGetProgramLog(prog, log)
         if int(err):
             raise KernelBuildError(name, source, log.decode(errors="replace").rstrip("\x00"),
                                    compiler=f"NVRTC ({arch})")
         err, size = lib.nvrtcGetCUBINSize(prog)
         _check(err, "nvrtcGetCUBINSize")
-        cubin = b" " * size
+        cubin = b" " * max(size, 2)
         (err,) = lib.nvrtcGetCUBIN(prog, cubin)
         _check(err, "nvrtcGetCUBIN")
         return cubin
