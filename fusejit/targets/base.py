@@ -14,6 +14,11 @@ import numpy as np
 
 from fusejit.ir.ops import Op
 
+# Marks an inline-asm statement that only an sm_90a build may hold (wgmma: codegen/gemm/ptx.py
+# writes it behind this comment). OpenCL's build restores it in the PTX it rebuilds for sm_90a
+# (runtime/opencl/build.py); the CUDA target, compiled for sm_90a directly, drops the mark.
+SM90A_MARK = "// FJPTX "
+
 
 class Target(abc.ABC):
     """Spellings for one kernel language."""

@@ -110,3 +110,24 @@ def test_bad_input_is_named(device) -> None:
     with pytest.raises(ContextMismatchError, match="torch tensor on the CPU"):
         chain(torch.rand(8, device="cuda"), torch.rand(8))
 
+
+
+@ON_CUDA
+@pytest.mark.parametrize(("precision", "dtype", "n"), [
+    ("highest", np.float32, 512), ("tf32", np.float32, 1024), ("tf32", np.float32, 4096),
+    ("tf32", np.float16, 4096), ("3xtf32", np.float32, 4096)])
+def test_products_with_bias_and_relu(device, monkeypatch, precision, dtype, n) -> None:
+    """GEMM + bias + ReLU against float64, within each precision's bound (the tensor-core
+    kernels opted in: FUSEJIT_CUDA_MMA=1, see runtime/cuda/backend.py)."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("FUSEJIT_CUDA_MMA", "1")
+    tdt = {np.float32: torch.float32, np.float16: torch.float16}[dtype]
+    g = torch.Generator(device="cuda").manual_seed(n)
+    a, b = (torch.randn(n, n, device="cuda", generator=g).to(tdt) * 0.1 for _ in range(2))
+    c = torch.randn(n, device="cuda", generator=g).to(tdt)
+    f = fuse(lambda a, b, c: np.maximum(a @ b + c, 0), matmul_precision=precision)
+    got = f(a, b, c).double()
+    want = torch.relu(a.double() @ b.double() + c.double())
+    bound = {"highest": 1e-4, "3xtf32": 1e-4, "tf32": 2e-2}[precision]
+    bound *= 4 if dtype == np.float16 else 1
+    assert float((got - want).abs().max()) < bound

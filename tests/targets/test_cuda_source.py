@@ -250,3 +250,31 @@ def test_an_empty_build_log_corrupts_no_interned_bytes() -> None:
     became b"\\x00" (on the H100 that broke ``import torch`` after the first build)."""
     compile_cubin('extern "C" __global__ void k() {}', "sm_80", "empty_log")
     assert b" " == bytes([32]) and b" ".join([b"a", b"b"]) == bytes([97, 32, 98])
+
+
+@pytest.mark.parametrize(("precision", "dtype", "n", "wgmma"), [
+    ("tf32", np.float32, 4096, True), ("3xtf32", np.float32, 4096, True),
+    ("tf32", np.float16, 1024, False)])
+def test_tensor_core_products_compile_for_sm90a(monkeypatch: pytest.MonkeyPatch, precision: str,
+                                                dtype: type, n: int, wgmma: bool) -> None:
+    """The tensor-core GEMMs (mma.sync, the cp.async ring, wgmma) as CUDA C++: OpenCL's
+    address spaces adapted, and the wgmma statements unmarked (OpenCL builds them in a second
+    pass over its PTX; NVRTC builds sm_90a directly)."""
+    from fusejit.targets.base import SM90A_MARK
+
+    monkeypatch.setenv("FUSEJIT_CUDA_MMA", "1")
+    args = [ShapeDtype((n, n), dtype, device="cuda")] * 2 + [ShapeDtype((n,), dtype,
+                                                                         device="cuda")]
+    lowered = fuse(lambda a, b, c: np.maximum(a @ b + c, 0),
+                   matmul_precision=precision).lower(*args)
+    (cfg,) = [g.gemm_config for g in lowered.plan.groups if g.kind == "gemm"]
+    assert cfg.mma and ("g" in cfg.mma_opts) == wgmma
+    assert SM90A_MARK not in lowered.source and ("wgmma.mma_async" in lowered.source) == wgmma
+    assert compile_cubin(lowered.source, "sm_90a", "products")[:4] == b"\x7fELF"
+
+
+def test_tensor_cores_wait_for_validation_on_cuda() -> None:
+    lowered = fuse(lambda a, b: a @ b, matmul_precision="tf32").lower(
+        *[ShapeDtype((256, 256), np.float32, device="cuda")] * 2)
+    (cfg,) = [g.gemm_config for g in lowered.plan.groups if g.kind == "gemm"]
+    assert not cfg.mma  # (FUSEJIT_CUDA_MMA unset: the float32 kernels)

@@ -41,6 +41,13 @@ class CUDABackend(Backend):
         GEMM tuner times on OpenCL only, so far)."""
         if precision == "highest" or not any(g.kind == "gemm" for g in plan.groups):
             return "matmul_precision='highest'", info.limits, None
+        if os.environ.get("FUSEJIT_CUDA_MMA", "0") != "1":
+            # the first GPU run (an H100) gave wrong tensor-core products: the wgmma
+            # statements were left behind OpenCL's sm_90a comment mark (fixed in
+            # CUDATarget.finish since, not yet run on a GPU); until tests/runtime/
+            # test_cuda_calls.py's products pass there, products run the float32 kernels
+            return ("the tensor-core kernels await validation on the CUDA target "
+                    "(FUSEJIT_CUDA_MMA=1 opts in)"), info.limits, None
         major = int(queue.arch[3:].rstrip("af")) // 10
         if major < 8:
             return f"{queue.arch} has no tf32/f16 mma.sync (sm_80 or newer)", info.limits, None

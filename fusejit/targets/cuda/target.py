@@ -27,6 +27,7 @@ import numpy as np
 
 from fusejit.ir import dtypes as dt
 from fusejit.ir.ops import Op
+from fusejit.targets.base import SM90A_MARK
 from fusejit.targets.cuda.prelude import COMPLEX, PRELUDE
 from fusejit.targets.opencl.target import _C as _OPENCL_TYPES
 from fusejit.targets.opencl.target import OpenCLTarget
@@ -167,6 +168,8 @@ class CUDATarget(OpenCLTarget):
     def finish(self, kernels: str) -> str:
         # (the SIMT GEMM's float4 registers: CUDA's float4 names its lanes x, y, z, w)
         kernels = _LANES.sub(lambda m: "." + "xyzw"[int(m.group(1))], kernels)
+        # (wgmma, marked for OpenCL's PTX rebuild: NVRTC builds sm_90a directly)
+        kernels = kernels.replace(SM90A_MARK, "")
         if "__local" not in kernels and "(uint)(ulong)" not in kernels:
             return kernels
         kernels = _SHARED_ARRAY.sub(r"__shared__\1", kernels)
