@@ -173,7 +173,9 @@ def adopt(value: Any, what: str) -> Array:
         from cuda.core.experimental.utils import StridedMemoryView as view
     # torch and CuPy: the call runs on their current stream, which orders it (-1: no wait);
     # others (JAX...): the exporter makes the legacy default stream (1), ours, wait for it
-    smv = view(value, stream_ptr=-1 if library in ("torch", "cupy") else 1)
+    stream_ptr = -1 if library in ("torch", "cupy") else 1
+    make = getattr(view, "from_any_interface", None)  # (cuda-core 1.x; the constructor before)
+    smv = make(value, stream_ptr=stream_ptr) if make is not None else view(value, stream_ptr)
     if not smv.is_device_accessible:
         raise ContextMismatchError(f"{what} is not in CUDA device memory")
     dtype = dt.check_supported(np.dtype(smv.dtype), what)
