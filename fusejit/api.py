@@ -213,8 +213,9 @@ class Fused:
                     context, queue = spec.context, value.queue
                 elif spec.context != context:
                     raise ContextMismatchError(
-                        f"argument {i} lives in a different OpenCL context than argument 0's; "
-                        "all device arrays of one call must share a context")
+                        f"argument {i} lives in a different OpenCL context (or on another "
+                        "GPU) than argument 0's; all device arrays of one call must share a "
+                        "context")
             specs.append(spec)
         if context is None:
             queue = default_queue()
