@@ -18,6 +18,8 @@ from fusejit.runtime.opencl import backend as _opencl  # noqa: F401
 # the Vulkan backend registered too (runtime/backend.py), so set_default_device("vulkan") or
 # FUSEJIT_DEVICE=vulkan finds it; wgpu is imported only when a Vulkan device is opened
 from fusejit.runtime.vulkan import backend as _vulkan  # noqa: F401
+# and CUDA (NVIDIA's packages load only when a CUDA device is used)
+from fusejit.runtime.cuda import backend as _cuda  # noqa: F401
 from fusejit.passes.verify import verify_module as _verify_module  # noqa: F401
 from fusejit.runtime.opencl import gemm_bench as _gemm_bench  # noqa: F401
 from fusejit.compile.abstract import ShapeDtype

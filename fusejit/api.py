@@ -43,12 +43,10 @@ from fusejit.compile.recompiles import (
     env_int,
 )
 from fusejit.runtime import autotune
-from fusejit.runtime.backend import backend_of, default_queue
+from fusejit.runtime.backend import adopt, backend_of, default_queue
 from fusejit.runtime.executable import OutSpec
 from fusejit.runtime.opencl.executable import NO_QUEUE, Executable
 from fusejit.runtime.memory import check_call
-from fusejit.runtime.opencl import gemm_bench
-from fusejit.runtime.opencl.mma_probe import mma_unavailable, with_wgmma
 from fusejit.compile.signature import (
     CacheInfo,
     CallKey,
@@ -185,15 +183,19 @@ class Fused:
             elif isinstance(value, ShapeDtype):  # an abstract argument (f.lower, export)
                 spec = value.spec()
             else:
-                spec = arg_spec(value, static, f"argument {i}" if i < n_given else
-                                "an array the function reads from outside its arguments")
+                what = f"argument {i}" if i < n_given else \
+                    "an array the function reads from outside its arguments"
+                if not static:  # (another library's device array: a backend's, no copy)
+                    value = flat[i] = adopt(value, what)
+                spec = arg_spec(value, static, what)
             if isinstance(spec, DeviceArraySpec):
                 if context is None:
                     context, queue = spec.context, value.queue
                 elif spec.context != context:
                     raise ContextMismatchError(
-                        f"argument {i} lives in a different OpenCL context than argument 0's; "
-                        "all device arrays of one call must share a context")
+                        f"argument {i} lives in a different OpenCL context (or on another "
+                        "GPU) than argument 0's; all device arrays of one call must share a "
+                        "context")
             specs.append(spec)
         if context is None:
             queue = default_queue()
@@ -369,10 +371,9 @@ class Fused:
         plan = partition_gemm(graph, info.limits, classes, rows=self._stats.rows_on)
         plan = host_blas(graph, plan, info.limits)  # CPU devices: BLAS products (host_gemm.py)
         precision = self.matmul_precision
-        mma = mma_unavailable(queue, precision, plan)
-        limits = info.limits if mma is not None else with_wgmma(queue, info.limits)
-        plan = gemm_tune.configure(plan, info.key, limits, gemm_bench.tuning(
-            queue, info, self.autotune), precision, mma)
+        # tensor cores, wgmma and the GEMM tuner as the device's backend has them
+        mma, limits, tuning = backend.products(queue, info, precision, plan, self.autotune)
+        plan = gemm_tune.configure(plan, info.key, limits, tuning, precision, mma)
         aliased = frozenset(p for c in classes for p in c)
         module = SourceModule(graph, plan, backend.target(info), limits, aliased,
                               dynamic=self._stats.dynamic_on, rows=self._stats.rows_on).build()

@@ -1,8 +1,10 @@
 """Shared fixtures: the default device (PoCL's CPU device in CI) and host<->device helpers.
 
-``device`` runs a test on each backend (parametrize it, usually ``indirect``, with "opencl" and
-"vulkan"): NumPy inputs then run on that device. Without a Vulkan loader or adapter the Vulkan
-cases skip and say why; ``FUSEJIT_REQUIRE_VULKAN=1`` (CI) turns that skip into a failure.
+``device`` runs a test on each backend (parametrize it, usually ``indirect``, with "opencl",
+"vulkan" and "cuda"): NumPy inputs then run on that device. Without a Vulkan loader or adapter
+the Vulkan cases skip and say why; ``FUSEJIT_REQUIRE_VULKAN=1`` (CI) turns that skip into a
+failure. The CUDA cases skip without an NVIDIA GPU and the fusejit[cuda] extra (CI has neither;
+``FUSEJIT_REQUIRE_CUDA=1`` on a GPU machine turns that skip into a failure).
 """
 
 from __future__ import annotations
@@ -83,6 +85,9 @@ def launches(monkeypatch):
     except ImportError:
         return count
     monkeypatch.setattr(vk, "_record", count.append)
+    from fusejit.runtime.cuda import executable as cu
+
+    monkeypatch.setattr(cu, "_record", count.append)
     return count
 
 
@@ -95,8 +100,25 @@ def vulkan_missing() -> str | None:
     return vulkan_available()
 
 
+def cuda_missing() -> str | None:
+    """Why the CUDA device cannot run here, or None."""
+    from fusejit.runtime.cuda.device import gpu_count
+
+    if gpu_count() == 0:
+        return "no NVIDIA GPU with a CUDA driver, or no fusejit[cuda] extra (cuda-core, " \
+               "cuda-bindings, nvidia-cuda-nvrtc)"
+    return None
+
+
 def use_device(name: str) -> None:
-    """Skip (or, with FUSEJIT_REQUIRE_VULKAN=1, fail) when ``name`` cannot run here."""
+    """Skip (or, with FUSEJIT_REQUIRE_VULKAN=1 / FUSEJIT_REQUIRE_CUDA=1, fail) when ``name``
+    cannot run here."""
+    if name == "cuda":
+        why = cuda_missing()
+        if why is not None:
+            if os.environ.get("FUSEJIT_REQUIRE_CUDA", "") not in ("", "0"):
+                pytest.fail(f"FUSEJIT_REQUIRE_CUDA is set but {why}")
+            pytest.skip(why)
     if name == "vulkan":
         why = vulkan_missing()
         if why is not None:
@@ -105,9 +127,9 @@ def use_device(name: str) -> None:
             pytest.skip(why)
 
 
-@pytest.fixture(params=["opencl", "vulkan"])
+@pytest.fixture(params=["opencl", "vulkan", "cuda"])
 def device(request):
-    """The device NumPy inputs run on for this test ("opencl" or "vulkan")."""
+    """The device NumPy inputs run on for this test ("opencl", "vulkan" or "cuda")."""
     name = request.param
     use_device(name)
     previous = fusejit.get_default_device()

@@ -51,10 +51,11 @@ MAX_ARGS = 120
 
 
 LAYOUTS = ("scalar", "vector")
-# (layout, device) runs: both layouts on both devices (Vulkan's vector code: 4 lanes a
-# work-item, computed lane by lane)
+# (layout, device) runs: both layouts on OpenCL and Vulkan (Vulkan's vector code: 4 lanes a
+# work-item, computed lane by lane); the scalar one on CUDA (one element a thread)
 RUNS = [pytest.param(layout, dev, id=f"{layout}-{dev}") for layout, dev in
-        (("scalar", "opencl"), ("vector", "opencl"), ("scalar", "vulkan"), ("vector", "vulkan"))]
+        (("scalar", "opencl"), ("vector", "opencl"), ("scalar", "vulkan"), ("vector", "vulkan"),
+         ("scalar", "cuda"))]
 VULKAN_DTYPES = frozenset(np.dtype(c) for c in ("?", "i4", "u4", "f4"))
 
 

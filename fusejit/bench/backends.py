@@ -24,7 +24,7 @@ from fusejit.bench.clshim import ClNamespace
 from fusejit.bench.workloads import Workload
 
 # the order of columns in the table
-ALL = ("fused", "vulkan", "unfused", "numpy", "numexpr", "torch", "torch.compile", "cupy",
+ALL = ("fused", "fused-cuda", "vulkan", "unfused", "numpy", "numexpr", "torch", "torch.compile", "cupy",
        "cupy.fuse", "jax.jit")
 OPENCL = ("fused", "unfused")  # the implementations on the OpenCL device
 
@@ -126,6 +126,40 @@ class VulkanFusedBackend(Backend):
         f = fuse(_bind(wl.fn, np, wl.family))
         dev = [to_device(a, self.vk) for a in host]
         return Prepared(functools.partial(f, *dev), _get, lambda out: self.vk.finish())
+
+
+class CudaFusedBackend(Backend):
+    """The same fused function on the CUDA device, on torch CUDA tensors (adopted without a
+    copy, results returned as torch tensors, work on torch's current stream)."""
+
+    name = "fused-cuda"
+
+    def probe(self) -> str | None:
+        import fusejit
+        from fusejit.runtime.backend import backend_named
+
+        try:
+            import torch
+        except ImportError:
+            return "torch is not installed (fused-cuda runs on torch CUDA tensors)"
+        if not torch.cuda.is_available():
+            return "no CUDA GPU"
+        dev = backend_named("cuda").default_queue()
+        if dev.device is None:
+            return "no CUDA GPU (or no fusejit[cuda] extra)"
+        self.torch = torch
+        self.device, self.version = f"cuda: {dev.name} ({dev.arch})", fusejit.__version__
+        return None
+
+    def prepare(self, wl: Workload, host: list[np.ndarray]) -> Prepared:
+        from fusejit import fuse
+
+        torch = self.torch
+        f = fuse(_bind(wl.fn, np, wl.family))
+        dev = [torch.from_numpy(a).to("cuda") for a in host]
+        return Prepared(functools.partial(f, *dev),
+                        lambda out: [t.cpu().numpy() for t in _leaves(out)],
+                        lambda out: torch.cuda.synchronize())
 
 
 class UnfusedBackend(Backend):
@@ -340,7 +374,7 @@ def _bind(fn: Callable[..., Any], xp: Any, name: str) -> Callable[..., Any]:
 
 
 BACKENDS: dict[str, type[Backend]] = {
-    b.name: b for b in (FusedBackend, VulkanFusedBackend, UnfusedBackend, NumpyBackend,
+    b.name: b for b in (FusedBackend, CudaFusedBackend, VulkanFusedBackend, UnfusedBackend, NumpyBackend,
                         NumexprBackend,
                         TorchBackend, TorchCompileBackend, CupyBackend, CupyFuseBackend,
                         JaxBackend)

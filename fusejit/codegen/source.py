@@ -124,7 +124,7 @@ class SourceModule(ReductionKernels):
         prelude = self.target.prelude(uses_fp64)
         kernels = shared_functions(kernels)
         unique = list({id(k.source): k.source for k in kernels}.values())
-        source = prelude + "\n" + "\n\n".join(unique) + "\n"
+        source = prelude + "\n" + self.target.finish("\n\n".join(unique)) + "\n"
         return Module(source, tuple(kernels), tuple(self.partials), uses_fp64, self.wide,
                       prelude)
 

@@ -3,15 +3,16 @@
 A backend supplies the Target that spells its kernels, the facts about a device the compiler
 needs (``DeviceInfo``), and builds an executable for a lowered call: it owns building programs,
 allocating and copying buffers, launching and the device's limits. ``api.py`` talks only to
-this interface; OpenCL (``runtime/opencl``) and Vulkan (``runtime/vulkan``) sit behind it, and
-another API (Metal, CUDA) is one more Target plus one more backend.
+this interface; OpenCL (``runtime/opencl``), Vulkan (``runtime/vulkan``) and CUDA
+(``runtime/cuda``) sit behind it, and another API (Metal) is one more Target plus one more
+backend.
 
 Backends register themselves here when their package is imported (``register``; the root
 package imports both), so this module never imports a backend: the runtime's neutral layer
 stays below them and each backend stays independent of the others.
 
 The backend of a call follows its arguments: device arrays carry their device (a pyopencl
-queue, a Vulkan device), and calls with only NumPy arrays run on the default device, chosen by
+queue, a Vulkan or CUDA device; other libraries' arrays a backend adopts, see ``adopt``), and calls with only NumPy arrays run on the default device, chosen by
 ``set_default_device`` or the ``FUSEJIT_DEVICE`` environment variable (default: OpenCL).
 """
 
@@ -27,7 +28,7 @@ from fusejit.errors import DeviceUnavailableError
 from fusejit.passes.partition import DeviceLimits
 from fusejit.targets.base import Target
 
-DEVICES = ("opencl", "vulkan")
+DEVICES = ("opencl", "vulkan", "cuda")
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def target(self, info: DeviceInfo) -> Target:
         """A fresh Target for one module on this device."""
+
+    def products(self, queue: Any, info: DeviceInfo, precision: str, plan: Any,
+                 autotune: bool | None) -> tuple[str | None, DeviceLimits, Any]:
+        """What this call's matrix products get on ``queue``'s device: (why tensor cores
+        cannot serve them, None when they can; the limits the GEMM configuration is chosen
+        under, with ``wgmma`` where Hopper's warpgroup MMA runs; the ``Tuning`` of
+        codegen/gemm/tune.py, or None for the heuristics)."""
+        return "this device has no tensor-core kernels", info.limits, None
 
     @abc.abstractmethod
     def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
@@ -142,8 +151,8 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def set_default_device(name: str) -> None:
-    """Run calls whose array arguments are all NumPy arrays on ``"opencl"`` (the default) or
-    ``"vulkan"``. The environment variable ``FUSEJIT_DEVICE`` sets the same at import."""
+    """Run calls whose array arguments are all NumPy arrays on ``"opencl"`` (the default),
+    ``"vulkan"`` or ``"cuda"``. The environment variable ``FUSEJIT_DEVICE`` sets the same at import."""
     global _default
     key = str(name).strip().lower()
     if key not in DEVICES:
@@ -152,12 +161,12 @@ def set_default_device(name: str) -> None:
 
 
 def get_default_device() -> str:
-    """The name of the device NumPy-only calls run on ("opencl" or "vulkan")."""
+    """The name of the device NumPy-only calls run on ("opencl", "vulkan" or "cuda")."""
     return _default
 
 
 def default_queue() -> Any:
-    """The default device's queue (OpenCL) or device (Vulkan)."""
+    """The default device's queue (OpenCL) or device (Vulkan, CUDA)."""
     if _default not in DEVICES:
         raise DeviceUnavailableError(f"FUSEJIT_DEVICE={_default!r} names no device; choose one "
                                      f"of {', '.join(DEVICES)}")
@@ -174,3 +183,23 @@ def backend_of(queue: Any) -> Backend:
     if not _unnamed:
         raise DeviceUnavailableError("no backend for plain queues is loaded (import fusejit)")
     return _unnamed[0]
+
+
+# Functions that turn another library's device array into a backend's DeviceArray without a
+# copy (CUDA: torch, CuPy, JAX arrays), or return None for values they do not take. The call
+# path asks them about arguments of types it does not know (``adopt``).
+_adopters: list[Any] = []
+
+
+def register_adopter(adopter: Any) -> None:
+    """Add ``adopter(value, what) -> DeviceArray | None`` (a backend's package calls this)."""
+    _adopters.append(adopter)
+
+
+def adopt(value: Any, what: str) -> Any:
+    """``value`` as a backend's DeviceArray when one adopts it, else ``value`` itself."""
+    for adopter in _adopters:
+        found = adopter(value, what)
+        if found is not None:
+            return found
+    return value

@@ -14,6 +14,11 @@ import numpy as np
 
 from fusejit.ir.ops import Op
 
+# Marks an inline-asm statement that only an sm_90a build may hold (wgmma: codegen/gemm/ptx.py
+# writes it behind this comment). OpenCL's build restores it in the PTX it rebuilds for sm_90a
+# (runtime/opencl/build.py); the CUDA target, compiled for sm_90a directly, drops the mark.
+SM90A_MARK = "// FJPTX "
+
 
 class Target(abc.ABC):
     """Spellings for one kernel language."""
@@ -212,6 +217,11 @@ class Target(abc.ABC):
     def local_array(self, ctype: str, name: str, n: int) -> str:
         """Declaration of an ``n``-element array shared by a work-group."""
         return f"{self.local_qualifier} {ctype} {name}[{n}];"
+
+    def finish(self, kernels: str) -> str:
+        """The module's kernels as the compiler gets them: writers that spell OpenCL C
+        directly (the tensor-core GEMMs' inline PTX) are adapted here (CUDATarget)."""
+        return kernels
 
     def kernel(self, header: str, shared: Sequence[str], body: Sequence[str]) -> str:
         """A whole kernel from its header, its shared-memory declarations and its body lines

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 
+from fusejit.targets.base import SM90A_MARK
 from fusejit.targets.scoped import Scoped
 
-# Marks an inline-asm statement that only an sm_90a build may hold: the kernel writes it behind
-# this comment and runtime/opencl/build.py's PTX rebuild restores it (codegen/gemm/wgmma.py)
-SM90A_MARK = "// FJPTX "
+# (SM90A_MARK: an inline-asm statement only an sm_90a build may hold, written behind this
+# comment; targets/base.py says who restores it)
 # k depth of one mma.sync of each kind: m16n8k8 for tf32 (3xTF32 too), m16n8k16 for float16
 K_STEP = {"tf32": 8, "3xtf32": 8, "f16": 16}
 

@@ -17,7 +17,10 @@ from fusejit.targets.opencl import fastdiv as fastdiv
 from fusejit.targets.opencl import half2 as half2
 from fusejit.targets.base import Target
 from fusejit.targets.opencl.target import OpenCLTarget
-from fusejit.runtime.backend import Backend, register
+from fusejit.passes.partition import DeviceLimits
+from fusejit.runtime.backend import Backend, DeviceInfo, register
+from fusejit.runtime.opencl import gemm_bench
+from fusejit.runtime.opencl.mma_probe import mma_unavailable, with_wgmma
 from fusejit.runtime.opencl.build import build_cached, build_options
 from fusejit.runtime.opencl.devices import (
     OpenCLDeviceInfo,
@@ -49,6 +52,12 @@ class OpenCLBackend(Backend):
         target.cpu_math = info.is_cpu and info.has_fp64
         target.wide_mul = info.is_cpu and info.key.startswith("Portable Computing Language")
         return target
+
+    def products(self, queue: cl.CommandQueue, info: DeviceInfo, precision: str, plan: Any,
+                 autotune: bool | None) -> tuple[str | None, DeviceLimits, Any]:
+        mma = mma_unavailable(queue, precision, plan)
+        limits = info.limits if mma is not None else with_wgmma(queue, info.limits)
+        return mma, limits, gemm_bench.tuning(queue, info, autotune)
 
     def executable(self, lowered: Any, outputs: Sequence[Any], treedef: Any,
                    constants: dict[int, Any], queue: cl.CommandQueue, host_mode: bool,

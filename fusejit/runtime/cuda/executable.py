@@ -1,0 +1,184 @@
+"""A compiled call signature on CUDA: one cubin (runtime/cuda/build.py), its kernels loaded
+once, launched through cuda-core on the caller's stream.
+
+Arrays adopted from torch or CuPy run on that library's current stream (so no
+synchronisation is added and none is missing); NumPy-only calls run on the device's default
+stream and copy their results back. Launch geometry: OpenCL's NDRange (``global_size``,
+``local_size``) as a grid of whole blocks; kernels take the NDRange as their last three
+arguments (targets/cuda/target.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fusejit.codegen.kernels import BufferArg, Module, ScalarArg
+from fusejit.errors import ContextMismatchError, UnsupportedOperationError
+from fusejit.runtime.cuda.array import Array, as_library, library_empty, owned, upload
+from fusejit.runtime.cuda.build import build_cached
+from fusejit.runtime.cuda.device import CUDADevice, core
+from fusejit.runtime.executable import OutSpec, deriver, kernel_arg_scalar, results
+
+DEFAULT_BLOCK = 256  # threads a block where the kernel leaves the work-group size open
+_MAX_GRID_YZ = 65535
+
+
+def _record(n: int) -> None:
+    """Called once per launch: a hook the tests count launches with (tests/conftest.py)."""
+
+
+def geometry(global_size: Sequence[int], local_size: Sequence[int] | None
+             ) -> tuple[tuple[int, int, int], tuple[int, int, int], tuple[int, int, int]]:
+    """(grid, block, NDRange) of a kernel, each three-dimensional."""
+    gs = (*global_size, 1, 1)[:3]
+    if local_size:
+        ls = (*local_size, 1, 1)[:3]
+    else:  # the runtime's choice: whole warps along dimension 0, surplus threads return
+        ls = (min(DEFAULT_BLOCK, -(-gs[0] // 32) * 32), 1, 1)
+    grid = tuple(-(-g // max(lo, 1)) for g, lo in zip(gs, ls))
+    if grid[1] > _MAX_GRID_YZ or grid[2] > _MAX_GRID_YZ:
+        raise UnsupportedOperationError(
+            f"a kernel needs a grid of {grid} blocks; CUDA allows at most 65,535 in y and z")
+    return grid, ls, gs  # type: ignore[return-value]
+
+
+class CUDAExecutable:
+    """Everything needed to run one specialised call signature on a CUDA device."""
+
+    def __init__(self, lowered: Any, outputs: Sequence[OutSpec], treedef: Any,
+                 constants: dict[int, np.ndarray], dev: CUDADevice, host_mode: bool,
+                 name: str) -> None:
+        dev.require_gpu()
+        module: Module = lowered.module
+        if any(k.role == "host" for k in module.kernels):
+            raise UnsupportedOperationError("host steps do not run on CUDA")
+        self.graph = graph = lowered.graph
+        self.module = module
+        self.device = dev
+        self.outputs = tuple(outputs)
+        self.treedef = treedef
+        self.host_mode = host_mode
+        self.queue_arg = -1
+        self.constants = constants
+        cubin, self.built_how = build_cached(module.source, dev.arch, name)
+        mod = core()
+        dev.device.set_current()
+        code = mod.ObjectCode.from_cubin(cubin) if hasattr(mod.ObjectCode, "from_cubin") \
+            else mod.ObjectCode(cubin, "cubin")
+        self.params = graph.params
+        shared: list = []
+        derive = {i: deriver(self.params, i, shared) for i, p in enumerate(self.params)
+                  if p.kind == "derived"}
+        self.launches = []
+        for k in module.kernels:
+            if math.prod(k.global_size) == 0:
+                continue
+            grid, block, gs = geometry(k.global_size, k.local_size)
+            config = mod.LaunchConfig(grid=grid, block=block)
+            ndrange = tuple(np.uint64(g) for g in gs)
+            self.launches.append((code.get_kernel(k.name), config, k.signature.args, ndrange))
+        self._derive = derive
+        self._arrays = [(p, prm.source) for p, prm in enumerate(self.params)
+                        if prm.kind == "array"]
+        self._consts = {p: np.asarray(constants[p], dtype=prm.dtype)
+                        for p, prm in enumerate(self.params) if prm.kind == "const"}
+        self._const_arrays: dict[int, Array] = {}  # uploaded at the first call
+        self._out_specs = [(tuple(n.shape), n.dtype) for n in graph.outputs]
+        self._temp_specs = [(tuple(n.shape), n.dtype) for n in lowered.plan.temps]
+        self._part_specs = [((p.size,), p.dtype) for p in module.partials]
+        self._host_writes = [p for p, _ in graph.writes if self.params[p].kind == "array"]
+        self.launch = self.run
+
+    def guarded(self, *args: Any) -> None:
+        """No generated inline cache on CUDA yet: calls take the keyed path."""
+        return
+
+    def needs_run(self) -> bool:
+        return False
+
+    def run(self, flat: Sequence[Any], dev: CUDADevice) -> tuple[Any, ...]:
+        own = self.device
+        if dev is not own:
+            raise ContextMismatchError("this call's arrays live on another CUDA device")
+        own.device.set_current()
+        adopted = next((v for v in flat if isinstance(v, Array) and v.library), None)
+        stream = own.stream(adopted.stream_handle if adopted is not None else None)
+        ptrs: dict[tuple[str, int], int] = {}
+        offs: dict[int, int] = {}
+        keep: list[Any] = []  # cuda-core scratch and uploads (freed after a synchronisation)
+        queued: list[Any] = []  # the library's scratch (freed once the launches are queued)
+        uploaded: dict[int, tuple[Array, np.ndarray]] = {}
+        for p, src in self._arrays:
+            value = flat[src]
+            if isinstance(value, Array):
+                if value.device is not own:
+                    raise ContextMismatchError(
+                        f"argument {src} lives on CUDA device {value.device.ordinal}, the "
+                        f"call's other arrays on device {own.ordinal}")
+                ptrs[("param", p)] = value.ptr
+                offs[p] = value.offset // value.dtype.itemsize
+                continue
+            if not isinstance(value, np.ndarray):
+                raise TypeError(f"argument {src}: pass NumPy arrays or CUDA arrays (torch, "
+                                "CuPy, JAX) to a call that runs on CUDA")
+            same = next((q for q in uploaded if flat[self.params[q].source] is value), None)
+            arr = uploaded[same][0] if same is not None else \
+                upload(own, value.astype(self.params[p].dtype, copy=False), stream)
+            uploaded[p] = (arr, value)
+            keep.append(arr)
+            ptrs[("param", p)] = arr.ptr
+            offs[p] = 0
+        for p, host in self._consts.items():
+            arr = self._const_arrays.get(p)
+            if arr is None:
+                arr = self._const_arrays[p] = upload(own, host, stream)
+            ptrs[("param", p)] = arr.ptr
+        empty = library_empty(adopted.library, own) if adopted is not None else None
+        if empty is not None and not self.host_mode:  # (torch in, torch out: its allocator)
+            outs = []
+            for i, (shape, dtype) in enumerate(self._out_specs):
+                out, ptrs[("output", i)] = empty(shape, dtype)
+                outs.append(out)
+        else:
+            outs = [owned(own, shape, dtype, stream) for shape, dtype in self._out_specs]
+            for i, o in enumerate(outs):
+                ptrs[("output", i)] = o.ptr
+        for role, specs in (("temp", self._temp_specs), ("partial", self._part_specs)):
+            for i, (shape, dtype) in enumerate(specs):
+                if empty is not None:  # (alive until the launches are queued: the library's
+                    # pool then reuses it in stream order)
+                    held, ptrs[(role, i)] = empty(shape, dtype)
+                    queued.append(held)
+                    continue
+                scratch = owned(own, shape, dtype, stream)
+                keep.append(scratch)
+                ptrs[(role, i)] = scratch.ptr
+        launch = core().launch
+        for kernel, config, args, ndrange in self.launches:
+            values = []
+            for a in args:
+                if isinstance(a, BufferArg):
+                    values.append(np.uint64(ptrs[(a.role, a.index)]))
+                elif isinstance(a, ScalarArg) and a.role == "offset":
+                    values.append(a.dtype.type(offs[a.index]))
+                elif isinstance(a, ScalarArg) and a.role == "extent":
+                    values.append(a.dtype.type(a.value))
+                else:
+                    derive = self._derive.get(a.index)
+                    value = flat[self.params[a.index].source] if derive is None else derive(flat)
+                    values.append(kernel_arg_scalar(value, a.dtype))
+            launch(stream, config, kernel, *values, *ndrange)
+            _record(1)
+        for p in self._host_writes:  # NumPy arguments written in place get the result
+            if p in uploaded:
+                arr, target = uploaded[p]
+                np.copyto(target, arr.get().reshape(target.shape), casting="unsafe")
+        if keep:
+            stream.sync()  # (scratch and uploads go back to the pool after the kernels)
+        if not self.host_mode and adopted is not None and empty is None:
+            outs = [as_library(o, adopted.library) for o in outs]
+        return results(self.outputs, self.host_mode, flat, outs)

@@ -1,0 +1,1 @@
+"""The CUDA target: CUDA C++ kernels for NVRTC (targets/cuda/target.py)."""
