@@ -368,7 +368,8 @@ class Fused:
         backend = backend_of(queue)
         info = backend.device_info(queue)
         classes = alias_classes(key.aliases, traced)
-        plan = partition_gemm(graph, info.limits, classes, rows=self._stats.rows_on)
+        plan = partition_gemm(graph, info.limits, classes, rows=self._stats.rows_on,
+                              dynamic=self._stats.dynamic_on)
         plan = host_blas(graph, plan, info.limits)  # CPU devices: BLAS products (host_gemm.py)
         precision = self.matmul_precision
         # tensor cores, wgmma and the GEMM tuner as the device's backend has them

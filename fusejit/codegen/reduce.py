@@ -30,6 +30,11 @@ from fusejit.targets.base import Target
 class ReductionKernels:
     """Mixin of SourceModule: ``_reduce`` and the kernels it emits."""
 
+    def _whole_groups(self, M: int, lx: int) -> bool:
+        """Do the outputs fill whole work-groups (no ``active`` test)? Never assumed for
+        launch-time extents: each batch size would need a program of its own."""
+        return lx == 1 or (not self.dynamic and M % lx == 0)
+
     def _reduce(self, name: str, group: Group) -> list[tuple[Kernel, Lowering]]:
         st = group.strategy
         assert st is not None
@@ -125,7 +130,7 @@ class ReductionKernels:
                 accs.append((r, acc, arg, acc_dt, levels))
             mask = None  # a slot mask of the cache loop (_cache_loop)
             if cache:
-                loop, mask = _cache_loop(top, t, it, cache, ly, bound_r, M % lx == 0,
+                loop, mask = _cache_loop(top, t, it, cache, ly, bound_r, self._whole_groups(M, lx),
                                          self.is_gpu, row)
             elif gy > 1:
                 loop = top.nested(
@@ -166,7 +171,7 @@ class ReductionKernels:
                         for r, acc, arg, acc_dt, levels in accs]
             if tail_idx is not None:  # a runtime row's elements after its whole vectors
                 low.lanes = 1
-                loop = _tail_loop(top, t, it, V, str(bound_r), row.name, M % lx == 0)
+                loop = _tail_loop(top, t, it, V, str(bound_r), row.name, self._whole_groups(M, lx))
                 for r, acc, arg, acc_dt, _ in accs:
                     v = loop.value(r.srcs[0], tail_idx)
                     if acc_dt != r.srcs[0].dtype and r.srcs[0].dtype == dt.BOOL:
@@ -263,7 +268,7 @@ class ReductionKernels:
             if st.cache:
                 M = math.prod(group.outer_shape)
                 loop, mask = _cache_loop(top, self.target, it, st.cache, st.ly, R,
-                                         M % st.lx == 0, self.is_gpu, low.row)
+                                         self._whole_groups(M, st.lx), self.is_gpu, low.row)
             else:
                 loop = top.nested(f"for ({it} r = ly_; active && r < {R}; r += {st.ly}) {{",
                                   loop_vars=frozenset({"r"}))
@@ -274,7 +279,7 @@ class ReductionKernels:
                 low.lanes = 1
                 M = math.prod(group.outer_shape)
                 loop = _tail_loop(top, self.target, it, st.vec, str(R), low.row.name,
-                                  M % st.lx == 0)
+                                  self._whole_groups(M, st.lx))
                 for store in row_stores:
                     _store(loop, store, tail_idx, low, loop.value(store.node, tail_idx))
                 low.lanes = st.vec
@@ -338,8 +343,7 @@ class ReductionKernels:
         source = t.kernel(sig.render(t, (ly,)), local_decls,
                           [*(f"    {p}" for p in pre), f"    const bool active = o < {bound};",
                            *body])
-        return (Kernel(name, source, sig, (M * ly,), (ly,), group, "combine",
-                       work=M * gy), low)
+        return (Kernel(name, source, sig, (M * ly,), (ly,), group, "combine", work=M * gy), low)
 
 
 def _cache_loop(top: Block, t: Target, it: str, cache: int, ly: int, R: int | str,

@@ -43,14 +43,16 @@ from fusejit.passes.realize import realize_cone, recompute_limit
 
 
 def partition_gemm(graph: Graph, limits: DeviceLimits | None = None,
-                   aliases: Sequence[frozenset[int]] = (), rows: bool = False) -> Plan:
+                   aliases: Sequence[frozenset[int]] = (), rows: bool = False,
+                   dynamic: bool = False) -> Plan:
     """``partition`` for graphs with matrix products (see the module docstring); ``rows``:
-    row reductions take their length at launch (fusejit/ir/rows.py; not with matrix products)."""
+    row reductions take their length at launch (fusejit/ir/rows.py; not with matrix products);
+    ``dynamic``: kernels take their extents at launch."""
     order = graph.toposort()
     # scans are kernels of this shape too: a whole-row prologue, an epilogue at their own index
     mms = [n for n in order if n.op in (Op.MATMUL, Op.SCAN, Op.SVDVALS)]
     if not mms:
-        return partition(graph, limits, aliases, rows)
+        return partition(graph, limits, aliases, rows, dynamic)
     return _GemmPartition(graph, order, mms, limits or DeviceLimits(), aliases).plan()
 
 

@@ -65,10 +65,12 @@ from fusejit.passes.strategy import (
 
 
 def partition(graph: Graph, limits: DeviceLimits | None = None,
-              aliases: Sequence[frozenset[int]] = (), rows: bool = False) -> Plan:
+              aliases: Sequence[frozenset[int]] = (), rows: bool = False,
+              dynamic: bool = False) -> Plan:
     """Group the graph's work into kernels (see the module docstring); ``aliases`` are sets of
     array parameters that share memory (the same array passed twice); ``rows``: size row
-    reductions for their row-length bucket (kernels for runtime extents, fusejit/ir/rows.py)."""
+    reductions for their row-length bucket (kernels for runtime extents, fusejit/ir/rows.py);
+    ``dynamic``: kernels take their extents at launch (strategies must not follow the batch)."""
     limits = limits if limits is not None else DeviceLimits()
     roots: list[Store] = [Store(n, Dest("output", i)) for i, n in enumerate(graph.outputs)]
     for p, n in graph.writes:
@@ -131,7 +133,8 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
         # over 32 bytes (an int64 cone under a bool any() gave long8 operands and wrong results)
         widest = max(max(compute_size(m.dtype), _widest(m.srcs[0], stop)) for m in ms)
         strategies.append(sized_strategy(lambda space: (
-            cpu_vector_strategy(space, key[1], n_stages, contiguous, limits, vector_ok, widest)
+            cpu_vector_strategy(space, key[1], n_stages, contiguous, limits, vector_ok, widest,
+                                dynamic)
             or choose_strategy(space, key[1], n_stages, contiguous, limits,
                                sum(lane_bytes(m) for m in ms))), key[0], key[1], rows, limits))
     epilogues: list[list[Store]] = [[] for _ in keys]
@@ -173,9 +176,10 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
                          *(_widest(m.srcs[0], stop) for m in ms))
             redo = sized_strategy(lambda space: cpu_vector_strategy(
                 space, key[1], n_stages, st.vec_axis == "rows" or
-                inner_contiguous(graph, ms[0], stop), limits, True, widest) or choose_strategy(
-                space, key[1], n_stages, inner_contiguous(graph, ms[0], stop), limits,
-                sum(lane_bytes(m) for m in ms)), key[0], key[1], rows, limits)
+                inner_contiguous(graph, ms[0], stop), limits, True, widest, dynamic)
+                or choose_strategy(space, key[1], n_stages, inner_contiguous(graph, ms[0], stop),
+                                   limits, sum(lane_bytes(m) for m in ms)),
+                key[0], key[1], rows, limits)
             strategies[g] = dataclasses.replace(redo, gy=1) if row_stores[g] else redo
 
     groups: list[Group] = []

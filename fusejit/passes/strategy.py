@@ -98,18 +98,22 @@ def choose_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int
 
 def cpu_vector_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int,
                         inner_contiguous: bool, limits: DeviceLimits, vector_ok: bool,
-                        widest: int = 4) -> ReduceStrategy | None:
+                        widest: int = 4, dynamic: bool = False) -> ReduceStrategy | None:
     """CPU devices: one work-item per row (or per vector of adjacent outputs) with OpenCL
     vector lanes, no barriers and no local memory. PoCL turns vector types into SIMD but does
     not vectorise lanes separated by barriers (softmax 1024x1024: 4-6x slower than NumPy with
     work-group trees). Vectors stay within 32 bytes (``widest``: the largest element size the
     kernel computes with): PoCL mishandles 64-byte vectors on AVX2 machines (it warns the
     vector ABI changes and may return a program without kernels). None when the shape does not
-    split into vectors."""
+    split into vectors. ``dynamic``: the kernel takes its extents at launch, so nothing may
+    depend on how many rows this trace has (each batch size would be a program of its own):
+    rows per work-group as for a large batch, rows never split over work-groups."""
     if limits.is_gpu or not vector_ok:
         return None
     red = math.prod(space[i] for i in axes)
     outer = math.prod(d for i, d in enumerate(space) if i not in axes)
+    if dynamic:
+        outer = max(outer, 64 * limits.compute_units)
     kept = [d for i, d in enumerate(space) if i not in axes and d > 1]
     # (complex values are vectors already, compute_size says 64 bytes: one value a work-item,
     # still without barriers, which PoCL compiles 2-3x faster and runs faster than trees)
@@ -120,7 +124,7 @@ def cpu_vector_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages:
             per_item = red // vec
             groups_wanted = 4 * limits.compute_units
             gy = 1
-            if n_stages == 1 and 0 < outer < groups_wanted and per_item >= 4096:
+            if n_stages == 1 and 0 < outer < groups_wanted and per_item >= 4096 and not dynamic:
                 gy = min(math.ceil(groups_wanted / outer), per_item // 1024)
             lx = 1
             while lx * 2 <= 8 and outer // (lx * 2) >= groups_wanted:

@@ -128,6 +128,37 @@ def test_device_array_views_of_a_wider_buffer(queue):
     assert _programs(f) == 1
 
 
+def _softmax(x: Any) -> Any:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_batch_sizes_share_programs():
+    """Twenty batch sizes (rows of 64, shuffled) on the CPU: the first is specialised, the
+    rest take the batch at launch, whatever it is (odd or even, below or above a work-group
+    of rows): two programs, where each rows-per-work-group choice and its parity were one."""
+    if fusejit.default_queue().device.type & cl.device_type.GPU:
+        return  # (GPU strategies: test_gpu_strategies_one_program_per_bucket)
+    f = fusejit.fuse(_softmax)
+    for m in np.random.default_rng(0).permutation(np.arange(2, 22)):
+        x = RNG.standard_normal((m, 64)).astype(np.float32)
+        _check(f(x), _ref(_softmax, x))
+    assert _programs(f) == 2 and f.cache_info().traces == 20
+
+
+def test_a_lowered_dynamic_batch_builds_once():
+    """lower(ShapeDtype((None, 64))).compile() builds the one program every batch runs (a
+    batch of one row is a shape of its own: a broadcastable extent)."""
+    f = fusejit.fuse(_softmax)
+    compiled = f.lower(fusejit.ShapeDtype((None, 64), np.float32, device=False)).compile()
+    built = _programs(f)
+    for m in (3, 100, 7, 2048):
+        x = RNG.standard_normal((m, 64)).astype(np.float32)
+        _check(compiled(x), _ref(_softmax, x))
+    gpu = fusejit.default_queue().device.type & cl.device_type.GPU
+    assert _programs(f) == built or gpu
+
+
 def test_lower_a_fully_dynamic_signature():
     """f.lower(ShapeDtype((None, None))) builds kernels for runtime extents; calls of other
     batch sizes and row lengths then reuse its program (same bucket and classes)."""
