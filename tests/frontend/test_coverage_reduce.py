@@ -128,8 +128,7 @@ def test_bad_input_raises_numpys_error(fn, error, launches):
 
 @pytest.mark.parametrize("fn", [
     lambda x: np.linalg.svd(x),  # singular vectors (values only: tests/codegen/test_svd.py)
-    lambda x: np.subtract.reduce(x),
-])
+])  # (np.subtract.reduce folds, up to a length it names: tests/frontend/test_small_gaps.py)
 def test_refused_with_a_clear_error(fn):
     with pytest.raises(UnsupportedOperationError, match="inside @fuse|SVD"):
         fuse(fn)(D)
