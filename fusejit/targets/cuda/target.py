@@ -149,9 +149,6 @@ class CUDATarget(OpenCLTarget):
         qual = " __restrict__" if restrict else ""
         return f"{const}{self.storage_type(dtype)} *{qual} {name}"
 
-    def scalar_param(self, name: str, dtype: np.dtype) -> str:
-        return f"const {self.compute_type(dtype)} {name}"
-
     def kernel_header(self, name: str, params: Sequence[str],
                       local_size: tuple[int, ...] | None) -> str:
         joined = ",\n    ".join([*params, *NDRANGE_PARAMS])
