@@ -152,9 +152,52 @@ inline float{n} fj_powd{n}(float{n} a, float{n} b) {{
     return (float{n})(fj_powd{h}(a.lo, b.lo), fj_powd{h}(a.hi, b.hi));
 }}
 """
+# float32 x ** y for |y| <= 4 (x ** 2.2, x ** -0.5: every constant exponent of that size folds
+# the choice away) in float, twice the lanes per instruction of the double path above: log2 by
+# the atanh series of s = (m - 1)/(m + 1) (a minimax cubic in s^2, 2^-29.7), y log2 x as
+# bh e + (bl e + y K s (1 + q)) with y split so that its products with the exponent e are exact,
+# exp2 of the reduced r by a degree-6 minimax polynomial (2^-25.9), 2^k put in as two factors
+# (subnormal results round once). Polynomials may be contracted to fma. The error is mostly
+# that of y K s in float, |y K s| <= 1.1 |y|: within 4 ULP of the exact power for |y| <= 4
+# (tests/targets/test_pow_vector.py; the op table allows 20), against 0.51 for the double path.
+# PoCL, x ** 2.2 of 2^22 floats, CPU time on one thread: 11.0 -> 5.9 ms (NumPy's AVX-512 powf
+# 4.6 ms).
+_POW_FLOAT = """
+inline float{m} fj_fpick_{m}(float{m} a, float{m} b, int{m} take_b) {{
+    return as_float{m}((as_int{m}(a) & ~take_b) | (as_int{m}(b) & take_b));
+}}
+inline float{m} fj_powfs{m}(float{m} a, float{m} b) {{
+    #pragma OPENCL FP_CONTRACT ON
+    int{m} sub = as_int{m}(a) < (int{m})(0x00800000);  // (subnormal: scaled by 2^23)
+    int{m} ix = as_int{m}(fj_fpick_{m}(a, a * 0x1p23f, sub));
+    int{m} e = (ix - (int{m})(0x3f3504f3)) >> 23;  // m in [sqrt(2)/2, sqrt(2))
+    float{m} m = as_float{m}(ix - (e << 23));
+    float{m} f = m - 1.0f, d = m + 1.0f, s = f / d;
+    s -= (s * (m - (d - 1.0f))) * (0.5f - 0.25f * f);  // (m + 1's rounding: d - 1 is exact)
+    float{m} s2 = s * s;
+    float{m} q = s2 * (0x1.55557ap-2f + s2 * (0x1.995e36p-3f + s2 * 0x1.31ee64p-3f));
+    float{m} ef = convert_float{m}(e - (sub & (int{m})(23)));
+    float{m} bh = as_float{m}(as_int{m}(b) & (int{m})(0xffff0000)), bl = b - bh;
+    float{m} ks = (b * 0x1.715476p+1f) * s;  // y log2(m) = y (2 / ln 2) atanh(s)
+    float{m} hi = bh * ef, mid = bl * ef, lo = ks + ks * q;  // (both products exact)
+    float{m} t = hi + (mid + lo);
+    t = fj_fpick_{m}(t, (float{m})(129.0f), t > 129.0f);
+    t = fj_fpick_{m}(t, (float{m})(-152.0f), t < -152.0f);
+    float{m} shifted = t + 0x1.8p23f, k = shifted - 0x1.8p23f;
+    float{m} r = ((hi - k) + mid) + lo;  // (rounded once: the inner terms' bits fit a float)
+    r = fj_fpick_{m}(r, (float{m})(1.0f), r > 1.0f);  // (where t was clamped: 0 or inf)
+    r = fj_fpick_{m}(r, (float{m})(-1.0f), r < -1.0f);
+    float{m} p = 1.0f + r * (0x1.62e43p-1f + r * (0x1.ebfbdcp-3f + r * (0x1.c6aed6p-5f
+        + r * (0x1.3b2cc4p-7f + r * (0x1.5f44dcp-10f + r * 0x1.4258d8p-13f)))));
+    int{m} ki = as_int{m}(shifted) - as_int{m}((float{m})(0x1.8p23f)), k1 = ki >> 1;
+    return (p * as_float{m}((k1 + (int{m})(127)) << 23))
+        * as_float{m}((ki - k1 + (int{m})(127)) << 23);
+}}
+"""
 _POW_ENTRY = """
 inline float{m} fj_powf{m}(float{m} a, float{m} b) {{
-    float{m} r = fj_powd{m}(a, b);
+    int{m} big = (as_int{m}(b) & (int{m})(0x7fffffff)) > (int{m})(0x40800000);  // |b| > 4
+    float{m} r = fj_any{m}(big) ? fj_powd{m}(a, b) : fj_powfs{m}(a, b);
     int{m} ia = as_int{m}(a), bad = (ia <= (int{m})(0)) | (ia >= (int{m})(0x7f800000))
         | ((as_int{m}(b) & (int{m})(0x7fffffff)) >= (int{m})(0x7f800000));
     if (fj_any{m}(bad))  // x <= 0, infinities, NaN: the builtin's special cases
@@ -221,4 +264,5 @@ def hypot_helpers(n: int) -> dict[str, str]:
 def pow_helpers(n: int) -> dict[str, str]:
     """fj_powf{n}(a, b): float32 power of ``n``-lane vectors."""
     return {**any_helpers(n), **_halves(n, _POW_CORE, _POW_SPLIT, "vpow"),
+            f"vpow_core_f{n:02d}": _POW_FLOAT.format(m=n),
             f"vpow_entry{n:02d}": _POW_ENTRY.format(m=n)}
