@@ -393,8 +393,6 @@ class OpenCLTarget(Target):
             self.helpers[f"pow_{t}"] = _POW_HELPER.format(**fields)
         if "fj_philox" in template:
             self.helpers["philox"] = philox_helper(self.wide_mul)
-            if self.wide_mul:
-                self.helpers["mulhi64"] = _MULHI64_HELPER  # (sorted before "philox")
         if src.kind == "c" and opencl_complex.needs_helpers(template):
             self.helpers.update(opencl_complex.helpers(template, fields))
             if fields["SIN"] != "sin" and f"complex_{fields['t']}_functions" in self.helpers:
