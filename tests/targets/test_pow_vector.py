@@ -1,5 +1,5 @@
 """fusejit's own float32 vector power (targets/opencl/vmath.py: ``_POW_FLOAT`` for exponents
-|y| <= 4, ``_POW_CORE`` in double beyond), used where a work-item computes a float vector (CPU
+|y| <= 4, ``_POW_CORE`` in double beyond; float64: ``_POW64`` for |y| <= 4), used where a work-item computes a float vector (CPU
 devices): positive bases over the whole float range (subnormals included) against NumPy at the
 op table's bound and against the exact power (within 4 ULP, 1 ULP in double), and the lanes the
 builtin keeps (x <= 0, infinities, NaN, exponents of either sign and of integer value) bit for
@@ -150,3 +150,52 @@ def test_a_constant_exponent_in_wgsl(monkeypatch: pytest.MonkeyPatch) -> None:
             _constant_powers(c, "vulkan")
     finally:
         fusejit.set_default_device(previous)
+
+
+FLOAT64_PATH = 8.0  # |y| <= 4 in float64: the same path in double (measured: 4.24 ULP at most)
+
+
+def _bases64() -> np.ndarray:
+    rng = np.random.default_rng(5)
+    return np.concatenate([
+        rng.uniform(0, 100, 20000), 10.0 ** rng.uniform(-320, 308, 60000),
+        1 + rng.uniform(-1e-6, 1e-6, 2000),
+        rng.integers(1, 0x7FF0000000000000, 60000).view(np.float64),  # every finite exponent
+        [5e-324, 2.2250738585072014e-308, 1.0, 2.0, 0.5, 1.7976931348623157e308]])
+
+
+@pytest.mark.parametrize("y", [2.2, -0.5, 3.7, -3.9, 4.0, -4.0, 0.1, 1e-3, 17.3, -40.5])
+def test_float64_positive_bases_within_the_bound_of_the_exact_power(y: float) -> None:
+    x = _bases64()
+    got = fusejit.fuse(lambda a: a ** y)(x)
+    with np.errstate(all="ignore"):
+        want = x ** y
+        exact = np.power(x.astype(np.longdouble), np.longdouble(y))  # (64-bit mantissa)
+    assert_matches(got, want, ulp=BOUND)
+    if not _vectorised_here() or abs(y) > 4:  # (beyond: the builtin, the op table's bound)
+        return
+    info = np.finfo(np.float64)
+    normal = (exact > info.tiny) & (exact < info.max)
+    spacing = np.spacing(exact[normal].astype(np.float64)).astype(np.longdouble)
+    err = np.abs(got[normal].astype(np.longdouble) - exact[normal]) / spacing
+    assert float(np.max(err)) < FLOAT64_PATH
+    assert np.all(ulp_distance(got[~normal], want[~normal]) <= 2)  # subnormal, 0 and inf
+
+
+EDGES64 = np.array([0.0, -0.0, -1.0, -2.5, -5e-324, 1.0, np.inf, -np.inf, np.nan, 5e-324,
+                    2.2250738585072014e-308, 0.5, 2.0, 1.7976931348623157e308, 1e-300, 1e300,
+                    7.0])
+
+
+@pytest.mark.parametrize("c", [2.2, -2.2, 0.3, -3.9, 17.3])
+def test_float64_constant_exponents_keep_numpys_special_values(c: float) -> None:
+    x = np.full((EDGES64.size, 8), 3.0)
+    x[:, 5] = EDGES64
+    got = fusejit.fuse(lambda a: a ** c)(x)
+    with np.errstate(all="ignore"):
+        want = x ** c
+    assert_matches(got, want, ulp=BOUND)
+    kept = (EDGES64 <= 0) | ~np.isfinite(EDGES64) | (EDGES64 == 1)
+    assert np.array_equal(got[kept, 5], want[kept, 5], equal_nan=True), (c, got[:, 5])
+    number = kept & ~np.isnan(want[:, 5])
+    assert np.array_equal(np.signbit(got[number, 5]), np.signbit(want[number, 5]))

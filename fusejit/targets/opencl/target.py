@@ -212,6 +212,7 @@ for _op, _fn in ((Op.SIN, "sin"), (Op.COS, "cos"), (Op.TAN, "tan")):
         _VEC[(_op, _key)] = "fj_" + _fn + "{n}({a})"
 # float32 power and hypot of whole vectors: fusejit's own (opencl_vmath.py), 3x PoCL's pow
 _VEC[(Op.POW, "float32")] = "fj_powf{n}({a}, {b})"
+_VEC[(Op.POW, "float64")] = "fj_pow64_{n}({a}, {b})"
 _VEC[(Op.HYPOT, "float32")] = _VEC[(Op.HYPOT, "float16")] = "fj_hypotf{n}({a}, {b})"
 _DOUBLE_HYPOT = {(Op.HYPOT, "float32"): "fj_hypotf({a}, {b})",
                  (Op.HYPOT, "float16"): "fj_hypotf({a}, {b})",
@@ -481,6 +482,8 @@ class OpenCLTarget(Target):
             self.helpers.update(_trig_helpers(n))
         elif template.startswith("fj_powf"):
             self.helpers.update(opencl_vmath.pow_helpers(n))
+        elif template.startswith("fj_pow64"):
+            self.helpers.update(opencl_vmath.pow64_helpers(n))
         elif template.startswith("fj_hypotf"):
             self.helpers.update(opencl_vmath.hypot_helpers(n))
         return template.format(**dict(zip("abc", operands)), **{**fields, **vec})
