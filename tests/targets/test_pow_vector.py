@@ -199,3 +199,29 @@ def test_float64_constant_exponents_keep_numpys_special_values(c: float) -> None
     assert np.array_equal(got[kept, 5], want[kept, 5], equal_nan=True), (c, got[:, 5])
     number = kept & ~np.isnan(want[:, 5])
     assert np.array_equal(np.signbit(got[number, 5]), np.signbit(want[number, 5]))
+
+
+def test_kernels_with_a_power_take_wide_vectors_where_the_device_has_them() -> None:
+    # on AVX-512 CPUs a kernel computing fusejit's own power gets 64-byte vectors (float16,
+    # double8): every other op beside it, PoCL's builtins among them, must still be right
+    rng = np.random.default_rng(1)
+    n = 2**16
+    x, y = rng.uniform(-3, 50, n).astype(np.float32), rng.uniform(0.1, 5, n).astype(np.float32)
+    i, d = rng.integers(-100, 100, n).astype(np.int32), rng.uniform(0, 10, n)
+
+    def f(x, y, i, d):
+        return (np.abs(x) ** 2.2 + np.exp(y) - np.log(y) * np.sqrt(y),
+                np.where(x > 1, np.sin(x) ** 1.5, np.cos(y) + i),
+                (np.abs(x) ** -0.7).astype(np.float64) * d + d ** 3.3 + d ** 17.3,
+                np.tanh(x) + np.floor(y ** 0.3) + i ** 2 + np.maximum(x, y) ** 2.5,
+                np.hypot(x, y) ** 1.1 + np.arctan2(x, y) + (x < y),
+                (x.astype(np.int64) * 3) ** 2 + np.abs(x).astype(np.float64) ** 0.5)
+    fused = fusejit.fuse(f)
+    with np.errstate(all="ignore"):
+        want = f(x, y, i, d)
+    for k, (g, w) in enumerate(zip(fused(x, y, i, d), want)):
+        assert g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=3e-5, err_msg=f"result {k}")
+    if _vectorised_here() and fusejit.default_queue().device.native_vector_width_float >= 16:
+        source = fused.lower(x, y, i, d).module.source
+        assert "double8 " in source  # (float64 values among them: 8 lanes of each type)

@@ -231,7 +231,7 @@ inline float{m} fj_powf{m}(float{m} a, float{m} b) {{
     int{m} ia = as_int{m}(a), bad = (ia <= (int{m})(0)) | (ia >= (int{m})(0x7f800000))
         | ((as_int{m}(b) & (int{m})(0x7fffffff)) >= (int{m})(0x7f800000));
     if (fj_any{m}(bad))  // x <= 0, infinities, NaN: the builtin's special cases
-        r = as_float{m}((as_int{m}(r) & ~bad) | (as_int{m}(pow(a, b)) & bad));
+        r = as_float{m}((as_int{m}(r) & ~bad) | (as_int{m}({builtin}) & bad));
     return r;
 }}
 """
@@ -244,7 +244,7 @@ inline double{m} fj_pow64_{m}(double{m} a, double{m} b) {{
         | ((as_long{m}(b) & (long{m})(0x7fffffffffffffffL)) > (long{m})(0x4010000000000000L));
     if (fj_any{m}(convert_int{m}(bad)))  // x <= 0, infinities, NaN, |y| > 4: the builtin
         return as_double{m}((as_long{m}(fj_powdouble_small_y{m}(a, b)) & ~bad)
-                            | (as_long{m}(pow(a, b)) & bad));
+                            | (as_long{m}({builtin}) & bad));
     return fj_powdouble_small_y{m}(a, b);
 }}
 """
@@ -304,14 +304,20 @@ def hypot_helpers(n: int) -> dict[str, str]:
             f"vhypot_entry{n:02d}": _HYPOT_ENTRY.format(m=n)}
 
 
-def pow_helpers(n: int) -> dict[str, str]:
-    """fj_powf{n}(a, b): float32 power of ``n``-lane vectors."""
+def _builtin_pow(t: str, m: int) -> str:
+    """PoCL's pow of ``m``-lane operands, by halves of 32 bytes: its double8 pow gave 0 for inf
+    (x ** 17.3 of large doubles)."""
+    if m * (8 if t == "double" else 4) <= 32:
+        return "pow(a, b)"
+    return f"({t}{m})(pow(a.lo, b.lo), pow(a.hi, b.hi))"
+
+
+def pow_helpers(n: int, double: bool = False) -> dict[str, str]:
+    """fj_powf{n}(a, b): float32 power of ``n``-lane vectors; ``double``: fj_pow64_{n}(a, b),
+    float64's."""
+    if double:
+        return {**any_helpers(n), f"vpow64_{n:02d}": _POW_SMALL_Y.format(m=n, **_SMALL_Y["double"])
+                + _POW64.format(m=n, builtin=_builtin_pow("double", n))}
     return {**any_helpers(n), **_halves(n, _POW_CORE, _POW_SPLIT, "vpow"),
             f"vpow_core_f{n:02d}": _POW_SMALL_Y.format(m=n, **_SMALL_Y["float"]),
-            f"vpow_entry{n:02d}": _POW_ENTRY.format(m=n)}
-
-
-def pow64_helpers(n: int) -> dict[str, str]:
-    """fj_pow64_{n}(a, b): float64 power of ``n``-lane vectors."""
-    return {**any_helpers(n), f"vpow64_{n:02d}": _POW_SMALL_Y.format(m=n, **_SMALL_Y["double"])
-            + _POW64.format(m=n)}
+            f"vpow_entry{n:02d}": _POW_ENTRY.format(m=n, builtin=_builtin_pow("float", n))}
