@@ -1,9 +1,10 @@
-"""fusejit's own float32 vector power (targets/opencl/vmath.py: ``_POW_FLOAT`` for exponents
-|y| <= 4, ``_POW_CORE`` in double beyond; float64: ``_POW64`` for |y| <= 4), used where a work-item computes a float vector (CPU
-devices): positive bases over the whole float range (subnormals included) against NumPy at the
-op table's bound and against the exact power (within 4 ULP, 1 ULP in double), and the lanes the
-builtin keeps (x <= 0, infinities, NaN, exponents of either sign and of integer value) bit for
-bit against NumPy, alone and mixed into vectors of ordinary lanes."""
+"""fusejit's own vector power (targets/opencl/vmath.py: ``_POW_SMALL_Y`` for exponents
+|y| <= 4 in the type of x, float32 or float64; float32 ``_POW_CORE`` in double beyond), used
+where a work-item computes a vector (CPU devices; lane-by-lane kernels take lane 0 of the
+2-lane form): positive bases over the whole range (subnormals included) against NumPy at the
+op table's bound and against the exact power (4 ULP float32, 8 float64, 1 in double), and the
+lanes the builtin keeps (x <= 0, infinities, NaN, exponents of either sign and of integer value)
+bit for bit against NumPy, alone and mixed into vectors of ordinary lanes."""
 
 from __future__ import annotations
 
@@ -225,3 +226,26 @@ def test_kernels_with_a_power_take_wide_vectors_where_the_device_has_them() -> N
     if _vectorised_here() and fusejit.default_queue().device.native_vector_width_float >= 16:
         source = fused.lower(x, y, i, d).module.source
         assert "double8 " in source  # (float64 values among them: 8 lanes of each type)
+
+
+def _powers_of(c: float):
+    return lambda a, b: (a ** c, b ** c)  # (c a constant of the trace)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lane_by_lane_kernels_take_the_same_power(dtype) -> None:
+    # rows of 3 (no vector divides them) and a vector kernel's tail compute one lane at a time:
+    # fusejit's own power there too (lane 0 of its 2-lane form), special values NumPy's
+    edges = EDGES.astype(dtype) if dtype == np.float32 else EDGES64
+    rng = np.random.default_rng(3)
+    x = np.concatenate([edges, rng.uniform(0, 100, 3000).astype(dtype)])
+    x = x[:x.size // 3 * 3].reshape(-1, 3)
+    tail = np.concatenate([x.ravel(), edges])[:4096 + 5]  # (4096 in vectors, 5 after)
+    for c in (2.2, -0.3, 17.3):
+        got = fusejit.fuse(_powers_of(c))(x, tail)
+        with np.errstate(all="ignore"):
+            want = (x ** c, tail ** c)
+        for base, g, w in zip((x, tail), got, want):
+            assert_matches(g, w, ulp=BOUND)
+            kept = ~np.isfinite(w) | (w == 0) | (base == 1)  # (NaN, infinities, zeros, 1 ** c)
+            assert np.array_equal(g[kept], w[kept], equal_nan=True)

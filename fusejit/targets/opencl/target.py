@@ -215,9 +215,6 @@ _VEC[(Op.POW, "float32")] = "fj_powf{n}({a}, {b})"
 _VEC[(Op.POW, "float64")] = "fj_pow64_{n}({a}, {b})"
 _OWN_VECTOR_MATH = ("fj_powf", "fj_pow64")  # (float sin, cos, tan: no faster with 16 lanes)
 _VEC[(Op.HYPOT, "float32")] = _VEC[(Op.HYPOT, "float16")] = "fj_hypotf{n}({a}, {b})"
-_DOUBLE_HYPOT = {(Op.HYPOT, "float32"): "fj_hypotf({a}, {b})",
-                 (Op.HYPOT, "float16"): "fj_hypotf({a}, {b})",
-                 (Op.ABS, "complex64"): "fj_hypotf({a}.x, {a}.y)"}
 for _op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT):
     _VEC[(_op, "f")] = _TEMPLATES[(_op, "f")]
 for _op, _fn in _NAN_GUARDED.items():  # (x != x: PoCL's vector isnan is a slow call)
@@ -367,9 +364,10 @@ class OpenCLTarget(Target):
         if self.wide_mul and op is Op.MULHI and src == dt.UINT64:
             self.helpers["mulhi64"] = _MULHI64_HELPER
             return "fj_mulhi64({a}, {b})".format(**dict(zip("ab", operands)))
-        if self.cpu_math and (op, src.name) in _DOUBLE_HYPOT:
-            self.helpers.update(opencl_vmath.scalar_hypot_helpers())
-            return _DOUBLE_HYPOT[(op, src.name)].format(**dict(zip("ab", operands)))
+        own = opencl_vmath.scalar_form(op, src.name) if self.cpu_math else None
+        if own is not None:  # (one lane of fusejit's own CPU math: vmath.py)
+            self.helpers.update(own[1])
+            return own[0].format(**dict(zip("ab", operands)))
         if op is Op.WHERE:
             src = ins[1]
         kinds = [dt.type_name(src), src.kind, "*"]
