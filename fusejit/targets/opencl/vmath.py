@@ -178,7 +178,6 @@ inline {T}{m} fj_pow{T}_small_y{m}({T}{m} a, {T}{m} b) {{
     {I}{m} e = (ix - ({I}{m})({SQRT_HALF})) >> {MANT};  // m in [sqrt(2)/2, sqrt(2))
     {T}{m} m = as_{T}{m}(ix - (e << {MANT}));
     {T}{m} f = m - 1.0{c}, d = m + 1.0{c}, s = f / d;
-    s -= (s * (m - (d - 1.0{c}))) * (0.5{c} - 0.25{c} * f);  // (m + 1's rounding: d - 1 exact)
     {T}{m} s2 = s * s;
     {T}{m} q = s2 * {Q};
     {T}{m} ef = convert_{T}{m}(e - (sub & ({I}{m})({MANT})));
