@@ -56,6 +56,19 @@ def check_arch(arch: str) -> str:
     return arch
 
 
+def check_supported(arch: str, what: str) -> str:
+    """``arch`` when this NVRTC builds it; DeviceUnavailableError naming the fix otherwise
+    (``what``: the GPU or setting that asked for it)."""
+    err, archs = nvrtc().nvrtcGetSupportedArchs()
+    if not int(err) and archs and int(arch[3:].rstrip("af")) not in archs:
+        raise DeviceUnavailableError(
+            f"{what} is {arch}, which NVRTC {nvrtc_version()} does not build (it builds "
+            f"sm_{min(archs)} to sm_{max(archs)}): install the nvidia-cuda-nvrtc release of "
+            "the CUDA version that still supports it, or run on OpenCL "
+            "(fusejit.set_default_device('opencl'))")
+    return arch
+
+
 def kernel_names(source: str) -> tuple[str, ...]:
     return tuple(_KERNEL.findall(source))
 

@@ -8,13 +8,20 @@ whose arrays live on GPU 1 run on GPU 1's device, and one call's arrays must sha
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
 from fusejit.errors import DeviceUnavailableError
 from fusejit.passes.partition import DeviceLimits
 from fusejit.runtime.backend import DeviceInfo, backend_named
-from fusejit.runtime.cuda.build import DEFAULT_ARCH, INSTALL_HINT, arch_from_env, nvrtc_version
+from fusejit.runtime.cuda.build import (
+    DEFAULT_ARCH,
+    INSTALL_HINT,
+    arch_from_env,
+    check_supported,
+    nvrtc_version,
+)
 
 
 def core() -> Any:
@@ -50,6 +57,14 @@ def check(result: Any, what: str) -> Any:
     return rest[0] if len(rest) == 1 else tuple(rest)
 
 
+@dataclasses.dataclass(frozen=True)
+class CUDAInfo(DeviceInfo):
+    """A CUDA device's facts, with the architecture its modules are compiled for (the target
+    refuses instructions it lacks at lowering: targets/cuda/target.py)."""
+
+    arch: str = DEFAULT_ARCH
+
+
 def _limits(sms: int, max_threads: int, shared: int) -> DeviceLimits:
     return DeviceLimits(max_work_group=min(max_threads, 1024), local_mem=shared,
                         compute_units=sms, is_gpu=True,
@@ -69,14 +84,15 @@ class CUDADevice:
         self._streams: dict[int, Any] = {}
         if ordinal is None:
             self.device = None
-            self.arch = arch or arch_from_env() or DEFAULT_ARCH
+            self.arch = check_supported(arch or arch_from_env() or DEFAULT_ARCH,
+                                        "the architecture to lower for (FUSEJIT_CUDA_ARCH)")
             cc = int(self.arch[3:].rstrip("af"))
             sms = 132 if cc >= 90 else 108  # (an H100/H200, an A100: only sizes split work)
             self.name = f"abstract {self.arch}"
-            self.info = DeviceInfo(
+            self.info = CUDAInfo(
                 key=f"cuda / {self.name} / NVRTC {nvrtc_version()}",
                 limits=_limits(sms, 1024, 48 * 1024), has_fp64=True,
-                correctly_rounded_div_sqrt=True, is_cpu=False)
+                correctly_rounded_div_sqrt=True, is_cpu=False, arch=self.arch)
             self.context = self
             return
         mod = core()
@@ -92,15 +108,17 @@ class CUDADevice:
         major, minor = dev.compute_capability
         # the exact architecture: arch-specific features (wgmma) from compute capability 9.0
         self.arch = arch or arch_from_env() or f"sm_{major}{minor}{'a' if major >= 9 else ''}"
+        check_supported(self.arch, f"CUDA GPU {ordinal} ({dev.name})")
         props = dev.properties
         self.name = dev.name
         drv = check(driver().cuDriverGetVersion(), "cuDriverGetVersion")
-        self.info = DeviceInfo(
+        self.info = CUDAInfo(
             key=f"cuda / {self.name} / {self.arch} / driver {drv} / NVRTC {nvrtc_version()}",
             limits=_limits(props.multiprocessor_count, props.max_threads_per_block,
                            props.max_shared_memory_per_block),
             has_fp64=True, correctly_rounded_div_sqrt=True, is_cpu=False,
-            global_mem=int(check(driver().cuDeviceTotalMem(ordinal), "cuDeviceTotalMem")))
+            global_mem=int(check(driver().cuDeviceTotalMem(ordinal), "cuDeviceTotalMem")),
+            arch=self.arch)
         self.context = self
         self.default_stream = dev.default_stream
 
