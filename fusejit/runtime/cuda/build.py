@@ -143,6 +143,15 @@ def build_cached(source: str, arch: str, name: str) -> tuple[bytes, str]:
     return cubin, how
 
 
+def remember(source: str, arch: str, cubin: bytes) -> None:
+    """Serve ``source`` for ``arch`` with ``cubin`` in this process (a trusted bundle's own
+    cubin: compile/aot_cuda.py), as if NVRTC had just built it."""
+    with _memo_lock:
+        _memo[(hashlib.sha256(source.encode()).digest(), arch)] = bytes(cubin)
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
+
+
 def arch_from_env() -> str | None:
     """FUSEJIT_CUDA_ARCH, checked, or None when unset."""
     value = os.environ.get("FUSEJIT_CUDA_ARCH", "").strip()
