@@ -189,8 +189,27 @@ def gpu_count() -> int:
         return 0
 
 
+_pinned: list[int] = []  # the GPU NumPy-only calls run on (use_gpu), else GPU 0
+
+
+def use_gpu(ordinal: int) -> CUDADevice:
+    """Make GPU ``ordinal`` the one NumPy-only CUDA calls run on (a dask worker's own GPU:
+    fusejit.dask.DevicePlugin(kind="cuda")); DeviceUnavailableError without it."""
+    count = gpu_count()
+    if not 0 <= ordinal < count:
+        raise DeviceUnavailableError(
+            f"no CUDA GPU {ordinal}: this machine's CUDA driver shows {count} (install NVIDIA's "
+            f"driver and {INSTALL_HINT}, or use OpenCL devices)")
+    dev = device(ordinal)
+    _pinned[:] = [ordinal]
+    return dev
+
+
 def default_device() -> CUDADevice:
-    """GPU 0, or an abstract device (lowering only) on a machine without one."""
+    """The pinned GPU (use_gpu) or GPU 0, or an abstract device (lowering only) on a machine
+    without one."""
+    if _pinned:
+        return device(_pinned[0])
     if gpu_count() == 0:
         key = arch_from_env() or DEFAULT_ARCH
         dev = _devices.get(key)
