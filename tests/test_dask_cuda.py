@@ -13,11 +13,11 @@ da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 pytest.importorskip("distributed")
 
-import fusejit  # noqa: E402
-import fusejit.dask as fdask  # noqa: E402
-from fusejit import fuse  # noqa: E402
-from fusejit.errors import DeviceUnavailableError  # noqa: E402
-from fusejit.runtime.cuda.device import gpu_count  # noqa: E402
+import fusejit
+import fusejit.dask as fdask
+from fusejit import fuse
+from fusejit.errors import DeviceUnavailableError
+from fusejit.runtime.cuda.device import gpu_count
 
 ON_CUDA = pytest.mark.parametrize("device", ["cuda"], indirect=True)
 
