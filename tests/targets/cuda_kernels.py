@@ -188,11 +188,10 @@ FAMILIES: dict[str, list[Case]] = {
 PRODUCTS: list[tuple[str, tuple[int, int, int, int, int, str], str]] = [
     ("tf32", (128, 128, 16, 2, 2, "pal"), "nn"),  # cp.async ring, ldmatrix, pipelined
     ("tf32", (64, 256, 16, 1, 4, "tvp"), "nn"),  # register path: rows, vector stores
-    ("tf32", (128, 128, 16, 2, 4, ""), "tn"),  # register path with a prologue
     ("3xtf32", (128, 128, 16, 2, 2, "a"), "nt"),
     ("f16", (128, 256, 16, 2, 4, "pasl"), "nt"),  # a ring of 4 stages
     ("f16", (128, 256, 16, 2, 4, "vw"), "nn"),  # halves packed into words
-    ("f16", (64, 64, 32, 2, 2, "pal"), "tn"),
+    ("f16", (64, 64, 32, 2, 2, "pal"), "tn"),  # a prologue: the register path all the same
     # wgmma (sm_90a only)
     ("tf32", (192, 256, 8, 12, 1, "agr"), "nn"),  # R fragments from global memory
     ("3xtf32", (256, 128, 8, 8, 1, "agrh"), "nn"),  # partial sums of half the columns
@@ -201,7 +200,7 @@ PRODUCTS: list[tuple[str, tuple[int, int, int, int, int, str], str]] = [
 ]
 # the mma.sync kernels the sm_80 pass compiles too (their source is the same on either
 # architecture: a ring and the register path)
-SM80_PRODUCTS = (0, 5)
+SM80_PRODUCTS = (0, 4)
 
 
 def product(kind: str, layout: str) -> tuple[Callable[..., Any], list[ShapeDtype], str]:
