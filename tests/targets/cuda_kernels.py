@@ -2,7 +2,7 @@
 what tests/targets/test_cuda_source.py lowers and compiles with NVRTC (no GPU needed).
 
 ``FAMILIES``: per family (reductions, rows, scans, gathers, complex, random, GEMM, dynamic
-shapes, windows, float16), cases ``(fn, args, fuse options, what the lowering must show)``,
+shapes, windows, 64-bit index math, in-place writes, float16), cases ``(fn, args, fuse options, what the lowering must show)``,
 with shapes chosen to reach each strategy on a GPU (full, row and column reductions, staged
 ones with partials, arg-reductions; tiled and blocked scans; split-K and batched products;
 checked gathers with their status buffer...). ``PRODUCTS``: tensor-core GEMM configurations
@@ -19,12 +19,14 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view as swv
 
 import fusejit
+import fusejit.quant
 from fusejit import ShapeDtype
 
 R = fusejit.random
 F2, F4, F8 = np.float16, np.float32, np.float64
 C8, C16, I8, I4 = np.complex64, np.complex128, np.int64, np.int32
 KEY = (2,), np.uint64
+BIG = (1 << 31) + 64
 
 
 def S(shape: tuple[int | None, ...], dtype: Any = F4) -> ShapeDtype:
@@ -46,6 +48,10 @@ def _pools(x: Any) -> Any:
     q = swv(np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), mode="edge"), (3, 3),
             axis=(1, 2))[:, ::2, ::2]
     return p.max(axis=(-2, -1)), q.mean(axis=(4, 5))
+
+
+def _iadd(x: Any, y: Any) -> None:
+    x += y * 2
 
 
 def _conv(x: Any, w: Any, b: Any) -> Any:
@@ -172,6 +178,23 @@ FAMILIES: dict[str, list[Case]] = {
         (lambda a, v: (np.convolve(a, v), np.correlate(a, v, "same")), [S((1000,)), S((9,))],
          {}, ("reduce",)),
         (lambda s: swv(s, 5).mean(axis=-1), [S((4096,), F8)], {}, ("reduce",)),
+    ],
+    "wide": [  # past 2^31 elements: 64-bit index math (Module.wide)
+        (lambda x: np.sin(x) * 2, [S((BIG,), F2)], {}, ("elementwise",)),
+        (lambda x: x / x.sum(-1, keepdims=True), [S(((1 << 21) + 1, 1024), F2)], {},
+         ("reduce",)),
+        (lambda x: np.cumsum(x), [S((BIG,), np.uint8)], {}, ("scan",)),
+        (lambda x, i: x[i], [S((BIG,), F2), S((100,), I8)], {}, "fj_status"),
+    ],
+    "writes": [  # in place, through views; ONNX quantization; norms
+        (_iadd, [S((1000,)), S((1000,))], {}, ("elementwise",)),
+        (lambda x, y: x[::2].__imul__(y), [S((1000,), F2), S((500,), F2)], {},
+         ("elementwise",)),
+        (lambda x, s: fusejit.quant.dequantize_linear(
+            fusejit.quant.quantize_linear(x, s, np.uint8(3)), s, np.uint8(3)),
+         [S((64, 64)), np.float32(0.1)], {}, ("elementwise",)),
+        (lambda x: (np.linalg.norm(x), np.linalg.norm(x, axis=1), np.linalg.norm(x, 1, 0)),
+         [S((64, 64))], {}, ("reduce",)),
     ],
     "float16": [
         (lambda x, y: (np.exp(x) * y, x.sum(), x.max(1), np.cumsum(x, 1),

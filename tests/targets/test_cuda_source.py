@@ -6,7 +6,8 @@ The catalog is the one tests/test_ops_catalog.py runs on devices: every unary an
 ufunc on every dtype (and the mixed-dtype pairs whose loops differ), every cast, where and
 clip; then every other kind of kernel (tests/targets/cuda_kernels.py: reductions, rows,
 scans, gathers with their status buffer, complex, random numbers, GEMMs of every precision
-with every tensor-core kernel path, dynamic shapes, windows, float16), each lowered for the
+with every tensor-core kernel path, dynamic shapes, windows, 64-bit index math, in-place
+writes, float16), each lowered for the
 architecture it is compiled for. Cases are batched into few functions (one kernel each), and
 the kernels of many functions into one NVRTC compile, so the whole catalog costs a few
 compiles per architecture. On a GPU the suite runs them (FUSEJIT_DEVICE=cuda).
@@ -127,6 +128,7 @@ def _family(family: str, arch: str) -> tuple[Any, ...]:
         for k, (fn, args, opts, want) in enumerate(FAMILIES[family]):
             lowered = fuse(fn, **opts).lower(*args)
             assert _shows(lowered, want), (family, k, want)
+            assert lowered.module.wide == (family == "wide"), (family, k)
             out.append(lowered)
     return tuple(out)
 
@@ -194,7 +196,7 @@ def test_catalog_compiles_with_nvrtc(arch: str) -> None:
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_kernel_family_compiles_with_nvrtc(arch: str, family: str) -> None:
     """Reductions, rows, scans, gathers, complex, random, GEMMs, dynamic shapes, windows,
-    float16: lowered for ``arch``, a family a translation unit (NVRTC's time grows faster
+    64-bit index math, in-place writes, float16: lowered for ``arch``, a family a translation unit (NVRTC's time grows faster
     than its input: one unit of every family takes twice as long as ten)."""
     source = _one_source(list(_family(family, arch)))
     assert compile_cubin(source, arch, f"{family}_{arch}")[:4] == b"\x7fELF"
