@@ -128,3 +128,15 @@ def test_loaded_bundles_run_torch_arrays(device, tmp_path, monkeypatch) -> None:
         np.testing.assert_allclose(np.asarray(g.cpu() if hasattr(g, "cpu") else g), w,
                                    rtol=1e-5)
     assert loaded.binary_loads == 1 and loaded.builds == 0
+
+
+def test_numpy_signatures_export_for_the_default_cuda_device(tmp_path) -> None:
+    before = fusejit.get_default_device()
+    fusejit.set_default_device("cuda")
+    try:
+        loaded = fusejit.load(fusejit.export(fuse(lambda x: x * 2 + 1),
+                                             [(np.ones(64, np.float32),)], tmp_path / "h.fjb"))
+    finally:
+        fusejit.set_default_device(before)
+    (e,) = loaded._entries
+    assert loaded.device == "cuda" and e["args"][0]["kind"] == "host" and e["binaries"]
