@@ -28,14 +28,14 @@ def f(x, y, i):
     return np.sqrt(x) * y + 1, (x[i] * y[i]).sum(), np.cumsum(x)
 
 
-def _sigs(arch: str = "") -> list[tuple]:
+def _sigs() -> list[tuple]:
     def s(shape, dtype):
         return ShapeDtype(shape, dtype, device="cuda")
     return [(s((4096,), np.float32), s((4096,), np.float32), s((16,), np.int64)),
             (s((64, 64), np.float16), s((64, 64), np.float16), s((3,), np.int32))]
 
 
-def _export(tmp_path, monkeypatch, arch: str, **kw) -> fusejit.compile.aot.Loaded:
+def _export(tmp_path, monkeypatch, arch: str) -> fusejit.compile.aot.Loaded:
     monkeypatch.setenv("FUSEJIT_CUDA_ARCH", arch)
     path = fusejit.export(fuse(f), _sigs(), tmp_path / f"f_{arch}.fjb", key=b"k")
     return fusejit.load(path, key=b"k")
