@@ -201,3 +201,29 @@ def test_jax_arrays_are_read_only(device) -> None:
     with pytest.raises(ReadOnlyError, match="read-only export"):
         iadd(x, jnp.ones(8, jnp.float32))
     np.testing.assert_array_equal(np.asarray(x), np.ones(8, np.float32))
+
+
+@pytest.mark.parametrize(("arch", "cc", "loads"), [
+    ("sm_90a", (9, 0), True), ("sm_90", (9, 0), True), ("sm_80", (8, 6), True),
+    ("sm_86", (8, 0), False), ("sm_80", (9, 0), False), ("sm_90a", (10, 0), False),
+    ("sm_100f", (10, 3), True), ("sm_100a", (10, 3), False)])
+def test_an_architecture_setting_the_gpu_cannot_load_is_caught(arch, cc, loads) -> None:
+    """FUSEJIT_CUDA_ARCH on a GPU that cannot load its cubins (another major version, a newer
+    minor one, an 'a' architecture of another GPU) is refused when the device opens
+    (CUDADevice: DeviceUnavailableError naming the setting), not at the first launch."""
+    from fusejit.runtime.cuda.build import loads_on
+
+    assert loads_on(arch, *cc) == loads
+
+
+@ON_CUDA
+def test_a_traced_index_out_of_bounds_raises_on_cuda(device) -> None:
+    """The checked gather's status buffer (codegen/kernels.py, runtime/status.py) on CUDA:
+    NumPy's IndexError, as on OpenCL and Vulkan."""
+    from fusejit.errors import DeviceIndexError
+
+    x, i = np.arange(10, dtype=np.float32), np.array([1, 3])
+    f = fuse(lambda x, i: x[i] * 2)
+    np.testing.assert_array_equal(f(x, i), x[i] * 2)
+    with pytest.raises(DeviceIndexError, match="index out of bounds"):
+        f(x, np.array([1, 30]))

@@ -69,6 +69,17 @@ def check_supported(arch: str, what: str) -> str:
     return arch
 
 
+def loads_on(arch: str, major: int, minor: int) -> bool:
+    """Can a GPU of compute capability major.minor load a cubin built for ``arch``? (Cubins
+    run on their own major version from their minor up; sm_90a-style ones on that exact
+    version only.)"""
+    cc = int(arch[3:].rstrip("af"))
+    if arch[-1] in "af":
+        return (cc // 10, cc % 10) == (major, minor) if arch[-1] == "a" else \
+            cc // 10 == major and cc % 10 <= minor
+    return cc // 10 == major and cc % 10 <= minor
+
+
 def kernel_names(source: str) -> tuple[str, ...]:
     return tuple(_KERNEL.findall(source))
 

@@ -20,6 +20,7 @@ from fusejit.runtime.cuda.build import (
     INSTALL_HINT,
     arch_from_env,
     check_supported,
+    loads_on,
     nvrtc_version,
 )
 
@@ -109,6 +110,11 @@ class CUDADevice:
         # the exact architecture: arch-specific features (wgmma) from compute capability 9.0
         self.arch = arch or arch_from_env() or f"sm_{major}{minor}{'a' if major >= 9 else ''}"
         check_supported(self.arch, f"CUDA GPU {ordinal} ({dev.name})")
+        if not loads_on(self.arch, major, minor):
+            raise DeviceUnavailableError(
+                f"FUSEJIT_CUDA_ARCH={self.arch} builds cubins that CUDA GPU {ordinal} "
+                f"({dev.name}, compute capability {major}.{minor}) cannot load: unset it, or "
+                f"set it to sm_{major}{minor}{'a' if major >= 9 else ''}")
         props = dev.properties
         self.name = dev.name
         drv = check(driver().cuDriverGetVersion(), "cuDriverGetVersion")
