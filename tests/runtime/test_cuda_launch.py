@@ -10,7 +10,6 @@ CuPy."""
 from __future__ import annotations
 
 import ctypes
-import enum
 from typing import Any
 
 import numpy as np
@@ -19,98 +18,27 @@ import pytest
 pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings (the fusejit[cuda] extra) "
                     "is not installed")
 
+from cuda_doubles import (
+    F32,
+    MISS,
+    OK,
+    CUresult,
+    FakeArray,
+    FakeDriver,
+    FakeLibrary,
+    abstract,
+    adopted,
+    build,
+    part_fake,
+)
+
 from fusejit import fuse
 from fusejit.compile.signature import fast_key
 from fusejit.frontend.pytree import tree_unflatten
 from fusejit.runtime import backend
 from fusejit.runtime.cuda import launch
-from fusejit.runtime.cuda.array import Array
-from fusejit.runtime.cuda.device import CUDADevice
 from fusejit.runtime.cuda.executable import launch_plan
 from fusejit.runtime.executable import OutSpec
-
-F32 = np.dtype(np.float32)
-MISS = object()
-OK = 0  # (CUresult is an int enum)
-
-
-class CUresult(enum.IntEnum):
-    CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
-
-
-class FakeArray:
-    """Another library's CUDA array, as far as a launcher reads one."""
-
-    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: Any = F32,
-                 strides: tuple[int, ...] | None = None, device: int = 0) -> None:
-        self.ptr, self.shape, self.dtype, self.device = ptr, shape, np.dtype(dtype), device
-        item = self.dtype.itemsize
-        self.strides = strides or tuple(int(np.prod(shape[k + 1:])) * item
-                                        for k in range(len(shape)))
-
-
-def part_fake(a: FakeArray) -> tuple:
-    return ("fake", a.dtype, a.shape, a.strides, a.ptr % launch.ALIGN != 0, a.device)
-
-
-class FakeLibrary(launch.Library):
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.handle = 7  # the library's current stream
-        self.allocated: list[FakeArray] = []
-
-    def array_type(self) -> type:
-        return FakeArray
-
-    def mismatch(self, i: int, dtype: Any, ordinal: int) -> str:
-        return (f"x{i}.dtype != D{i} or x{i}.shape != S{i} or x{i}.strides != ST{i} or "
-                f"x{i}.device != {ordinal}")
-
-    def pointer(self, i: int, ordinal: int) -> list[str]:
-        return [f"    p{i} = x{i}.ptr"]
-
-    def itemsize(self, part: tuple) -> int:
-        return part[1].itemsize
-
-    def stream(self, ordinal: int) -> Any:
-        return lambda: self.handle
-
-    def empty(self, ordinal: int) -> Any:
-        def empty(shape: tuple[int, ...], dtype: np.dtype) -> tuple[FakeArray, int]:
-            a = FakeArray(0x9000_0000 + 0x1_0000 * len(self.allocated), shape, dtype,
-                          device=ordinal)
-            self.allocated.append(a)
-            return a, a.ptr
-        return empty
-
-
-class FakeDriver:
-    """cuLaunchKernel and the context calls a launcher makes, recorded."""
-
-    def __init__(self, arity: dict[str, int], current: int = 5) -> None:
-        self.arity, self.current = arity, current
-        self.launches: list[tuple] = []
-        self.pushed: list[Any] = []
-        self.result = OK
-
-    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        n = self.arity[f]
-        pointers = (ctypes.c_void_p * n).from_address(params)
-        values = [ctypes.c_uint64.from_address(p).value for p in pointers]
-        self.launches.append((f, (gx, gy, gz), (bx, by, bz), shared, stream, values, extra))
-        return (self.result,)
-
-    def cuCtxGetCurrent(self):
-        return (OK, self.current)
-
-    def cuCtxPushCurrent(self, ctx):
-        self.pushed.append(ctx)
-        return (OK,)
-
-    def cuCtxPopCurrent(self):
-        self.pushed.append("pop")
-        return (OK, None)
 
 
 @pytest.fixture
@@ -121,37 +49,6 @@ def fake(monkeypatch):
     return lib
 
 
-def _abstract() -> CUDADevice:
-    """An abstract device (lowering only, on any machine)."""
-    dev = CUDADevice(None, "sm_90a")
-    dev.fusejit_backend = backend.backend_named("cuda")
-    return dev
-
-
-def _adopted(dev: CUDADevice, a: FakeArray) -> Array:
-    return Array(dev, a.ptr, a.shape, a.dtype, a.strides, a, "fake")
-
-
-def _build(fn: Any, args: tuple, drv: FakeDriver | None = None, treedef: Any = "*",
-           unflatten: Any = tree_unflatten) -> tuple:
-    """(launcher, driver, launches recorded) of ``fn`` lowered for ``args`` (fake arrays
-    adopted on the abstract device, Python scalars), keyed as fast_key keys them."""
-    dev = _abstract()
-    flat = tuple(_adopted(dev, a) if isinstance(a, FakeArray) else a for a in args)
-    lowered = fuse(fn).lower(*flat)
-    kernels, derive, specs = launch_plan(lowered)
-    drv = drv or FakeDriver({name: len(a) + 3 for name, *_, a in kernels})
-    parts = fast_key(args, frozenset())
-    assert parts == fast_key(flat, frozenset())  # raw and adopted arrays key alike
-    recorded: list[int] = []
-    outputs = [OutSpec("node", i) for i in range(len(specs["output"]))]
-    guarded = launch.launcher(
-        parts, [launch.Kernel(name, grid, block, a, gs) for name, grid, block, gs, a in kernels],
-        lowered.graph.params, derive, {}, specs, outputs, treedef, unflatten, MISS, 5,
-        drv, recorded.append)
-    return guarded, drv, recorded
-
-
 def _sliced(x, y, a):
     return x[:, :16] * a + y
 
@@ -159,7 +56,7 @@ def _sliced(x, y, a):
 def test_a_launch_gets_aligned_pointers_offsets_scalars_and_the_callers_stream(fake) -> None:
     x = FakeArray(0x30040, (64, 32), strides=(256, 8))  # strided, 64 bytes off the alignment
     y = FakeArray(0x40000, (64, 16))
-    guarded, drv, recorded = _build(_sliced, (x, y, 2.0))
+    guarded, drv, recorded = build(_sliced, (x, y, 2.0))
     out = guarded((FakeArray(0x50080, (64, 32), strides=(256, 8)), y, 3.0))
     assert out is fake.allocated[-1] and out.shape == (64, 16) and out.dtype == F32
     (f, grid, block, shared, stream, values, extra), = drv.launches
@@ -179,7 +76,7 @@ def test_a_launch_gets_aligned_pointers_offsets_scalars_and_the_callers_stream(f
 def test_any_mismatch_misses_and_launches_nothing(fake, change) -> None:
     x = FakeArray(0x30040, (64, 32), strides=(256, 8))
     y = FakeArray(0x40000, (64, 16))
-    guarded, drv, _ = _build(_sliced, (x, y, 2))
+    guarded, drv, _ = build(_sliced, (x, y, 2))
     args = {"dtype": (x, FakeArray(0x40000, (64, 16), np.float64), 2),
             "shape": (x, FakeArray(0x40000, (64, 17)), 2),
             "strides": (x, FakeArray(0x40000, (64, 16), strides=(128, 4)), 2),
@@ -190,7 +87,7 @@ def test_any_mismatch_misses_and_launches_nothing(fake, change) -> None:
             "arity": (x, y), "a foreign object": (x, object(), 2)}.get(change)
     if change == "same array twice":
         z = FakeArray(0x40000, (64, 16))
-        guarded, drv, _ = _build(lambda a, b: a + b, (y, z))
+        guarded, drv, _ = build(lambda a, b: a + b, (y, z))
         args = (y, y)
     assert guarded(args) is MISS
     assert drv.launches == [] and fake.allocated == []
@@ -198,18 +95,18 @@ def test_any_mismatch_misses_and_launches_nothing(fake, change) -> None:
 
 def test_fast_key_parts_of_raw_and_adopted_arrays(fake) -> None:
     x, y = FakeArray(0x30040, (8,)), FakeArray(0x40000, (8,))
-    dev = _abstract()
+    dev = abstract()
     raw = fast_key((x, y, 1.5), frozenset())
-    assert raw == fast_key((_adopted(dev, x), _adopted(dev, y), 1.5), frozenset())
+    assert raw == fast_key((adopted(dev, x), adopted(dev, y), 1.5), frozenset())
     assert raw[0] == ("fake", F32, (8,), (4,), True, 0) and raw[1][4] is False
     assert fast_key((x, x), frozenset()) is None  # the same array twice: the full path
-    assert fast_key((_adopted(dev, x), _adopted(dev, x)), frozenset()) is None
+    assert fast_key((adopted(dev, x), adopted(dev, x)), frozenset()) is None
 
 
 def test_signatures_the_fast_path_does_not_cover(fake) -> None:
     x, y = FakeArray(0x30000, (8,)), FakeArray(0x40000, (8,))
-    dev = _abstract()
-    lowered = fuse(lambda a, b: a + b).lower(_adopted(dev, x), _adopted(dev, y))
+    dev = abstract()
+    lowered = fuse(lambda a, b: a + b).lower(adopted(dev, x), adopted(dev, y))
     kernels, derive, specs = launch_plan(lowered)
     plan = [launch.Kernel(name, grid, block, a, gs) for name, grid, block, gs, a in kernels]
 
@@ -226,7 +123,7 @@ def test_signatures_the_fast_path_does_not_cover(fake) -> None:
 
 def test_another_current_context_is_swapped_for_the_launch(fake) -> None:
     x = FakeArray(0x30000, (1000,))
-    guarded, drv, _ = _build(lambda a: a * 2, (x,))
+    guarded, drv, _ = build(lambda a: a * 2, (x,))
     guarded((x,))
     assert drv.pushed == []  # the device's context is current already: nothing to do
     drv.current = 9  # another device's (or none)
@@ -236,7 +133,7 @@ def test_another_current_context_is_swapped_for_the_launch(fake) -> None:
 
 def test_a_failed_launch_raises_and_releases(fake) -> None:
     x = FakeArray(0x30000, (1000,))
-    guarded, drv, _ = _build(lambda a: a * 2, (x,))
+    guarded, drv, _ = build(lambda a: a * 2, (x,))
     drv.result = CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
     with pytest.raises(RuntimeError, match="OUT_OF_RESOURCES"):
         guarded((x,))
@@ -247,7 +144,7 @@ def test_a_failed_launch_raises_and_releases(fake) -> None:
 
 def test_several_results_and_kernels(fake) -> None:
     x = FakeArray(0x30000, (300, 100))
-    guarded, drv, recorded = _build(
+    guarded, drv, recorded = build(
         lambda a: (a * 2, (a - a.max(-1, keepdims=True)).sum(0)), (x,), treedef="pair",
         unflatten=lambda treedef, leaves: (treedef, *leaves))
     treedef, *got = guarded((x,))

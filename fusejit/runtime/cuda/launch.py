@@ -204,10 +204,15 @@ class CuPy(Library):
     def stream(self, ordinal: int) -> Callable[[], int]:
         import cupy
 
-        def current() -> int:
-            with cupy.cuda.Device(ordinal):
-                return int(cupy.cuda.get_current_stream().ptr)
-        return current
+        get = cupy.cuda.get_current_stream
+        try:
+            get(ordinal)
+        except TypeError:  # (CuPy before 10: the current device's only)
+            def current() -> int:
+                with cupy.cuda.Device(ordinal):
+                    return int(get().ptr)
+            return current
+        return lambda: get(ordinal).ptr
 
 
 LIBRARIES: dict[str, Library] = {"torch": Torch(), "cupy": CuPy()}
