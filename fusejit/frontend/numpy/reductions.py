@@ -55,8 +55,7 @@ def masked(op: Op, x: TensorProxy, where: Any, initial: Any) -> TensorProxy:
     ``initial`` for max/min, which NumPy requires there)."""
     if op in (Op.MAX, Op.MIN) and (initial is _NOVALUE or initial is None):
         raise ValueError(f"reduction operation '{OPS[op].ufunc.__name__}' does not have an "
-                         "identity, "
-                         "so to use a where mask one has to specify 'initial'")
+                         "identity, so to use a where mask one has to specify 'initial'")
     fill = initial if op in (Op.MAX, Op.MIN) else _IDENTITY[op]
     return where_(x, _mask(x, where), fill)
 
