@@ -286,3 +286,21 @@ def test_cupy_calls_queue_on_cupys_stream(device) -> None:
     assert isinstance(out, cp.ndarray)
     np.testing.assert_allclose(cp.asnumpy(out), _chain(cp.asnumpy(x), cp.asnumpy(x) * 2),
                                rtol=2e-7)
+
+
+@ON_CUDA
+def test_device_index_arrays_are_checked(device) -> None:
+    """A gather whose indices are only known on the device raises NumPy's IndexError from the
+    call itself, NumPy and torch arguments alike, and the next good call is clean."""
+    from fusejit.errors import DeviceIndexError
+
+    torch = pytest.importorskip("torch")
+    gather = fuse(lambda x, i: x[i] * 2)
+    x = np.arange(5, dtype=np.float32) * 10
+    np.testing.assert_array_equal(gather(x, np.array([4, -5])), [80, 0])
+    tx, ti = torch.as_tensor(x, device="cuda"), torch.tensor([1, 7], device="cuda")
+    for _ in range(3):  # (the first call and the cached ones)
+        with pytest.raises(DeviceIndexError, match="size 5"):
+            gather(tx, ti)
+    good = gather(tx, torch.tensor([1, -1], device="cuda"))
+    np.testing.assert_array_equal(good.cpu().numpy(), [20, 80])

@@ -18,6 +18,7 @@ import numpy as np
 
 from fusejit.codegen.kernels import BufferArg, Module, ScalarArg
 from fusejit.errors import ContextMismatchError, UnsupportedOperationError
+from fusejit.runtime import status
 from fusejit.runtime.cuda.array import Array, as_library, library_empty, owned, upload
 from fusejit.runtime.cuda.build import build_cached
 from fusejit.runtime.cuda.device import CUDADevice, check, core, driver
@@ -102,6 +103,10 @@ class CUDAExecutable:
         self._out_specs, self._temp_specs, self._part_specs = \
             specs["output"], specs["temp"], specs["partial"]
         self._host_writes = [p for p, _ in graph.writes if self.params[p].kind == "array"]
+        # kernels that report errors share one zeroed status buffer (runtime/status.py)
+        self._checked = any(isinstance(a, BufferArg) and a.role == "status"
+                            for *_, args in self._geometry for a in args)
+        self._status: Array | None = None
         self.launch = self.run
 
     def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
@@ -134,6 +139,19 @@ class CUDAExecutable:
             self._module = (context, module, functions)
         context, _, functions = self._module
         return context, functions
+
+    @staticmethod
+    def _check_status(stream: Any, flag: Array) -> None:
+        """Wait for the kernels, read the status flag, clear it and raise where it is set
+        (runtime/status.py: the call itself raises, never a later one)."""
+        stream.sync()
+        host = status.new_host()
+        drv = driver()
+        check(drv.cuMemcpyDtoH(host.ctypes.data, flag.ptr, host.nbytes), "cuMemcpyDtoH")
+        if host[0]:
+            check(drv.cuMemcpyHtoD(flag.ptr, status.ZERO.ctypes.data, status.ZERO.nbytes),
+                  "cuMemcpyHtoD")
+            status.raise_for(int(host[0]))
 
     def needs_run(self) -> bool:
         return False
@@ -195,6 +213,10 @@ class CUDAExecutable:
                 scratch = owned(own, shape, dtype, stream)
                 keep.append(scratch)
                 ptrs[(role, i)] = scratch.ptr
+        if self._checked:
+            if self._status is None:
+                self._status = upload(own, status.ZERO, stream)
+            ptrs[("status", 0)] = self._status.ptr
         launch = core().launch
         for kernel, config, args, ndrange in self.launches:
             values = []
@@ -211,6 +233,8 @@ class CUDAExecutable:
                     values.append(kernel_arg_scalar(value, a.dtype))
             launch(stream, config, kernel, *values, *ndrange)
             _record(1)
+        if self._checked:  # before any argument is written: a call that raises writes none
+            self._check_status(stream, self._status)
         for p in self._host_writes:  # NumPy arguments written in place get the result
             if p in uploaded:
                 arr, target = uploaded[p]
