@@ -232,6 +232,9 @@ def default_device() -> VulkanDevice:
             if _unavailable is not None:
                 raise DeviceUnavailableError(_unavailable)
             wgpu = _wgpu()
+            from fusejit.runtime.vulkan.cffi_types import prime_wgpu
+
+            prime_wgpu()  # (1.5 s of C type parsing less: cffi_types.py)
             try:  # (Mesa prints its window-system probing to fd 2: to the logger instead)
                 with stderr_to_log("Vulkan driver output opening the device"):
                     adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
