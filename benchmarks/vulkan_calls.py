@@ -7,6 +7,8 @@ For chain8 (2^10 and 2^20 float32), softmax (rows x 1024) and layernorm (rows/2 
 device arrays in and a new output each call (as a user's loop writes ``y = f(x)``):
 
 * sync: one call, then ``finish()``: median per call (the latency a synchronized caller sees);
+* host: the 30 calls of that loop alone, before its ``finish()``, per call: the host's time
+  (fusejit's Python, wgpu's recording and submission), median;
 * b2b: 30 calls in a row, then one ``finish()``: median over repeats, per call (issue 35's
   back-to-back loop).
 
@@ -32,8 +34,8 @@ ROW = 30  # calls back to back per finish
 
 
 def per_call(call: Callable[[], Any], finish: Callable[[], None], seconds: float
-             ) -> tuple[float, float]:
-    """(sync, back-to-back) seconds per call, medians over ``seconds`` each."""
+             ) -> tuple[float, float, float]:
+    """(sync, host, back-to-back) seconds per call, medians over ``seconds`` each."""
     for _ in range(3):
         call()
     finish()
@@ -44,16 +46,18 @@ def per_call(call: Callable[[], Any], finish: Callable[[], None], seconds: float
         call()
         finish()
         sync.append(time.perf_counter() - t0)
-    b2b = []
+    host, b2b = [], []
     end = time.perf_counter() + seconds
     while time.perf_counter() < end or len(b2b) < 3:
         t0 = time.perf_counter()
         for _ in range(ROW):
             y = call()
+        t1 = time.perf_counter()
         finish()
+        host.append((t1 - t0) / ROW)
         b2b.append((time.perf_counter() - t0) / ROW)
         del y
-    return statistics.median(sync), statistics.median(b2b)
+    return statistics.median(sync), statistics.median(host), statistics.median(b2b)
 
 
 def cases(rows: int) -> dict[str, tuple[Callable[..., Any], list[np.ndarray]]]:
@@ -86,8 +90,8 @@ def main() -> None:
     vk = fv.default_device()
     queue = fusejit.default_queue()
     print(f"vulkan: {vk.name}; opencl: {queue.device.name.strip()}")
-    print(f"{'case':>12} {'vk sync':>9} {'cl sync':>9} {'vk/cl':>6} {'vk b2b':>9} {'cl b2b':>9} "
-          f"{'vk/cl':>6}  (us per call)")
+    print(f"{'case':>12} {'vk sync':>9} {'cl sync':>9} {'vk/cl':>6} {'vk host':>9} "
+          f"{'cl host':>9} {'vk b2b':>9} {'cl b2b':>9} {'vk/cl':>6}  (us per call)")
     table = cases(args.rows)
     for name in args.cases.split(","):
         fn, host = table[name]
@@ -96,9 +100,9 @@ def main() -> None:
                                  ("cl", lambda a: cla.to_device(queue, a), queue.finish)):
             f, xs = fuse(fn), [put(a) for a in host]
             got[dev] = per_call(lambda f=f, xs=xs: f(*xs), finish, args.seconds)
-        (vs, vb), (cs, cb) = got["vk"], got["cl"]
-        print(f"{name:>12} {vs * 1e6:9.1f} {cs * 1e6:9.1f} {vs / cs:6.2f} {vb * 1e6:9.1f} "
-              f"{cb * 1e6:9.1f} {vb / cb:6.2f}")
+        (vs, vh, vb), (cs, ch, cb) = got["vk"], got["cl"]
+        print(f"{name:>12} {vs * 1e6:9.1f} {cs * 1e6:9.1f} {vs / cs:6.2f} {vh * 1e6:9.1f} "
+              f"{ch * 1e6:9.1f} {vb * 1e6:9.1f} {cb * 1e6:9.1f} {vb / cb:6.2f}")
 
 
 if __name__ == "__main__":

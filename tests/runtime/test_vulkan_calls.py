@@ -179,3 +179,55 @@ def test_status_buffer_makes_an_out_of_bounds_gather_raise(fv) -> None:
     with pytest.raises(IndexError):
         fuse(write)(y, np.array([-2], np.int32))
     np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_calls_on_new_buffers_each_time_bind_their_own(fv, rng, monkeypatch, raw) -> None:
+    """Outputs kept and fed to the next function give every call buffers no cached bind group
+    binds (binds.py): more buffer sets than a kernel keeps groups for, made through
+    wgpu-native's C function (``raw``) or wgpu-py's API, each call reads and writes its own.
+    Recorded together, so groups dropped from the cache are still in unsubmitted calls."""
+    from fusejit.runtime.vulkan import binds
+
+    monkeypatch.setattr(binds, "CACHE", 3)
+    rec = fv.default_device().recorder
+    if rec.raw:
+        real = rec._poll
+        monkeypatch.setattr(rec, "_poll", lambda d, wait, n: real(d, wait, n) if wait else 0)
+    step = fuse(lambda a, b: a * np.float32(0.5) + b)
+    rows = fuse(lambda a: a - a.max(axis=-1, keepdims=True))
+    x = rng.standard_normal((4, 256)).astype(np.float32)
+    step(fv.to_device(x), fv.to_device(x)), rows(fv.to_device(x))  # (built)
+    for f in (step, rows):
+        for compiled in f._fast.values():
+            for pipe in compiled.executable.pipelines:
+                if not raw:
+                    pipe.bind_groups.raw = False
+                assert pipe.bind_groups.raw == raw
+    ins = [fv.to_device(x + np.float32(i)) for i in range(8)]
+    outs, want = [], []
+    for i in range(8):
+        y = step(ins[i], ins[(i + 3) % 8])
+        outs += [y, rows(y)]
+        w = (x + np.float32(i)) * np.float32(0.5) + (x + np.float32((i + 3) % 8))
+        want += [w, w - w.max(axis=-1, keepdims=True)]
+    for o, w in zip(outs, want):
+        np.testing.assert_array_equal(o.get(), w)
+
+
+def test_a_numpy_array_passed_twice_is_uploaded_once_and_written_back(fv) -> None:
+    """One NumPy array as two parameters (read twice, or written in place and read): one
+    upload, one buffer back to the pool, NumPy's result."""
+    x = np.linspace(-2, 2, 300, dtype=np.float32)
+    np.testing.assert_array_equal(fuse(lambda a, b: a * b + a)(x, x), x * x + x)
+
+    def write(a, b):
+        a[:] = a * np.float32(2) + b
+
+    y = x.copy()
+    fuse(write)(y, x)
+    np.testing.assert_array_equal(y, x * np.float32(2) + x)
+    dev = fv.default_device()
+    free = sum(len(v) for v in dev._free.values())
+    fuse(lambda a, b: a - b)(x, x)
+    assert sum(len(v) for v in dev._free.values()) == free  # (none lost, none added twice)

@@ -1,5 +1,5 @@
 """A compiled call signature on Vulkan: one compute pipeline per kernel, bind groups cached by
-the buffers they bind, one command buffer per call.
+the buffers they bind (binds.py), one command buffer per call.
 
 Launch geometry: a kernel's work-groups are numbered linearly and the dispatch folds them over
 (x, y) with x <= 65,535 (Vulkan's guaranteed per-dimension limit); each shader recovers its
@@ -21,11 +21,11 @@ from fusejit.codegen.kernels import BufferArg, Kernel, Module, ScalarArg
 from fusejit.runtime import status
 from fusejit.runtime.executable import OutSpec, deriver, kernel_arg_scalar, results
 from fusejit.runtime.vulkan.array import Array, _row_major, new_owned, storage_dtype
+from fusejit.runtime.vulkan.binds import BindGroups
 from fusejit.runtime.vulkan.device import MAX_GROUPS, VulkanDevice
 from fusejit.runtime.vulkan.pipelines import pipeline
 
 ELEMENTWISE_GROUPS = 65536  # work-groups an elementwise (grid-stride) kernel launches at most
-_BIND_CACHE = 64  # bind groups kept per kernel (keyed by the buffers they bind)
 _UNIFORMS = 8  # uniform blocks per kernel with scalars, for calls recorded together
 
 
@@ -90,7 +90,7 @@ class _Pipeline:
         self.marks = [-1]  # the command buffer (Recorder.serial) each uniform was last used in
         if not self.scalars:
             device.upload(self.uniforms[0], head)
-        self.bind_groups: dict[tuple, Any] = {}
+        self.bind_groups = BindGroups(dev, self.layout, len(self.buffers), self.uniform_size)
         self.keys = [(a.role, a.index) for a in self.buffers]
         # the buffers it binds, from a call's table (set by VulkanExecutable, which orders it)
         self.pick: Callable[[list[Any]], tuple[Any, ...]] = _picker([])
@@ -120,18 +120,7 @@ class _Pipeline:
         return 0
 
     def bind_group(self, bufs: tuple, slot: int = 0) -> Any:
-        key = (bufs, slot)
-        group = self.bind_groups.get(key)
-        if group is None:
-            if len(self.bind_groups) >= _BIND_CACHE:
-                self.bind_groups.clear()
-            entries = [{"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
-                       for i, b in enumerate(bufs)]
-            entries.append({"binding": len(bufs), "resource": {
-                "buffer": self.uniforms[slot], "offset": 0, "size": self.uniform_size}})
-            group = self.device.device.create_bind_group(layout=self.layout, entries=entries)
-            self.bind_groups[key] = group
-        return group
+        return self.bind_groups.get(bufs, self.uniforms[slot])
 
 
 def _scalar_word(value: np.generic) -> np.ndarray:
