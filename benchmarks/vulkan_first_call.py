@@ -7,8 +7,9 @@ Each run is a fresh process with its own XDG_CACHE_HOME (fusejit's disk cache an
 shader cache both live there): ``cold`` starts from an empty one, ``warm`` is a second process
 on the same directory. ``before`` turns off what issue 35 added for first calls (the one-go
 parse of wgpu-py's C types, runtime/vulkan/cffi_types.py, and the disk cache of the WGSL
-translation, runtime/vulkan/pipelines.py's ``wgsl_of``), ``after`` keeps them; the variants
-alternate. Per process: ``open`` (``default_device()``), each function's first call (with its
+translation, runtime/vulkan/pipelines.py's ``wgsl_of``), ``after`` keeps them, ``no-mesa``
+is ``after`` with Mesa's shader cache off (MESA_SHADER_CACHE_DISABLE=true: lavapipe's LLVM
+compile of each pipeline, which its disk cache otherwise keeps); the variants alternate. Per process: ``open`` (``default_device()``), each function's first call (with its
 inputs uploaded and ``finish()``), and the build split summed over the three: ``translate``
 (GLSL -> WGSL), ``module`` (naga's front end) and ``pipeline`` (naga's SPIR-V back end and the
 driver's pipeline creation; lavapipe compiles at the first dispatch, inside the first call).
@@ -71,8 +72,10 @@ print(json.dumps({k: round(v * 1e3, 1) for k, v in out.items()}))
 
 def run(variant: str, cache: str) -> dict[str, float]:
     env = dict(os.environ, XDG_CACHE_HOME=cache, PYTHONPATH=os.getcwd())
-    env.pop("FUSEJIT_CACHE_DIR", None)
-    env.pop("MESA_SHADER_CACHE_DIR", None)
+    for name in ("FUSEJIT_CACHE_DIR", "MESA_SHADER_CACHE_DIR", "MESA_SHADER_CACHE_DISABLE"):
+        env.pop(name, None)
+    if variant == "no-mesa":
+        env["MESA_SHADER_CACHE_DISABLE"] = "true"
     done = subprocess.run([sys.executable, "-c", CHILD, variant], env=env, check=True,
                           capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -84,7 +87,7 @@ def main() -> None:
     args = ap.parse_args()
     rows: dict[tuple[str, str], list[dict[str, float]]] = {}
     for _ in range(args.runs):
-        for variant in ("before", "after"):
+        for variant in ("before", "after", "no-mesa"):
             with tempfile.TemporaryDirectory() as cache:
                 for state in ("cold", "warm"):
                     rows.setdefault((variant, state), []).append(run(variant, cache))
