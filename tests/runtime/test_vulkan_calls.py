@@ -231,3 +231,56 @@ def test_a_numpy_array_passed_twice_is_uploaded_once_and_written_back(fv) -> Non
     free = sum(len(v) for v in dev._free.values())
     fuse(lambda a, b: a - b)(x, x)
     assert sum(len(v) for v in dev._free.values()) == free  # (none lost, none added twice)
+
+
+@pytest.mark.filterwarnings("ignore::fusejit.compile.recompiles.RecompileWarning")
+def test_the_inline_cache_runs_only_calls_of_its_signature(fv, rng) -> None:
+    """A repeated call on device arrays runs through its signature's generated guard
+    (guard.py); any argument that no longer matches (shape, dtype, strides, a view's offset,
+    one buffer passed twice, a scalar's type, NumPy in place of a device array) takes the
+    keyed path and gets NumPy's result."""
+    f = fuse(lambda a, b, s: a * s + b)
+    x = rng.standard_normal((6, 40)).astype(np.float32)
+    y = rng.standard_normal((6, 40)).astype(np.float32)
+    dx, dy = fv.to_device(x), fv.to_device(y)
+    for _ in range(3):
+        np.testing.assert_array_equal(f(dx, dy, 2.0).get(), x * np.float32(2.0) + y)
+    first = f._mono
+    assert first is not None and first.__name__ == "guarded"
+    hits = f._hits
+    np.testing.assert_array_equal(f(dx, dy, 3.0).get(), x * np.float32(3.0) + y)
+    assert f._hits == hits + 1
+    both = fv.to_device(np.concatenate([y, x]))  # an offset alone (the guard in place)
+    np.testing.assert_array_equal(f(both[6:], dy, 2.0).get(), x * np.float32(2.0) + y)
+    cases = [
+        ((dx[:3], dy[:3], 2.0), x[:3] * np.float32(2) + y[:3]),  # shape
+        ((dx.T, dy.T, 2.0), x.T * np.float32(2) + y.T),  # shape and strides
+        ((fv.to_device(x.T.copy()).T, dy, 2.0), x * np.float32(2) + y),  # strides alone
+        ((dx[1:], dy[1:], 2.0), x[1:] * np.float32(2) + y[1:]),  # offset
+        ((dx, dx, 2.0), x * np.float32(2) + x),  # one buffer twice
+        ((dx, dy, 2), x * np.float32(2) + y),  # an int scalar
+        ((dx, dy, True), x * np.float32(1) + y),  # a bool scalar
+        ((x, dy, 2.0), x * np.float32(2) + y),  # NumPy and a device array
+        ((fv.to_device(x.astype(np.int32)), dy, 2.0), x.astype(np.int32) * 2.0 + y),  # dtype
+        ((dx, dy, 2.0), x * np.float32(2) + y),  # back to the first signature
+    ]
+    for args, want in cases:
+        f(dx, dy, 2.0)  # (the first signature's guard in place: the one each case must miss)
+        assert f._mono is first
+        np.testing.assert_allclose(f(*args).get(), want, rtol=1e-6)
+    def flip(a, b):
+        a[:] = b[::-1] * np.float32(2)
+
+    h = fuse(flip)
+    v = rng.standard_normal(4096).astype(np.float32)
+    for _ in range(3):
+        h(fv.to_device(v), fv.to_device(v))
+    d = fv.to_device(v)
+    h(d, d)  # one buffer as both: the keyed path's overlap analysis, not the guard
+    np.testing.assert_array_equal(d.get(), v[::-1] * np.float32(2))
+    g = fuse(lambda a: (a + 1, a.sum(axis=0)))  # a pytree of results through the guard
+    for _ in range(3):
+        s, t = g(dx)
+    np.testing.assert_array_equal(s.get(), x + 1)
+    np.testing.assert_allclose(t.get(), x.sum(axis=0), rtol=1e-5)
+    assert g._mono is not None

@@ -23,6 +23,7 @@ from fusejit.runtime.executable import OutSpec, deriver, kernel_arg_scalar, resu
 from fusejit.runtime.vulkan.array import Array, _row_major, new_owned, storage_dtype
 from fusejit.runtime.vulkan.binds import BindGroups
 from fusejit.runtime.vulkan.device import MAX_GROUPS, VulkanDevice
+from fusejit.runtime.vulkan.guard import guarded_launcher
 from fusejit.runtime.vulkan.pipelines import pipeline
 
 ELEMENTWISE_GROUPS = 65536  # work-groups an elementwise (grid-stride) kernel launches at most
@@ -197,9 +198,10 @@ class VulkanExecutable:
         self._offsets = any(a.role == "offset" for pipe in self.pipelines for a in pipe.scalars)
         self.launch = self.run
 
-    def guarded(self, *args: Any) -> None:
-        """No generated inline cache on Vulkan: calls take the keyed path."""
-        return None
+    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+        """A monomorphic inline cache for calls on device arrays (guard.py), or None."""
+        return guarded_launcher(parts, self.queue_arg, self.device, self.run, treedef,
+                                unflatten, miss)
 
     def needs_run(self) -> bool:
         """Nothing is pending on Vulkan (no launch-shape tuning): ``guarded``'s None is final."""
