@@ -6,8 +6,9 @@ chain8 (GLSL), softmax and layernorm (row kernels, compiled as WGSL).
 Each run is a fresh process with its own XDG_CACHE_HOME (fusejit's disk cache and Mesa's
 shader cache both live there): ``cold`` starts from an empty one, ``warm`` is a second process
 on the same directory. ``before`` turns off what issue 35 added for first calls (the one-go
-parse of wgpu-py's C types, runtime/vulkan/cffi_types.py, and the disk cache of the WGSL
-translation, runtime/vulkan/pipelines.py's ``wgsl_of``), ``after`` keeps them, ``no-mesa``
+parse of wgpu-py's C types, runtime/vulkan/cffi_types.py, the disk cache of the WGSL
+translation, runtime/vulkan/pipelines.py's ``wgsl_of``, and of the fma probe's answer,
+runtime/vulkan/probe.py), ``after`` keeps them, ``no-mesa``
 is ``after`` with Mesa's shader cache off (MESA_SHADER_CACHE_DISABLE=true: lavapipe's LLVM
 compile of each pipeline, which its disk cache otherwise keeps); the variants alternate. Per process: ``open`` (``default_device()``), each function's first call (with its
 inputs uploaded and ``finish()``), and the build split summed over the three: ``translate``
@@ -41,9 +42,11 @@ def timed(fn, label):
         finally:
             spent[label] += time.perf_counter() - s
     return wrapper
+import fusejit.runtime.vulkan.probe as PR
 if sys.argv[1] == "before":
     ct.prime_wgpu = lambda: 0
     P.wgsl_of = P.translate
+    PR.fused_fma = lambda wgpu, device, key: bool(PR.run_probe(wgpu, device))
 P.wgsl_of = timed(P.wgsl_of, "translate")
 P.create_module = timed(P.create_module, "module")
 t = time.perf_counter()

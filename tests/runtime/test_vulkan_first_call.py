@@ -116,3 +116,32 @@ def test_the_translation_is_kept_on_disk_and_a_bad_entry_rebuilds(monkeypatch, t
     assert len(calls) == 4
     monkeypatch.setenv("FUSEJIT_CACHE_DIR", "0")  # no disk cache: translated each time
     assert pipelines.wgsl_of(source) == want and len(calls) == 5
+
+
+def test_the_fma_probe_runs_once_per_device_and_a_bad_answer_reprobes(monkeypatch, tmp_path):
+    """The fma probe's answer (a pipeline build) is kept on disk per device: a second device
+    opened on the same adapter reads it, a corrupt entry or a probe that could not run probes
+    again, and the device's features are the same either way."""
+    use_device("vulkan")
+    from fusejit.runtime import cache
+    from fusejit.runtime.vulkan import device as vk_device
+    from fusejit.runtime.vulkan import probe
+
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    adapter = vk_device.default_device().adapter
+    real, runs = probe.run_probe, []
+    monkeypatch.setattr(probe, "run_probe", lambda *a: runs.append(1) or real(*a))
+    first = vk_device.VulkanDevice(adapter)
+    if "shader-f64" not in first.features:
+        pytest.skip("the probe runs on adapters with shader-f64 only")
+    assert len(runs) == 1
+    assert vk_device.VulkanDevice(adapter).features == first.features and len(runs) == 1
+    path = cache.program_cache().path(probe.probe_key(first.info.key))
+    path.write_bytes(path.read_bytes()[:-1] + b"x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cache.CacheWarning)
+        assert vk_device.VulkanDevice(adapter).features == first.features and len(runs) == 2
+    path.unlink()
+    monkeypatch.setattr(probe, "run_probe", lambda *a: runs.append(1))  # (could not run)
+    vk_device.VulkanDevice(adapter)
+    assert not path.exists() and len(runs) == 3

@@ -110,7 +110,7 @@ class VulkanDevice:
             from fusejit.targets.glsl.f64 import FUSED_FMA
             from fusejit.runtime.vulkan.probe import fused_fma
 
-            if fused_fma(wgpu, self.device):
+            if fused_fma(wgpu, self.device, self.info.key):
                 self.features |= {FUSED_FMA}
         _features[self.info.key] = self.features
         self._free: dict[int, list[Any]] = {}
