@@ -8,10 +8,11 @@ shader cache both live there): ``cold`` starts from an empty one, ``warm`` is a 
 on the same directory. ``before`` turns off what issue 35 added for first calls (the one-go
 parse of wgpu-py's C types, runtime/vulkan/cffi_types.py, the disk cache of the WGSL
 translation, runtime/vulkan/pipelines.py's ``wgsl_of``, and of the fma probe's answer,
-runtime/vulkan/probe.py), ``after`` keeps them, ``no-mesa``
-is ``after`` with Mesa's shader cache off (MESA_SHADER_CACHE_DISABLE=true: lavapipe's LLVM
-compile of each pipeline, which its disk cache otherwise keeps); the variants alternate. Per process: ``open`` (``default_device()``), each function's first call (with its
-inputs uploaded and ``finish()``), and the build split summed over the three: ``translate``
+runtime/vulkan/probe.py), ``after`` keeps them, ``no-mesa`` is ``after`` with Mesa's shader
+cache off (MESA_SHADER_CACHE_DISABLE=true: lavapipe's LLVM compile of each pipeline, which its
+disk cache otherwise keeps); the variants alternate. Per process: ``open``
+(``default_device()``), each function's first call (with its inputs uploaded and
+``finish()``), and the build split summed over the three: ``translate``
 (GLSL -> WGSL), ``module`` (naga's front end) and ``pipeline`` (naga's SPIR-V back end and the
 driver's pipeline creation; lavapipe compiles at the first dispatch, inside the first call).
 """
