@@ -284,3 +284,27 @@ def test_the_inline_cache_runs_only_calls_of_its_signature(fv, rng) -> None:
     np.testing.assert_array_equal(s.get(), x + 1)
     np.testing.assert_allclose(t.get(), x.sum(axis=0), rtol=1e-5)
     assert g._mono is not None
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_read_backs_of_any_offset_and_length(fv, monkeypatch, raw) -> None:
+    """``get()`` copies through a mapped staging buffer with wgpu-native's C functions
+    (record.Recorder.read) or wgpu-py's API: views starting and ending anywhere in a buffer of
+    bytes (not whole 4-byte words), of floats, and one staging buffer used again and again
+    read what NumPy has."""
+    dev = fv.default_device()
+    if not raw:
+        monkeypatch.setattr(dev.recorder, "read", lambda *a, **k: None)
+    elif not dev.recorder.raw:
+        pytest.skip("wgpu-py's internals changed: read-backs take its API")
+    b = np.arange(37, dtype=np.uint8) * np.uint8(7)
+    db = fv.to_device(b)
+    for lo, hi in ((0, 37), (1, 2), (3, 8), (5, 36), (36, 37), (4, 4)):
+        np.testing.assert_array_equal(db[lo:hi].get(), b[lo:hi])
+    x = np.linspace(-3, 3, 5000, dtype=np.float32)
+    dx = fv.to_device(x)
+    for step in (1, 3):
+        np.testing.assert_array_equal(dx[7::step].get(), x[7::step])
+    f = fuse(lambda a: a * np.float32(2))
+    for i in range(3):  # (a kernel's output read back after each call)
+        np.testing.assert_array_equal(f(dx[i:]).get(), x[i:] * np.float32(2))
