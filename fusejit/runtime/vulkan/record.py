@@ -44,13 +44,7 @@ class Recorder:
         self._held: list[Step] = []
         self.batch = os.environ.get("FUSEJIT_VULKAN_BATCH", "1") != "0"
         try:
-            from wgpu.backends.wgpu_native._api import (
-                ffi,
-                lib,
-                new_struct,
-                new_struct_p,
-                to_c_string_view,
-            )
+            from wgpu.backends.wgpu_native._api import ffi, lib, new_struct_p, to_c_string_view
 
             self._ffi, self._lib = ffi, lib
             self._label = to_c_string_view("")
@@ -68,8 +62,9 @@ class Recorder:
             def mapped(status: int, message: Any, user1: Any, user2: Any) -> None:
                 self._mapped.append(int(status))
 
-            self._map_info = new_struct("WGPUBufferMapCallbackInfo", callback=mapped,
-                                        mode=lib.WGPUCallbackMode_AllowProcessEvents)
+            # (the pointer owns the struct, passed by value as ``[0]``)
+            self._map_info = new_struct_p("WGPUBufferMapCallbackInfo *", callback=mapped,
+                                          mode=lib.WGPUCallbackMode_AllowProcessEvents)
             self._on_mapped = mapped  # (the C callback lives as long as this)
             self.raw = True
         except (ImportError, AttributeError, TypeError):  # wgpu-py's internals changed
@@ -98,7 +93,8 @@ class Recorder:
             lib.wgpuCommandBufferRelease(cb)
             self.wait(spin)
             self._mapped.clear()
-            lib.wgpuBufferMapAsync(staging._internal, lib.WGPUMapMode_Read, 0, n, self._map_info)
+            lib.wgpuBufferMapAsync(staging._internal, lib.WGPUMapMode_Read, 0, n,
+                                   self._map_info[0])
             for _ in range(100_000):  # (the callback runs in the first poll after the copy)
                 if self._mapped:
                     break
