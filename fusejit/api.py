@@ -256,13 +256,18 @@ class Fused:
                         if result is not _MISS:
                             return result
                 self._mono = mono
-                return self._launch(compiled, args, given)
+                return self._launch(compiled, args, given, mono)
         return self._call(self._bound, *given, **kwargs)
 
-    def _launch(self, compiled: _Compiled, args: tuple, given: tuple) -> Any:
+    def _launch(self, compiled: _Compiled, args: tuple, given: tuple,
+                guarded: Callable[[tuple], Any] | None) -> Any:
         exe = compiled.executable
         if exe.queue_arg >= 0:
-            queue = args[exe.queue_arg].queue
+            queue = getattr(args[exe.queue_arg], "queue", None)
+            if queue is None:  # another library's arrays (runtime/cuda/launch.py): launched
+                # by this signature's guarded launcher, else adopted by the full path
+                result = guarded(args) if guarded is not None else _MISS
+                return result if result is not _MISS else self._call(self._bound, *given)
         else:
             queue = default_queue()
             if backend_of(queue) is not compiled.backend:  # set_default_device changed it

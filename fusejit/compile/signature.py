@@ -22,7 +22,7 @@ from fusejit.compile.overlap import OverlapWriteError, connected
 from fusejit.errors import UnsupportedDTypeError
 from fusejit.ir.graph import Graph
 from fusejit.frontend.keys import Identity, StaticKey, static_key  # noqa: F401 - Identity for api.py
-from fusejit.runtime.backend import DeviceArray
+from fusejit.runtime.backend import FAST_PARTS, DeviceArray
 from fusejit.runtime.memory import BIG_OFFSET, HostArraySpec, zero_axes
 from fusejit.frontend.trace import MASKED
 
@@ -184,6 +184,7 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
         return None
     parts = []
     ptrs = []
+    foreign: list[Any] = []
     host = 0
     for i, a in enumerate(args):
         t = type(a)
@@ -199,6 +200,14 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
             ptrs.append(a)
             parts.append((a.dtype, a.shape, a.strides, offset != 0, a.context))
         elif isinstance(a, DeviceArray):  # fusejit's own device arrays (Vulkan), as pyopencl's
+            part_of = FAST_PARTS.get(type(a.base_data)) if FAST_PARTS else None
+            if part_of is not None:  # another library's array, adopted: keyed as the raw one
+                part = part_of(a.base_data)
+                if part is None:
+                    return None
+                foreign.append(a.base_data)
+                parts.append(part)
+                continue
             if a.offset >= BIG_OFFSET:
                 return None
             ptrs.append(a)
@@ -212,8 +221,15 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
             parts.append(t)
         elif isinstance(a, np.generic):
             parts.append(a.dtype)
-        else:
-            return None
+        else:  # a torch tensor, a CuPy array... (runtime/cuda/launch.py), else the full path
+            part_of = FAST_PARTS.get(t)
+            part = part_of(a) if part_of is not None else None
+            if part is None:
+                return None
+            foreign.append(a)
+            parts.append(part)
+    if len(foreign) > 1 and len({id(a) for a in foreign}) < len(foreign):
+        return None  # the same array twice: the full path's aliasing analysis
     if len(ptrs) > 1:
         bases = {a.base_data.int_ptr if type(a) is cla.Array else id(a.base_data) for a in ptrs}
         if len(bases) < len(ptrs):

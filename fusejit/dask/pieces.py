@@ -33,7 +33,8 @@ from fusejit.dask.plan import MERGE, Entry, Recipe
 _lock = threading.Lock()
 _pieces: weakref.WeakKeyDictionary[Fused, dict[Recipe, Pieces]] = weakref.WeakKeyDictionary()
 _REDUCE_OF = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "any": np.any,
-              "all": np.all}
+              "all": np.all, "bitwise_or": np.bitwise_or.reduce,
+              "bitwise_and": np.bitwise_and.reduce, "bitwise_xor": np.bitwise_xor.reduce}
 _N_PARTS = {"argmax": 2, "argmin": 2, "m2": 2}
 
 

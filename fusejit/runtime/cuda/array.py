@@ -211,6 +211,16 @@ def adopt(value: Any, what: str) -> Array:
 _TORCH_DTYPES: dict[np.dtype, Any] = {}
 
 
+def torch_dtype(dtype: np.dtype) -> Any:
+    """The torch dtype of a NumPy dtype (looked up once)."""
+    tdt = _TORCH_DTYPES.get(dtype)
+    if tdt is None:
+        import torch
+
+        tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
+    return tdt
+
+
 def library_empty(library: str | None, dev: CUDADevice) -> Any:
     """``empty(shape, dtype) -> (array, device pointer)`` allocating results as ``library``'s
     own arrays on ``dev`` (torch's caching allocator, CuPy's pool: ordered on their current
@@ -221,10 +231,7 @@ def library_empty(library: str | None, dev: CUDADevice) -> Any:
         where = torch.device("cuda", dev.ordinal)
 
         def empty(shape: tuple[int, ...], dtype: np.dtype) -> tuple[Any, int]:
-            tdt = _TORCH_DTYPES.get(dtype)
-            if tdt is None:
-                tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
-            t = torch.empty(shape, dtype=tdt, device=where)
+            t = torch.empty(shape, dtype=torch_dtype(dtype), device=where)
             return t, t.data_ptr()
         return empty
     if library == "cupy":

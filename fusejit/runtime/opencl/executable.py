@@ -31,6 +31,7 @@ from fusejit.runtime.executable import (
     PARAM,
     PART,
     SCALAR,
+    STATUS,
     TEMP,
     LaunchPlan,
     OutSpec,
@@ -134,9 +135,11 @@ class Executable(LaunchPlan):
 
     def needs_run(self) -> bool:
         """Whether calls must go through ``run``: tuning is pending, a NumPy argument is
-        written in place, or a kernel reports errors (the status buffer's read-back). (Not ``self.launch is self.run``: each attribute read makes a new
-        bound method, so that test was always false and device-array calls never tuned.)"""
-        return bool(self._to_tune or self._host_writes or self._host_steps or self._checks)
+        written in place, or a host step runs between kernels. (Not ``self.launch is self.run``:
+        each attribute read makes a new bound method, so that test was always false and
+        device-array calls never tuned.) A kernel reporting errors does not: the launchers read
+        its status flag themselves (``_status_check``)."""
+        return bool(self._to_tune or self._host_writes or self._host_steps)
 
     def _bind(self, queue: cl.CommandQueue) -> tuple:
         """What a launch needs of its queue, as one tuple: (queue, its memory pool, then per
@@ -195,6 +198,9 @@ class Executable(LaunchPlan):
             if p in self._offset_params:
                 arg_expr[(OFFSET, p)] = f"index_type(a{p}.offset // {itemsize})"
                 packed[(OFFSET, p)] = f"pack_index(index_type(a{p}.offset // {itemsize}))"
+        if self._checks and host is None:
+            body += self._status_flag(env)
+            arg_expr[(STATUS, 0)] = "flag"
         if self._consts:
             body.append("    consts = consts_of(queue)")
             for p in self._consts:
@@ -261,6 +267,8 @@ class Executable(LaunchPlan):
             body.append("        queue.finish()")
             host.emit_return(body, self.outputs)
             return env, body
+        if self._checks:
+            body += self._status_check(env)
         outs = "[" + "".join(f"o{i}, " for i in range(len(self._out_specs))) + "]"
         if self._simple_out:
             body.append(f"    return {outs}")
@@ -268,6 +276,24 @@ class Executable(LaunchPlan):
             env["results"] = self._results
             body.append(f"    return results(flat, {outs})")
         return env, body
+
+    def _status_flag(self, env: dict[str, Any]) -> list[str]:
+        """Launcher lines binding ``flag``, the status buffer of the queue's context (``b[-1]``,
+        see ``_bind``)."""
+        env.update(status_of=self._status.get, new_status=self._status_buffer)
+        return ["    flag = status_of(b[-1])", "    if flag is None:",
+                "        flag = new_status(queue)"]
+
+    def _status_check(self, env: dict[str, Any]) -> list[str]:
+        """Launcher lines reading the status flag after the kernels: one blocking 4-byte read
+        (it waits for them: runtime/status.py says why the check is not deferred), then
+        ``DeviceIndexError`` if a kernel set it."""
+        env.update(read=cl._cl._enqueue_read_buffer, new_host=status.new_host,
+                   failed=self._check_status)
+        return ["    checked = new_host()",
+                "    done = read(queue, flag, checked)",
+                "    if checked[0]:",
+                "        failed(queue, flag, done, checked)"]
 
     def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
         """A monomorphic inline cache: one generated function that checks the arguments still
