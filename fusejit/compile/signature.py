@@ -38,6 +38,8 @@ class DeviceArraySpec(NamedTuple):
     has_offset: bool
     wide: bool
     context: cl.Context
+    # False for a read-only export (a JAX array): the function may not write it (its own trace)
+    writeable: bool = True
 
 
 class ScalarSpec(NamedTuple):
@@ -110,7 +112,7 @@ def arg_spec(value: Any, static: bool, what: str = "argument") -> Spec:
         wide = value.offset // item + extent > _WIDE or (value.offset != 0 and
                                                           value.offset >= BIG_OFFSET)
         return DeviceArraySpec(dtype, value.shape, strides, value.offset != 0, wide,
-                               value.context)
+                               value.context, getattr(value, "writeable", True))
     if isinstance(value, np.ndarray):
         if dt.is_masked(value) or isinstance(value, np.matrix):
             raise TypeError(f"{what}: " + (MASKED if dt.is_masked(value) else

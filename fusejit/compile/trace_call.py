@@ -53,6 +53,9 @@ def trace_call(fn: Callable[..., Any], guards: Captures | None, key: CallKey,
                 inputs.append(tracer.array_param(spec.dtype, spec.shape, spec.strides, name,
                                                  i, has_offset=spec.has_offset,
                                                  wide=spec.wide))
+                if not spec.writeable:
+                    inputs[-1]._readonly = (f"argument {i} is a read-only export (a JAX array, "
+                                            "say, is immutable): write into a copy of it")
             elif isinstance(spec, HostArraySpec):
                 strides = compact_strides(spec.shape, spec.zero) if spec.zero else \
                     row_major_strides(spec.shape)  # broadcast axes: read with stride 0

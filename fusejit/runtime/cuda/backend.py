@@ -32,7 +32,7 @@ class CUDABackend(Backend):
         return queue.info
 
     def target(self, info: DeviceInfo) -> Target:
-        return CUDATarget()
+        return CUDATarget(info.arch)  # type: ignore[attr-defined]  # (a CUDAInfo)
 
     def products(self, queue: Any, info: DeviceInfo, precision: str, plan: Any,
                  autotune: bool | None) -> tuple[str | None, DeviceLimits, Any]:
