@@ -53,7 +53,7 @@ def partition_gemm(graph: Graph, limits: DeviceLimits | None = None,
     mms = [n for n in order if n.op in (Op.MATMUL, Op.SCAN, Op.SVDVALS)]
     if not mms:
         return partition(graph, limits, aliases, rows, dynamic)
-    return _GemmPartition(graph, order, mms, limits or DeviceLimits(), aliases).plan()
+    return _GemmPartition(graph, order, mms, limits or DeviceLimits(), aliases, dynamic).plan()
 
 
 def _index(shape: tuple[int, ...]) -> Index:
@@ -190,8 +190,9 @@ def _strip(node: Node) -> Node:
 
 class _GemmPartition:
     def __init__(self, graph: Graph, order: list[Node], mms: list[Node], limits: DeviceLimits,
-                 aliases: Sequence[frozenset[int]]) -> None:
+                 aliases: Sequence[frozenset[int]], dynamic: bool = False) -> None:
         self.graph, self.limits, self.aliases = graph, limits, aliases
+        self.dynamic = dynamic  # (the other kernels' strategies must not follow the batch)
         self.pos = {n: i for i, n in enumerate(order)}
         self.mms = mms
         self.mm_set = set(mms)
@@ -410,7 +411,7 @@ class _GemmPartition:
         n_out = len(outputs)
         outputs += [sub(n, top=True) for n in extras]
         sub_graph = Graph(tuple(params), tuple(outputs), tuple(writes))
-        plan = partition(sub_graph, self.limits, self.aliases)
+        plan = partition(sub_graph, self.limits, self.aliases, dynamic=self.dynamic)
 
         def orig(n: Node) -> Node:
             return back.get(n, n)

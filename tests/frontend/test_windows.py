@@ -81,7 +81,7 @@ def test_windows_and_strides_from_int_arguments_are_specialised(rng) -> None:
     fused = fuse(lambda x, n, s: swv(x, n, axis=0)[::s].max(axis=-1))
     for n, s in ((2, 1), (3, 1), (3, 2)):
         np.testing.assert_array_equal(fused(x, n, s), swv(x, n, axis=0)[::s].max(axis=-1))
-    assert fused.cache_info().compiles == 3
+    assert fused.cache_info().compiles + fused.cache_info().disk_hits == 3
 
 
 def test_axis_out_of_range_and_writes() -> None:
