@@ -461,7 +461,8 @@ def _reason(m: Node, stores: list[Store], stored: set[Node]) -> str:
     *batch, rows, k = a.shape
     cols = b.shape[-1]
     shape = "x".join(map(str, (*batch, rows, cols, k)))
-    text = f"GEMM {'batched ' if batch else ''}{shape} (batch x M x N x K) in {m.dtype.name}"
+    axes = "batch x M x N x K" if batch else "M x N x K"
+    text = f"GEMM {'batched ' if batch else ''}{shape} ({axes}) in {m.dtype.name}"
     conv = window.describe(m, stored - {m})
     if conv:
         text += f"; {conv}"
