@@ -368,7 +368,7 @@ class _GemmPartition:
                                         f"{m.srcs[0].describe()} (one-sided Jacobi, a work-group "
                                         "per matrix)", svd=m))
                     continue
-                why = _reason(m, stores, stored | set(extra))
+                why = _reason(m, stores, stored | set(extra), self.dynamic)
                 groups.append(Group("gemm", m.shape, tuple(stores), why, matmul=m))
         groups, temps = _inplace(graph, groups, temps, self.aliases)
         return Plan(tuple(groups), tuple(temps), (), tuple(notes))
@@ -456,7 +456,7 @@ def _ops(node: Node, stop: set[Node]) -> list[str]:
     return names
 
 
-def _reason(m: Node, stores: list[Store], stored: set[Node]) -> str:
+def _reason(m: Node, stores: list[Store], stored: set[Node], dynamic: bool = False) -> str:
     a, b = m.srcs
     *batch, rows, k = a.shape
     cols = b.shape[-1]
@@ -466,6 +466,9 @@ def _reason(m: Node, stores: list[Store], stored: set[Node]) -> str:
     conv = window.describe(m, stored - {m})
     if conv:
         text += f"; {conv}"
+        if dynamic:
+            text += ("; extents at launch: M (the batch is its first factor); the image's "
+                     "height and width, the window and the stride are specialised")
     for name, src in (("a", a), ("b", b)):
         ops = _ops(src, stored - {m})
         if _strip(src) in stored:

@@ -49,6 +49,8 @@ def test_conv_over_batch_sizes_is_one_program(rng, layout, config) -> None:
             x = _image(rng, (n, *image))
             _bound_ok(fused(x, w, b, 1, 1), f, (x, w, b, 1, 1), 27)
     assert fused.cache_info().traces == 4 and _programs(fused) == 1
+    reason = fused.lower(x, w, b, 1, 1).kernels[0].reason
+    assert "extents at launch: M (the batch is its first factor)" in reason
 
 
 def test_default_rule_stride_and_residual(rng) -> None:
