@@ -135,3 +135,17 @@ def test_vulkan_conv_over_batch_sizes_is_one_pipeline(rng, device) -> None:
         x = _image(rng, (n, 5, 6, 2))
         _bound_ok(fused(x, w, b, 1, 1), conv_nhwc, (x, w, b, 1, 1), 18)
     assert fused.cache_info().compiles == 1
+
+
+def test_gpu_configuration_does_not_follow_the_batch(rng, gpu_style) -> None:
+    """With a GPU's limits the heuristic would pick the direct kernel for small batches and a
+    tiled one for large (and split K by the tile count): under dynamic it chooses as for a
+    large M, so batches 2, 3, 5 and 8 share one program (run here, on the test device)."""
+    w = _image(rng, (3, 3, 16, 16))
+    b = _image(rng, (16,))
+    fused = fuse(conv_nhwc, static_argnums=(3, 4), dynamic=True)
+    for n in (2, 3, 5, 8):
+        x = _image(rng, (n, 16, 16, 16))
+        _bound_ok(fused(x, w, b, 1, 1), conv_nhwc, (x, w, b, 1, 1), 144)
+    assert _programs(fused) == 1
+    assert "the best-ranked of the space" in fused.lower(x, w, b, 1, 1).kernels[0].reason
