@@ -149,3 +149,25 @@ def test_gpu_configuration_does_not_follow_the_batch(rng, gpu_style) -> None:
         _bound_ok(fused(x, w, b, 1, 1), conv_nhwc, (x, w, b, 1, 1), 144)
     assert _programs(fused) == 1
     assert "the best-ranked of the space" in fused.lower(x, w, b, 1, 1).kernels[0].reason
+
+
+def test_exported_none_batch_serves_whole_tiles_and_names_the_rest(rng, tmp_path) -> None:
+    """``fusejit.export`` of a convolution with a None batch: one bundle entry whose launch
+    metadata are formulas of the batch; batches whose M = N*H'*W' fills whole tiles of the
+    GEMM run from it (no trace, no build), the others are a named BundleError (with device
+    arrays it says to export them as concrete signatures; never a launch with too few
+    tiles)."""
+    w = _image(rng, (3, 3, 3, 8))
+    b = _image(rng, (8,))
+
+    def layer(x, w, b):
+        return conv_nhwc(x, w, b, 1, 1)
+    path = tmp_path / "conv.fj"
+    fusejit.export(fuse(layer), [(fusejit.ShapeDtype((None, 6, 7, 3), np.float32),
+                                  fusejit.ShapeDtype(w.shape, np.float32),
+                                  fusejit.ShapeDtype(b.shape, np.float32))], path)
+    loaded = fusejit.load(path)
+    x = _image(rng, (8, 6, 7, 3))  # M = 336: whole tiles of the CPU kernel's 48 rows
+    _bound_ok(loaded(x, w, b), layer, (x, w, b), 27)
+    with pytest.raises(fusejit.BundleError, match="signature"):
+        loaded(_image(rng, (5, 6, 7, 3)), w, b)  # M = 210
