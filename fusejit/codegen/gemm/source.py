@@ -181,9 +181,20 @@ class _Gen(Epilogue):
             self.pre.append(f"const {it} bz = {t.cast(it, t.group_id_of(1))}" +
                             (f" / {S};" if S > 1 else ";"))
         # grouped launch order: gm tile rows side by side walk the tile columns together
-        tiles_m, group_m = t.cast(it, self.extent("tm", nm)), t.cast(it, str(gm))
-        self.pre += [f"const {it} gfirst = pid / {gm * nn} * {gm};",
-                     f"const {it} gsize = min({tiles_m} - gfirst, {group_m});",
+        group_m = t.cast(it, str(gm))
+        self.pre.append(f"const {it} gfirst = pid / {gm * nn} * {gm};")
+        if self.dynamic:
+            # M's tiles counted from M at launch, and a spare row of tiles in the grid: a
+            # bundle's grid, a formula of the batch rounded up (compile/aot_dynamic.py), then
+            # covers every tile of any batch. Work-groups past the last tile compute one tile
+            # row below M (loads clamped, stores guarded) rather than leave: PoCL aborts on a
+            # return before a barrier
+            self.pre.append(f"const {it} tiles_m = ({self.extent('m', self.M)} + "
+                            f"{cfg.mwg - 1}) / {cfg.mwg};")
+            gsize_expr = f"max(min(tiles_m - gfirst, {group_m}), {t.cast(it, '1')})"
+        else:
+            gsize_expr = f"min({t.cast(it, str(nm))} - gfirst, {group_m})"
+        self.pre += [f"const {it} gsize = {gsize_expr};",
                      f"const {it} pm = gfirst + (pid % {gm * nn}) % gsize;",
                      f"const {it} pn = (pid % {gm * nn}) / gsize;",
                      f"const {it} m0 = pm * {cfg.mwg};",
@@ -209,7 +220,8 @@ class _Gen(Epilogue):
         lines = [*self.head, t.kernel(sig.render(t, (T,)), [], [*(f"    {p}" for p in self.pre),
                                                                  *body])]
         gz = self.B * S
-        gsize = (nm * nn * T, gz) if gz > 1 else (nm * nn * T,)
+        groups = (nm + self.dynamic) * nn  # (dynamic: the spare row of tiles above)
+        gsize = (groups * T, gz) if gz > 1 else (groups * T,)
         lsize = (T, 1) if gz > 1 else (T,)
         reason = f"{self.group.reason}; kernel: {self.describe_config()}" + (
             f" ({cfg.why})" if cfg.why else "")
