@@ -193,3 +193,20 @@ def test_several_outputs_and_a_cast(rng, device) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-3 if want.dtype == np.float16 else 1e-5,
                                    atol=1e-5)
     assert len(fused.lower(x, w, b).kernels) == 1
+
+
+def test_grouped_convolution_as_a_batched_matmul(rng, device) -> None:
+    """A grouped convolution spelled with ``@``: the windows' (g, c*kh*kw) columns moved to a
+    batch of groups, the products' rows moved back to NHWC channels: one batched implicit
+    GEMM, its store through the permutation."""
+    x = rng.standard_normal((2, 7, 6, 4)).astype(np.float32)  # n h w (g c)
+    w = rng.standard_normal((2, 18, 3)).astype(np.float32)  # g (c i j) k
+
+    def grouped(x, w):
+        a = swv(x, (3, 3), axis=(1, 2)).reshape(2, 5, 4, 2, 18)  # n h w g (c i j)
+        y = np.moveaxis(a, 3, 0).reshape(2, -1, 18) @ w  # g (n h w) k
+        return np.moveaxis(y.reshape(2, 2, 5, 4, 3), 0, 3).reshape(2, 5, 4, 6)
+    fused = fuse(grouped)
+    np.testing.assert_allclose(fused(x, w), grouped(x, w), rtol=1e-5, atol=1e-5)
+    kernels = fused.lower(x, w).kernels
+    assert len(kernels) == 1 and "GEMM batched" in kernels[0].reason
