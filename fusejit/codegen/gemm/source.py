@@ -11,7 +11,9 @@ local memory in vectors of VW. Tiles are launched in grouped order (GROUP_M tile
 side) so neighbouring work-groups share operand tiles in L2. Edge tiles clamp their loads into
 range (the padding rows and columns compute values nobody stores) and zero the K tail, so odd
 sizes need no padding copies; stores are guarded only in edge tiles. Batched products run the
-batch on the second launch dimension.
+batch on the second launch dimension. Kernels for runtime extents (``@fuse(dynamic=...)``) read
+M from a launch argument (a convolution's batch is M's first factor), every tile treated as an
+edge tile, so one program serves every batch size.
 
 The direct kernel (small products, CPUs) skips local memory: each work-item loads its operands
 straight into registers in a loop over K.
