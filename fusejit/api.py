@@ -379,7 +379,8 @@ class Fused:
         precision = self.matmul_precision
         # tensor cores, wgmma and the GEMM tuner as the device's backend has them
         mma, limits, tuning = backend.products(queue, info, precision, plan, self.autotune)
-        plan = gemm_tune.configure(plan, info.key, limits, tuning, precision, mma)
+        plan = gemm_tune.configure(plan, info.key, limits, tuning, precision, mma,
+                                   self._stats.dynamic_on)
         aliased = frozenset(p for c in classes for p in c)
         module = SourceModule(graph, plan, backend.target(info), limits, aliased,
                               dynamic=self._stats.dynamic_on, rows=self._stats.rows_on).build()
