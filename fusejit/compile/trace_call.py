@@ -33,11 +33,15 @@ def trace_call(fn: Callable[..., Any], guards: Captures | None, key: CallKey,
     n_pos = len(flat) - len(kwnames) - key.implicit
     first_implicit = len(flat) - key.implicit
     same_as = {j: i for i, j, same in key.aliases if same}
+    # overlapping arrays as views of one array, passed at the first's position (overlap.py)
+    viewed = {v[0] for v in key.views} - {v[1] for v in key.views}
     with Tracer() as tracer:
         inputs: list[Any] = []
         for i, (value, spec) in enumerate(zip(flat, key.specs)):
             name = f"arg{i}"
-            if i in same_as:  # the same array passed twice: one parameter, one proxy
+            if i in viewed:
+                inputs.append(None)  # (its view, below)
+            elif i in same_as:  # the same array passed twice: one parameter, one proxy
                 inputs.append(inputs[same_as[i]])
             elif i >= first_implicit:  # a captured array: read-only, read fresh
                 strides = spec.strides if isinstance(spec, DeviceArraySpec) else None
@@ -60,6 +64,10 @@ def trace_call(fn: Callable[..., Any], guards: Captures | None, key: CallKey,
                                                  writable=spec.writeable))
             else:
                 inputs.append(tracer.scalar_param(value, name, i))
+        spans = {i: inputs[i] for _, i, _, _, _ in key.views}
+        for i, at, affine, shape, writeable in key.views:
+            inputs[i] = spans[at]._view(affine, shape, readonly=CAPTURED_READ_ONLY if
+                                        i >= first_implicit else not writeable)
         if key.implicit:
             for value, proxy in zip(flat[first_implicit:], inputs[first_implicit:]):
                 tracer.captured[id(value)] = (value, proxy)
