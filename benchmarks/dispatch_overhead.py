@@ -3,8 +3,9 @@ is timed (CPU time, best of 25 rounds of 5000 calls): a function that captures n
 fast path, which issue 9 requires to stay within +0.3 µs), one that calls a helper function
 (whose identity each call checks), one that reads a guarded global scalar, one that calls
 helpers from a captured list, one that reads a captured dict of scalars, one that reads a
-captured array (implicit input), a bound method and a partial (``fuse(obj.f)``,
-``fuse(functools.partial(g, a=2.0))``: their object and arguments are captured state), and
+captured array (implicit input), a bound method, a callable object and a partial
+(``fuse(obj.f)``, ``fuse(obj)``, ``fuse(functools.partial(g, a=2.0))``: their object and
+arguments are captured state), and
 Adam with constants against Adam with its hyperparameters and step count as arguments.
 
     PYTHONPATH=. python benchmarks/dispatch_overhead.py
@@ -42,6 +43,9 @@ class _Layer:
         self.alpha = 2.0
 
     def apply(self, x):
+        return x * self.alpha + 1
+
+    def __call__(self, x):
         return x * self.alpha + 1
 
 
@@ -101,6 +105,7 @@ def main() -> None:
             ("a global scalar", scalar, lambda: (x,)),
             ("a list of helpers", helpers, lambda: (x,)), ("a dict", params, lambda: (x,)),
             ("a bound method", fusejit.fuse(_Layer().apply), lambda: (x,)),
+            ("a callable object", fusejit.fuse(_Layer()), lambda: (x,)),
             ("a partial", fusejit.fuse(functools.partial(_scaled, a=2.0)), lambda: (x,)),
             ("a captured device array", array, lambda: (x,)),
             # Adam's 5 hyperparameters and step as arguments (runtime/opencl/scalar_args.py): the

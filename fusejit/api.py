@@ -245,7 +245,9 @@ class Fused:
                 mono = self._guarded.get(fkey, _MISS)
                 if mono is _MISS:  # this signature's second call: its guarded launcher
                     exe = compiled.executable
-                    mono = exe.guarded(fkey, exe.treedef, tree_unflatten, _MISS)
+                    mono = exe.guarded(fkey, exe.treedef, tree_unflatten, _MISS,
+                                       specialise.same_statics(args, self._fast_static,
+                                                               len(self._bound)))
                     if mono is not None or not exe.needs_run():  # (tuning: ask again later)
                         self._guarded[fkey] = mono
                     if mono is not None:  # (launching as the calls after this one will)

@@ -156,9 +156,13 @@ class _Writer:
 def _read(w: _Writer, capture: Capture, self_obj: Any) -> str:
     """The expression that reads a capture's current value (as ``capture.get`` does)."""
     chain, fn = capture.chain, capture.owner
-    if needs_self(capture):  # (fuse(obj.method): its self is obj, for good)
+    steps = chain.steps
+    if needs_self(capture) and capture.self_path is None:  # (its self found some other way)
         return f"{w.const(capture.get)}({w.const(self_obj)})"
-    if chain.root == "global":
+    if needs_self(capture):  # (fuse(obj.method): its self is obj, for good)
+        expr = w.const(self_obj)
+        steps = capture.self_path[1] + steps  # (a method of self.sub: from obj to its self)
+    elif chain.root == "global":
         scope = fn.__globals__
         if chain.name not in scope:
             raise _Unsupported  # (a builtin, or not bound yet)
@@ -168,7 +172,7 @@ def _read(w: _Writer, capture: Capture, self_obj: Any) -> str:
         expr = f"{w.const(cell)}.cell_contents"
     else:  # (a global object's method's self, a default: read through the getter)
         return f"{w.const(capture.get)}(None)"
-    for step in chain.steps:
+    for step in steps:
         if step.kind == "attr" and step.key.isidentifier() and not step.key.startswith("__"):
             expr += f".{step.key}"
         elif step.kind == "attr":
