@@ -21,17 +21,17 @@ BIG = 5000  # over captured.SMALL_ARRAY: read fresh on every call (an implicit i
 N = 6
 
 
-def _twice(x):
-    return x * 2
+def _neg(x):
+    return -x
 
 
-def _plus_one(x):
-    return x + 1
+def _cube(x):
+    return x * x * x
 
 
-HELPERS = [_twice, _plus_one]
-PARAMS = {"scale": 0.5, "shift": 1.0}
-ALPHA = 0.5
+HELPERS = [_neg, _cube]
+PARAMS = {"scale": 0.25, "shift": -2.0}
+ALPHA = 1.5
 SMALL = np.arange(N, dtype=np.float32)
 LARGE = np.arange(BIG, dtype=np.float32)
 
@@ -98,8 +98,8 @@ def _cases():
           lambda: obj.w.__setitem__(0, 9.0)]),
         ("partial", part, [lambda: p.__setitem__("k", -2.0), lambda: p.__setitem__("j", 0)]),
         ("list of helpers", _helpers,
-         [lambda: HELPERS.__setitem__(1, _twice), lambda: HELPERS.append(_plus_one),
-          _set("HELPERS", [_plus_one])]),
+         [lambda: HELPERS.__setitem__(1, _neg), lambda: HELPERS.append(_cube),
+          _set("HELPERS", [_cube])]),
         ("dict", _params, [lambda: PARAMS.__setitem__("scale", 3.0),
                            _set("PARAMS", {"scale": -1.0, "shift": 0.0})]),
         ("global scalar", _scalar, [_set("ALPHA", 0.25), _set("ALPHA", -0.0)]),
@@ -147,7 +147,7 @@ def test_static_arguments_in_the_guarded_launcher(queue) -> None:
     f = fuse(g, static_argnums=(1, 2))
     x = cla.to_device(queue, np.arange(8, dtype=np.float32))
     for n, shape in [(4, (2, 2)), (4, (2, 2)), (4, (2, 2)), (6, (3, 2)), (6, (3, 2)),
-                     (int("4"), tuple([2, 2]))]:  # (equal values made anew: keyed, not by id)
+                     (int("4"), tuple([2] * 2))]:  # (equal values made anew: keyed, not by id)
         same(f(x, n, shape), g(x.get(), n, shape))
     sizes = [4]  # a mutable static value: the keyed path, never an identity test
     h = fuse(lambda x, s: x[:s[0]] + 1, static_argnums=1)
