@@ -25,7 +25,8 @@ from fusejit.compile.specialise import NeedsValue
 from fusejit.compile.trace_call import trace_call
 from fusejit.inspect import validate
 from fusejit.compile.abstract import Compiled, ShapeDtype
-from fusejit.frontend.captured import NO_SELF, Capture, bind_parts, find_captures
+from fusejit.frontend.bound import NO_SELF, bind_parts
+from fusejit.frontend.captured import Capture, find_captures
 from fusejit.frontend.captured import guard_names, guard_values
 from fusejit.frontend import guard_check
 from fusejit.errors import ContextMismatchError

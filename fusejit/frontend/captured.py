@@ -17,7 +17,7 @@ pass). The rules, stated for users in ``help(fuse)`` and the README:
   fusejit.frontend.guard_check writes for them tells that they are unchanged.
 * ``fuse(obj.method)`` and ``fuse(obj)`` bind ``obj`` as a method's ``self``, and
   ``fuse(functools.partial(...))`` runs a function whose closure holds the partial's arguments
-  (``bind_parts``): both are captured state by these rules.
+  (``fusejit.frontend.bound.bind_parts``): both are captured state by these rules.
 * Larger NumPy arrays and every pyopencl array are implicit inputs: uploaded (NumPy) or passed
   by reference (pyopencl) on every call, so ``W -= lr * g`` between calls is seen. They are
   read-only inside the function: to write one, pass it as an argument.
@@ -130,49 +130,6 @@ def _module_data(module: Any) -> Any:
     if not isinstance(module, types.ModuleType):
         return module
     return {k: v for k, v in vars(module).items() if not k.startswith("__") and not is_code(v)}
-
-
-# -- what runs: a bound method, a callable object, a partial ---------------------------------------
-
-NO_SELF = object()  # ``bind_parts``' answer for a callable without a bound ``self``
-
-
-def bind_parts(fn: Any) -> tuple[Any, Any]:
-    """(the function whose code runs, its bound ``self`` or NO_SELF) for ``fuse(fn)``.
-
-    ``fuse(obj.method)`` and ``fuse(obj)`` (an object with ``__call__``) run the method with
-    ``obj`` bound, which the caller passes as a method's ``self`` is passed (``StaticSelf``), so
-    what it reads from ``obj`` is captured state, found and guarded as for ``@fuse`` on a method.
-    ``fuse(functools.partial(g, *args, **kw))`` runs a function whose closure holds the partial's
-    arguments, so they are captured state like any closure variable (guarded by value, large
-    arrays read fresh on every call), never values baked in at the first trace."""
-    if isinstance(fn, functools.partial) and is_fused(getattr(fn.func, "__self__", None)) \
-            and len(fn.args) == 1 and len(fn.args[0]) == 1:  # obj.f, f an @fuse method
-        return fused_code(fn.func.__self__), fn.args[0][0].value
-    args: tuple = ()
-    keywords: dict[str, Any] = {}
-    while isinstance(fn, functools.partial):
-        args, keywords = fn.args + args, {**fn.keywords, **keywords}
-        fn = fn.func
-    self_obj = NO_SELF
-    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-        self_obj, fn = fn.__self__, fn.__func__
-    elif not is_code(fn) and callable(fn):
-        call = type(fn).__call__
-        call = fused_code(call) if is_fused(call) else call  # (an @fuse __call__)
-        if isinstance(call, types.FunctionType):
-            self_obj, fn = fn, call
-    if not args and not keywords:
-        return fn, self_obj
-    func = fn
-    if self_obj is NO_SELF:
-        def partial_call(*given: Any, **kw: Any) -> Any:
-            return func(*args, *given, **{**keywords, **kw})
-    else:  # (the partial of a method: self is read whole, every attribute guarded)
-        def partial_call(self: Any, *given: Any, **kw: Any) -> Any:  # type: ignore[misc]
-            return func(self, *args, *given, **{**keywords, **kw})
-    partial_call.__module__ = None  # (not fusejit's: its closure is the user's state)
-    return partial_call, self_obj
 
 
 # -- finding the chains in bytecode ---------------------------------------------------------------
