@@ -16,8 +16,8 @@ pass). The rules, stated for users in ``help(fuse)`` and the README:
   by value (floats by their bits). A cached call does not compute the guard values: the check
   fusejit.frontend.guard_check writes for them tells that they are unchanged.
 * ``fuse(obj.method)`` and ``fuse(obj)`` bind ``obj`` as a method's ``self``, and
-  ``fuse(functools.partial(...))`` runs a function whose closure holds the partial's arguments
-  (``fusejit.frontend.bound.bind_parts``): both are captured state by these rules.
+  ``fuse(functools.partial(...))`` runs a function whose own globals hold the partial's
+  arguments (``fusejit.frontend.bound.bind_parts``): both are captured state by these rules.
 * Larger NumPy arrays and every pyopencl array are implicit inputs: uploaded (NumPy) or passed
   by reference (pyopencl) on every call, so ``W -= lr * g`` between calls is seen. They are
   read-only inside the function: to write one, pass it as an argument.
@@ -262,6 +262,7 @@ class Captures(list):
     # (scope, name, value) of the functions, classes and ufuncs the function names through a
     # global or closure variable: a call first checks ``scope.get(name) is value`` (see Fused)
     code_refs: list[tuple[Any, str, Any]]
+    written: list[Capture]  # chains the function writes (not guarded: see outside_values)
 
 
 class _Lookup:
@@ -334,7 +335,7 @@ def find_captures(fn: Any, self_obj: Any = None) -> Captures:
     ``self_obj``: for a method, the ``self`` of this call (the chains from it are resolved on
     it to tell methods, which are analysed in turn, from data)."""
     out = Captures()
-    out.functions, out.code_refs = {}, []
+    out.functions, out.code_refs, out.written = {}, [], []
     out += _find(fn, self_obj, None, (None, ()), set(), out)
     return out
 
@@ -369,6 +370,10 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
                                    getattr(fn, "__kwdefaults__", None))) and \
         module is not None and _is_library(module)
     written = {c for c, w in found if w}
+    for chain in written:
+        if (root := _root_getter(fn, chain, self_get)) is not None:
+            into.written.append(Capture(chain, _walk(root, chain.steps, chain), fn,
+                                        self_path if chain.root == "self" else None))
     captures: list[Capture] = []
     done: set[Chain] = set()
     for chain, _ in found:
@@ -553,3 +558,13 @@ def needs_self(capture: Capture) -> bool:
     """Is it read through the fused method's self (not through a global's method)?"""
     return capture.chain.root == "self" and (capture.self_path is None or
                                              capture.self_path[0] is None)
+
+
+def outside_values(captures: Captures | None, self_obj: Any) -> list[Any]:
+    """Everything the function reaches from outside its arguments, as it is now: each
+    capture's value, what it writes, and the bound ``self``."""
+    if not captures:
+        return [] if self_obj is None else [self_obj]
+    found = [c.get(self_obj) for c in (*captures, *captures.written)
+             if self_obj is not None or not needs_self(c)]
+    return found if self_obj is None else [self_obj, *found]
