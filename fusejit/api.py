@@ -167,7 +167,8 @@ class Fused:
         if self._guards is None:
             self._guards = find_captures(self._traced, bound_self)
             self._code_refs = tuple(self._guards.code_refs)
-        guards, implicit = guard_values(self._guards, bound_self) if self._guards else ((), [])
+        guards, implicit = guard_values(self._guards, bound_self, flat) if self._guards else \
+            ((), [])
         flat += implicit  # captured arrays, read fresh: extra (read-only) arguments
         n_given = n + len(kwnames)
         specs = []
@@ -229,6 +230,8 @@ class Fused:
             check = self._check
             if check is None or not check():
                 guard_check.recheck(self)
+            if self._small and guard_check.overlaps(self._small, args):  # (read fresh there)
+                return self._call(self._bound, *given, **kwargs)
             if self._implicit:  # captured arrays read fresh: passed on as arguments
                 args = args + self._implicit
         mono = self._mono

@@ -472,7 +472,20 @@ class Implicit(StaticKey):
     inputs (its dtype, shape and layout join the key as an argument's would)."""
 
 
-def guard_key(value: Any, implicit: list[Any], chain: Chain, depth: int = 0,
+class Reads(list):
+    """The arrays a call reads fresh (its implicit inputs), and for small NumPy arrays, which
+    are keyed by content: ``args``, the call's NumPy array arguments (a small array sharing
+    memory with one is read fresh instead: a write through the argument must be seen by a
+    later read of it, compile/overlap.py), and ``small``, those keyed by content (a fast
+    path checks them against its arguments: fusejit.frontend.guard_check.overlaps)."""
+
+    def __init__(self, args: tuple[np.ndarray, ...] = ()) -> None:
+        super().__init__()
+        self.args = args
+        self.small: list[np.ndarray] = []
+
+
+def guard_key(value: Any, implicit: Reads, chain: Chain, depth: int = 0,
               count: list[int] | None = None) -> Any:
     """A hashable stand-in for a captured value, equal exactly when a trace would be equal;
     arrays read fresh on every call are appended to ``implicit``."""
@@ -482,7 +495,9 @@ def guard_key(value: Any, implicit: list[Any], chain: Chain, depth: int = 0,
             _tick(count, depth, chain)
         return static_key(value)
     if isinstance(value, np.ndarray) and not dt.is_masked(value):
-        if value.size <= SMALL_ARRAY:
+        if value.size <= SMALL_ARRAY and not any(np.may_share_memory(value, a)
+                                                 for a in implicit.args):
+            implicit.small.append(value)
             return StaticKey(np.ndarray, (value.shape, value.dtype.str, value.tobytes()))
         return _implicit(value, implicit)
     if isinstance(value, cla.Array):
@@ -540,12 +555,14 @@ def _implicit(value: Any, implicit: list[Any]) -> StaticKey:
     return Implicit(type(value), len(implicit) - 1)
 
 
-def guard_values(captures: list[Capture], self_obj: Any) -> tuple[tuple[Any, ...], list[Any]]:
-    """This call's guard values, and the arrays it reads fresh (its implicit inputs)."""
-    implicit: list[Any] = []
+def guard_values(captures: list[Capture], self_obj: Any, args: Any = ()
+                 ) -> tuple[tuple[Any, ...], list[Any]]:
+    """This call's guard values, and the arrays it reads fresh (its implicit inputs);
+    ``args``: the call's arguments."""
+    implicit = Reads(tuple(a for a in args if type(a) is np.ndarray))
     keys = tuple(guard_key(c.get(self_obj), implicit, c.chain) for c in captures
                  if self_obj is not None or not needs_self(c))
-    return keys, implicit
+    return keys, list(implicit)
 
 
 def guard_names(captures: list[Capture], self_obj: Any) -> tuple[str, ...]:

@@ -45,6 +45,7 @@ from fusejit.frontend.captured import (
     SMALL_ARRAY,
     Capture,
     Captures,
+    Reads,
     _fields,
     _Missing,
     guard_key,
@@ -191,7 +192,7 @@ def snapshot(captures: Captures, build: bool = True, self_obj: Any = None
     call computes the key)."""
     active = [c for c in captures if self_obj is not None or not needs_self(c)]
     values = [c.get(self_obj) for c in active]
-    implicit: list[Any] = []
+    implicit = Reads()
     keys = tuple(guard_key(v, implicit, c.chain) for c, v in zip(active, values))
     if not build:
         return keys, implicit, None
@@ -216,7 +217,7 @@ def snapshot(captures: Captures, build: bool = True, self_obj: Any = None
 def clear(fused: Any) -> None:
     """Forget every fast-path entry of ``fused`` and its check."""
     fused._by_guards.clear()
-    fused._check, fused._implicit, fused._unchecked = None, (), 0
+    fused._check, fused._implicit, fused._unchecked, fused._small = None, (), 0, ()
     select(fused, ())
 
 
@@ -232,6 +233,13 @@ def recheck(fused: Any) -> None:
     self_obj = fused._bound[0].value if fused._bound else None
     guards, implicit, fused._check = snapshot(fused._guards, fused._unchecked < 3, self_obj)
     fused._unchecked += fused._check is None  # (no check can tell: stop writing them)
-    fused._implicit = tuple(implicit)
+    fused._implicit, fused._small = tuple(implicit), tuple(implicit.small)
     if fused._fast is not fused._by_guards.get(guards, (None,))[0]:
         select(fused, guards)
+
+
+def overlaps(small: tuple[np.ndarray, ...], args: tuple) -> bool:
+    """Does a NumPy argument share memory with a small captured array the fast paths' traces
+    hold by content (``Reads.small``)? Then the call takes the full path, which reads that
+    array fresh, so that a write through the argument is seen by a later read of it."""
+    return any(type(a) is np.ndarray and np.may_share_memory(a, s) for a in args for s in small)
