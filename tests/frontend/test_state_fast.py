@@ -147,8 +147,10 @@ def test_static_arguments_in_the_guarded_launcher(queue) -> None:
     f = fuse(g, static_argnums=(1, 2))
     x = cla.to_device(queue, np.arange(8, dtype=np.float32))
     for n, shape in [(4, (2, 2)), (4, (2, 2)), (4, (2, 2)), (6, (3, 2)), (6, (3, 2)),
-                     (int("4"), tuple([2] * 2))]:  # (equal values made anew: keyed, not by id)
+                     (int("4"), tuple([2] * 2)), (True, (1, 1)), (1, (1, 1)), (True, (1, 1))]:
+        # (equal values made anew: keyed, not by identity; True is not 1)
         same(f(x, n, shape), g(x.get(), n, shape))
+    assert f._mono is not None
     sizes = [4]  # a mutable static value: the keyed path, never an identity test
     h = fuse(lambda x, s: x[:s[0]] + 1, static_argnums=1)
     for k in (4, 4, 4, 5):

@@ -89,7 +89,12 @@ def _same_guard(i: int, part: Any, same: dict[int, Any], env: dict[str, Any]
     where ``same`` holds the object it must be; None: not such an argument."""
     if not (isinstance(part, tuple) and part[:1] == ("static",) and i in same):
         return None
-    env[f"K{i}"] = same[i]
+    value = env[f"K{i}"] = same[i]
+    if type(value) in (int, bool, str, bytes) or type(value) is float and value != 0 and \
+            value == value:  # (equal values of these types key alike: made anew, they pass)
+        env[f"T{i}"] = type(value)
+        return [f"    if flat[{i}] is not K{i} and (type(flat[{i}]) is not T{i} or "
+                f"flat[{i}] != K{i}):", "        return MISS"]
     return [f"    if flat[{i}] is not K{i}:", "        return MISS"]
 
 
