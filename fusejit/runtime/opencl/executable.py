@@ -90,12 +90,12 @@ def _same_guard(i: int, part: Any, same: dict[int, Any], env: dict[str, Any]
     if not (isinstance(part, tuple) and part[:1] == ("static",) and i in same):
         return None
     value = env[f"K{i}"] = same[i]
+    test = f"flat[{i}] is not K{i}"
     if type(value) in (int, bool, str, bytes) or type(value) is float and value != 0 and \
-            value == value:  # (equal values of these types key alike: made anew, they pass)
+            not math.isnan(value):  # (equal values of these types key alike: made anew, pass)
         env[f"T{i}"] = type(value)
-        return [f"    if flat[{i}] is not K{i} and (type(flat[{i}]) is not T{i} or "
-                f"flat[{i}] != K{i}):", "        return MISS"]
-    return [f"    if flat[{i}] is not K{i}:", "        return MISS"]
+        test += f" and (type(flat[{i}]) is not T{i} or flat[{i}] != K{i})"
+    return [f"    if {test}:", "        return MISS"]
 
 
 class Executable(LaunchPlan):
