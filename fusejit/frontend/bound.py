@@ -42,16 +42,18 @@ def bind_parts(fn: Any) -> tuple[Any, Any]:
         return fn, self_obj
     # (globals of its own, not a closure: they cannot be rebound, and reading one is a dict
     # lookup where a cell would take a getter call on every guarded call; not fusejit's module:
-    # they are the user's state)
+    # they are the user's state. The keywords as pairs: a tuple of immutable values is checked
+    # by identity alone, fusejit.frontend.guard_check)
     template = _partial_call if self_obj is NO_SELF else _partial_method
-    scope = {"func": fn, "args": args, "keywords": keywords, "__builtins__": __builtins__}
+    scope = {"func": fn, "args": args, "keywords": tuple(keywords.items()),
+             "__builtins__": __builtins__}
     return types.FunctionType(template.__code__, scope, "partial_call"), self_obj
 
 
 # (func, args and keywords: the globals bind_parts gives them)
 def _partial_call(*given: Any, **kw: Any) -> Any:
-    return func(*args, *given, **{**keywords, **kw})  # noqa: F821
+    return func(*args, *given, **{**dict(keywords), **kw})  # noqa: F821
 
 
 def _partial_method(self: Any, *given: Any, **kw: Any) -> Any:  # (self read whole, guarded)
-    return func(self, *args, *given, **{**keywords, **kw})  # noqa: F821
+    return func(self, *args, *given, **{**dict(keywords), **kw})  # noqa: F821
