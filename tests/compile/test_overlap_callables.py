@@ -26,26 +26,29 @@ def _step(a, b, alpha):
     return b + 1  # reads what the write left there, as NumPy does
 
 
-class Stepper:
-    def __init__(self, alpha: float) -> None:
-        self.alpha = alpha
+def stepper_class() -> type:
+    """A class of its own per test (its @fuse method keeps every signature it is called with)."""
+    class Stepper:
+        def __init__(self, alpha: float) -> None:
+            self.alpha = alpha
 
-    def step(self, a, b):
-        return _step(a, b, self.alpha)
+        def step(self, a, b):
+            return _step(a, b, self.alpha)
 
-    def __call__(self, a, b):
-        return _step(a, b, self.alpha)
+        def __call__(self, a, b):
+            return _step(a, b, self.alpha)
 
-    @fuse
-    def fused_step(self, a, b):
-        return _step(a, b, self.alpha)
+        @fuse
+        def fused_step(self, a, b):
+            return _step(a, b, self.alpha)
+    return Stepper
 
 
-# (name, the fused callable for a Stepper, the same callable run by NumPy)
+# (name, the fused callable for a stepper, the same callable run by NumPy)
 CALLABLES = [
     ("bound method", lambda s: fuse(s.step), lambda s: s.step),
     ("callable object", lambda s: fuse(s), lambda s: s),
-    ("partial", lambda s: fuse(functools.partial(Stepper.step, s)), lambda s: s.step),
+    ("partial", lambda s: fuse(functools.partial(type(s).step, s)), lambda s: s.step),
     ("partial of a function", lambda s: fuse(functools.partial(_step, alpha=s)),
      lambda s: functools.partial(_step, alpha=s)),
     ("@fuse in a class body", lambda s: s.fused_step, lambda s: s.step),
@@ -70,7 +73,7 @@ def _host(a):
 @pytest.mark.parametrize("name,make,plain", CALLABLES, ids=[c[0] for c in CALLABLES])
 def test_overlapping_views_through_callables(name, make, plain, views, device, queue) -> None:
     _, base, cut = views
-    stepper = Stepper(2.0)
+    stepper = stepper_class()(2.0)
     partial_alpha = name == "partial of a function"
     if partial_alpha:  # (its state is the partial's argument, a scalar)
         stepper = 2.0
