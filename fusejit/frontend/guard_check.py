@@ -242,4 +242,6 @@ def overlaps(small: tuple[np.ndarray, ...], args: tuple) -> bool:
     """Does a NumPy argument share memory with a small captured array the fast paths' traces
     hold by content (``Reads.small``)? Then the call takes the full path, which reads that
     array fresh, so that a write through the argument is seen by a later read of it."""
+    if np.ndarray not in map(type, args):  # (device arrays, scalars: the common call)
+        return False
     return any(type(a) is np.ndarray and np.may_share_memory(a, s) for a in args for s in small)
