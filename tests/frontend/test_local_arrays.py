@@ -180,3 +180,24 @@ def test_ufunc_at_is_refused_as_a_scatter_saying_what_to_write() -> None:
     want = X.copy()
     np.add.at(want, idx, v)
     same(fuse(instead)(X.copy(), idx, v), want)
+
+
+class Accumulator:
+    """A callable object whose state is written through another name."""
+
+    def __init__(self) -> None:
+        self.parts = {"acc": np.zeros(12, np.float32)}
+
+    def __call__(self, x):
+        acc = self.parts["acc"]
+        acc += x
+        return acc
+
+
+def test_state_of_a_callable_object_stays_refused() -> None:
+    obj = Accumulator()
+    with pytest.raises(UnsupportedOperationError, match="reached from outside the function"):
+        fuse(obj)(X.copy())
+    with pytest.raises(UnsupportedOperationError, match="reached from outside the function"):
+        fuse(lambda x: obj(x) + 1)(X.copy())  # (reached through a closure: the object whole)
+    assert not obj.parts["acc"].any() and obj.parts["acc"].flags.writeable

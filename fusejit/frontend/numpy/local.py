@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from fusejit.errors import UnsupportedOperationError
+from fusejit.frontend.captured import is_code
 from fusejit.frontend.dispatch import HOOKS
 from fusejit.frontend.trace import TensorProxy, current_tracer, lift
 
@@ -82,7 +83,10 @@ def _not_in_place() -> UnsupportedOperationError:
 
 _CACHE = dis.opmap["CACHE"]
 _BINARY_OP = dis.opmap["BINARY_OP"]
-_IN_PLACE = frozenset(i for i, (_, symbol) in enumerate(dis._nb_ops) if symbol.endswith("="))
+# (dis._nb_ops: BINARY_OP's operators, as CPython 3.11+ numbers them; without it, none is
+# known to be in place and such writes stay refused)
+_IN_PLACE = frozenset(i for i, (_, symbol) in enumerate(getattr(dis, "_nb_ops", ()))
+                      if symbol.endswith("="))
 
 
 def _in_place_operator() -> bool:
@@ -120,7 +124,7 @@ def _reached(values: list[Any], target: np.ndarray) -> bool:
             items: Any = value
         elif isinstance(value, dict):
             items = value.values()
-        elif hasattr(value, "__dict__") and not callable(value):
+        elif hasattr(value, "__dict__") and not is_code(value):  # (objects, not functions)
             items = vars(value).values()
         else:
             continue
