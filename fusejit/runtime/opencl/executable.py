@@ -289,9 +289,10 @@ class Executable(LaunchPlan):
         """A monomorphic inline cache: one generated function that checks the arguments still
         match this signature (identity and equality tests on the attributes the fast cache key
         is made of) and launches; ``miss`` when they do not. None when the signature has a
-        kind of argument the guard does not cover. ``same``: the static arguments that an
-        identity test tells unchanged (a bound method's ``self``, immutable values), by
-        position; other static arguments take the keyed path."""
+        kind of argument the guard does not cover. ``same``: by position, the static
+        arguments a test tells unchanged (a bound method's ``self`` and immutable values by
+        identity; ints, strings, bytes and nonzero floats also by type and value); other
+        static arguments take the keyed path."""
         same = same or {}
         if self.host_mode and self.queue_arg < 0 and any(
                 isinstance(p, tuple) and p[:1] == ("host",) for p in parts):
