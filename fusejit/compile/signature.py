@@ -18,9 +18,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from fusejit.ir import dtypes as dt
-from fusejit.compile.overlap import OverlapWriteError, connected
 from fusejit.errors import UnsupportedDTypeError
-from fusejit.ir.graph import Graph
 from fusejit.frontend.keys import Identity, StaticKey, static_key  # noqa: F401 - Identity for api.py
 from fusejit.runtime.backend import FAST_PARTS, DeviceArray
 from fusejit.runtime.memory import BIG_OFFSET, HostArraySpec, zero_axes
@@ -159,6 +157,9 @@ class CallKey:
     implicit: int = 0  # captured arrays read fresh, appended to the arguments
     # what each guard value reads (``cfg.alpha``): for the recompile log, not part of the key
     guard_names: tuple[str, ...] = field(default=(), compare=False)
+    # overlapping arrays traced as views of one array (compile/overlap.py's as_views): per
+    # member (position, where its group's array is, affine map, shape, writeable)
+    views: tuple[Any, ...] = ()
 
 
 class CacheInfo(NamedTuple):
@@ -270,24 +271,3 @@ def aliases_of(flat: list[Any], specs: Sequence[Spec]) -> tuple[tuple[int, int, 
                 continue
             out.append((i, j, same))
     return tuple(out)
-
-
-def alias_classes(pairs: Sequence[tuple[int, int, bool]], graph: Graph
-                   ) -> list[frozenset[int]]:
-    """Sets of array parameters that share memory, from pairs of aliasing call arguments.
-
-    The same array passed twice is traced as one parameter (a write through one name is seen
-    through the other, as in NumPy); arguments that only partially overlap may be read, and a
-    function that writes into one of them raises OverlapWriteError before anything runs: the
-    call then runs with them as views of one array (compile/overlap.py).
-    """
-    param_of = {p.source: i for i, p in enumerate(graph.params) if p.kind == "array"}
-    written = {p for p, _ in graph.writes}
-    for a, b, _ in pairs:
-        if a in param_of and b in param_of and {param_of[a], param_of[b]} & written:
-            raise OverlapWriteError(  # (Fused runs the call as views of one span: overlap.py)
-                f"arguments {a} and {b} overlap in memory and the function writes into one of "
-                "them; NumPy would read partly updated data there. Pass a copy of one of them")
-    return [frozenset(m) for m in connected([(param_of[a], param_of[b]) for a, b, _ in pairs
-                                             if a in param_of and b in param_of])
-            if len(m) > 1]

@@ -84,6 +84,21 @@ def _set_args(knl: cl.Kernel, plan: Sequence[tuple[int, int]], tables: tuple) ->
             knl.set_arg(i, value)
 
 
+def _same_guard(i: int, part: Any, same: dict[int, Any], env: dict[str, Any]
+                ) -> list[str] | None:
+    """A guarded launcher's test of static argument ``i`` (``part``: its fast-key part),
+    where ``same`` holds the object it must be; None: not such an argument."""
+    if not (isinstance(part, tuple) and part[:1] == ("static",) and i in same):
+        return None
+    value = env[f"K{i}"] = same[i]
+    test = f"flat[{i}] is not K{i}"
+    if type(value) in (int, bool, str, bytes) or type(value) is float and value != 0 and \
+            not math.isnan(value):  # (equal values of these types key alike: made anew, pass)
+        env[f"T{i}"] = type(value)
+        test += f" and (type(flat[{i}]) is not T{i} or flat[{i}] != K{i})"
+    return [f"    if {test}:", "        return MISS"]
+
+
 class Executable(LaunchPlan):
     """Everything needed to run one specialised call signature on OpenCL."""
 
@@ -295,16 +310,21 @@ class Executable(LaunchPlan):
                 "    if checked[0]:",
                 "        failed(queue, flag, done, checked)"]
 
-    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object,
+                same: dict[int, Any] | None = None) -> Any:
         """A monomorphic inline cache: one generated function that checks the arguments still
         match this signature (identity and equality tests on the attributes the fast cache key
         is made of) and launches; ``miss`` when they do not. None when the signature has a
-        kind of argument the guard does not cover."""
+        kind of argument the guard does not cover. ``same``: by position, the static
+        arguments a test tells unchanged (a bound method's ``self`` and immutable values by
+        identity; ints, strings, bytes and nonzero floats also by type and value); other
+        static arguments take the keyed path."""
+        same = same or {}
         if self.host_mode and self.queue_arg < 0 and any(
                 isinstance(p, tuple) and p[:1] == ("host",) for p in parts):
             # (not while tuning is pending: asked again at the next call)
             return None if self._to_tune else self._guarded_host(parts, treedef, unflatten,
-                                                                 miss)
+                                                                 miss, same)
         if self.needs_run() or self.queue_arg < 0:
             return None
         env, body = self._launch_body(checked=True)
@@ -312,6 +332,9 @@ class Executable(LaunchPlan):
         guard = [f"    if len(flat) != {len(parts)}:", "        return MISS"]
         arrays = []
         for i, part in enumerate(parts):
+            if (lines := _same_guard(i, part, same, env)) is not None:
+                guard += lines
+                continue
             if not (isinstance(part, tuple) and len(part) == 5):
                 if part in (float, int, bool):
                     env[f"T{i}"] = part
@@ -348,7 +371,8 @@ class Executable(LaunchPlan):
         exec(code, env)  # noqa: S102 - generated from our own templates
         return env["guarded"]
 
-    def _guarded_host(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+    def _guarded_host(self, parts: tuple, treedef: Any, unflatten: Any, miss: object,
+                      same: dict[int, Any]) -> Any:
         """``guarded`` for NumPy arrays (and Python scalars) on the default queue, as it was
         when the guard was made (``set_default_device`` since: a miss): the tests of
         ``fast_key``'s host parts, then ``run``."""
@@ -364,6 +388,9 @@ class Executable(LaunchPlan):
                 env[f"T{i}"] = part
                 within = f" or not -{2**63} <= flat[{i}] < {2**63}" if part is int else ""
                 guard += [f"    if type(flat[{i}]) is not T{i}{within}:", "        return MISS"]
+                continue
+            if (lines := _same_guard(i, part, same, env)) is not None:
+                guard += lines
                 continue
             if not (isinstance(part, tuple) and len(part) == 4 and part[0] == "host"):
                 return None  # NumPy scalars, static values: the keyed path
