@@ -30,9 +30,11 @@ from fusejit.runtime.memory import HostArraySpec
 
 def _spec_json(spec: Any) -> dict[str, Any]:
     if isinstance(spec, DeviceArraySpec):
+        # (a read-only export is traced apart: named only then, so other keys stay as they were)
+        ro = {} if spec.writeable else {"writeable": False}
         return {"kind": "device", "dtype": spec.dtype.str, "shape": list(spec.shape),
                 "strides": list(spec.strides), "has_offset": spec.has_offset,
-                "wide": spec.wide}
+                "wide": spec.wide, **ro}
     if isinstance(spec, HostArraySpec):
         return {"kind": "host", "dtype": spec.dtype.str, "shape": list(spec.shape)}
     if isinstance(spec, ScalarSpec):
