@@ -3,8 +3,10 @@ is timed (CPU time, best of 25 rounds of 5000 calls): a function that captures n
 fast path, which issue 9 requires to stay within +0.3 µs), one that calls a helper function
 (whose identity each call checks), one that reads a guarded global scalar, one that calls
 helpers from a captured list, one that reads a captured dict of scalars, one that reads a
-captured array (implicit input), a bound method and a partial (``fuse(obj.f)``,
-``fuse(functools.partial(g, a=2.0))``: their object and arguments are captured state), and
+captured device array (implicit input) and one a small NumPy array (guarded by content), a
+bound method, a callable object and a partial
+(``fuse(obj.f)``, ``fuse(obj)``, ``fuse(functools.partial(g, a=2.0))``: their object and
+arguments are captured state), and
 Adam with constants against Adam with its hyperparameters and step count as arguments.
 
     PYTHONPATH=. python benchmarks/dispatch_overhead.py
@@ -44,6 +46,9 @@ class _Layer:
     def apply(self, x):
         return x * self.alpha + 1
 
+    def __call__(self, x):
+        return x * self.alpha + 1
+
 
 def _scaled(x, a):
     return x * a + 1
@@ -80,6 +85,12 @@ def main() -> None:
     def array(x):
         return x * weights + 1
 
+    small = np.full(64, 2.0, np.float32)  # (guarded by content)
+
+    @fusejit.fuse
+    def small_array(x):
+        return x * small + 1
+
     @fusejit.fuse
     def adam_constants(p, g, m, v):
         m = 0.9 * m + (1.0 - 0.9) * g
@@ -101,8 +112,10 @@ def main() -> None:
             ("a global scalar", scalar, lambda: (x,)),
             ("a list of helpers", helpers, lambda: (x,)), ("a dict", params, lambda: (x,)),
             ("a bound method", fusejit.fuse(_Layer().apply), lambda: (x,)),
+            ("a callable object", fusejit.fuse(_Layer()), lambda: (x,)),
             ("a partial", fusejit.fuse(functools.partial(_scaled, a=2.0)), lambda: (x,)),
             ("a captured device array", array, lambda: (x,)),
+            ("a captured small array", small_array, lambda: (x,)),
             # Adam's 5 hyperparameters and step as arguments (runtime/opencl/scalar_args.py): the
             # same objects each call, then a new step count each call (derived scalars
             # evaluated again)

@@ -20,12 +20,13 @@ from fusejit.compile import trace_cache
 from fusejit.compile.collections import REGISTERED as _collections, collection_of
 from fusejit.compile.serialize import reduce_fused, register_fused
 from fusejit.compile import overlap, specialise
-from fusejit.compile.overlap import OverlapWriteError
+from fusejit.compile.overlap import OverlapWriteError, alias_classes
 from fusejit.compile.specialise import NeedsValue
 from fusejit.compile.trace_call import trace_call
 from fusejit.inspect import validate
 from fusejit.compile.abstract import Compiled, ShapeDtype
-from fusejit.frontend.captured import NO_SELF, Capture, bind_parts, find_captures
+from fusejit.frontend.bound import NO_SELF, bind_parts
+from fusejit.frontend.captured import Capture, find_captures
 from fusejit.frontend.captured import guard_names, guard_values
 from fusejit.frontend import guard_check
 from fusejit.errors import ContextMismatchError
@@ -54,7 +55,6 @@ from fusejit.compile.signature import (
     Identity,
     StaticSelf,
     StaticSpec,
-    alias_classes,
     aliases_of,
     arg_spec,
     fast_key,
@@ -126,8 +126,7 @@ class Fused:
         guard_check.clear(self)  # counts snapshots no check could tell
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
         self._lock = threading.RLock()
-        self._overlapped: set[CallKey] = set()  # calls run as views of one buffer (overlap.py)
-        self._overlapping: dict[tuple, Fused] = {}  # ... and the functions that run them
+        self._overlapped: set[CallKey] = set()  # calls traced as views of one buffer (overlap.py)
         self._hits = self._misses = self.trace_count = 0
         _instances.add(self)
 
@@ -168,7 +167,8 @@ class Fused:
         if self._guards is None:
             self._guards = find_captures(self._traced, bound_self)
             self._code_refs = tuple(self._guards.code_refs)
-        guards, implicit = guard_values(self._guards, bound_self) if self._guards else ((), [])
+        guards, implicit = guard_values(self._guards, bound_self, flat) if self._guards else \
+            ((), [])
         flat += implicit  # captured arrays, read fresh: extra (read-only) arguments
         n_given = n + len(kwnames)
         specs = []
@@ -230,6 +230,8 @@ class Fused:
             check = self._check
             if check is None or not check():
                 guard_check.recheck(self)
+            if self._small and guard_check.overlaps(self._small, args):  # (read fresh there)
+                return self._call(self._bound, *given, **kwargs)
             if self._implicit:  # captured arrays read fresh: passed on as arguments
                 args = args + self._implicit
         mono = self._mono
@@ -247,7 +249,9 @@ class Fused:
                 mono = self._guarded.get(fkey, _MISS)
                 if mono is _MISS:  # this signature's second call: its guarded launcher
                     exe = compiled.executable
-                    mono = exe.guarded(fkey, exe.treedef, tree_unflatten, _MISS)
+                    mono = exe.guarded(fkey, exe.treedef, tree_unflatten, _MISS,
+                                       specialise.same_statics(args, self._fast_static,
+                                                               len(self._bound)))
                     if mono is not None or not exe.needs_run():  # (tuning: ask again later)
                         self._guarded[fkey] = mono
                     if mono is not None:  # (launching as the calls after this one will)
@@ -256,13 +260,18 @@ class Fused:
                         if result is not _MISS:
                             return result
                 self._mono = mono
-                return self._launch(compiled, args, given)
+                return self._launch(compiled, args, given, mono)
         return self._call(self._bound, *given, **kwargs)
 
-    def _launch(self, compiled: _Compiled, args: tuple, given: tuple) -> Any:
+    def _launch(self, compiled: _Compiled, args: tuple, given: tuple,
+                guarded: Callable[[tuple], Any] | None) -> Any:
         exe = compiled.executable
         if exe.queue_arg >= 0:
-            queue = args[exe.queue_arg].queue
+            queue = getattr(args[exe.queue_arg], "queue", None)
+            if queue is None:  # another library's arrays (runtime/cuda/launch.py): launched
+                # by this signature's guarded launcher, else adopted by the full path
+                result = guarded(args) if guarded is not None else _MISS
+                return result if result is not _MISS else self._call(self._bound, *given)
         else:
             queue = default_queue()
             if backend_of(queue) is not compiled.backend:  # set_default_device changed it
@@ -280,21 +289,20 @@ class Fused:
             if handler is not None:
                 return handler.call(self, args, kwargs)
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
+        if key.aliases and key in self._overlapped:  # written views of one buffer: traced
+            flat, key = overlap.as_views(flat, key, len(bound))  # as views of one array
         compiled = self._cache.lookup(key)
         need = None
-        if key.aliases and key in self._overlapped:  # (compile/overlap.py)
-            return overlap.call(self, flat, len(args), kwnames, key.aliases)
         if compiled is None:
             try:
                 compiled = self._compile(key, flat, kwnames, queue)
             except NeedsValue as e:
                 need = e
-            except OverlapWriteError:  # written views of one buffer: run as views of it
-                if bound or self._overlapping is None or any(  # (None: overlap.py's own)
-                        j >= len(flat) - key.implicit for _, j, _ in key.aliases):
+            except OverlapWriteError:
+                if key.views:
                     raise
                 self._overlapped.add(key)
-                return overlap.call(self, flat, len(args), kwnames, key.aliases)
+                return self._call(bound, *args, **kwargs)
         else:
             self._hits += 1
         if need is not None:  # Python ints used as values: specialise on them (specialise.py)
@@ -374,7 +382,8 @@ class Fused:
         precision = self.matmul_precision
         # tensor cores, wgmma and the GEMM tuner as the device's backend has them
         mma, limits, tuning = backend.products(queue, info, precision, plan, self.autotune)
-        plan = gemm_tune.configure(plan, info.key, limits, tuning, precision, mma)
+        plan = gemm_tune.configure(plan, info.key, limits, tuning, precision, mma,
+                                   self._stats.dynamic_on)
         aliased = frozenset(p for c in classes for p in c)
         module = SourceModule(graph, plan, backend.target(info), limits, aliased,
                               dynamic=self._stats.dynamic_on, rows=self._stats.rows_on).build()
@@ -398,6 +407,8 @@ class Fused:
             self._stats.rows_on |= any(isinstance(a, ShapeDtype) and a.shape[-1:] == (None,)
                                        for a in (*args, *kwargs.values()))
         flat, kwnames, key, queue = self._flatten(self._bound + args, kwargs)
+        if key.aliases and key in self._overlapped:  # (as in _call)
+            flat, key = overlap.as_views(flat, key, len(self._bound))
         build = functools.partial(self._compile_lowered, key, flat, kwnames, queue)
         need = None
         with self._lock:
@@ -410,6 +421,11 @@ class Fused:
                 return dataclasses.replace(self._lowered[key][0], _compile=build)
             except NeedsValue as e:
                 need = e
+            except OverlapWriteError:
+                if key.views:
+                    raise
+                self._overlapped.add(key)
+                return self.lower(*args, **kwargs)
         return specialise.again(self, need, key, lambda: self.lower(*args, **kwargs))
 
     def _compile_lowered(self, key: CallKey, flat: list[Any], kwnames: tuple[str, ...],

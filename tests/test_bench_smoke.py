@@ -130,3 +130,30 @@ def test_the_cpu_workloads_of_issue_35_agree(tmp_path) -> None:
             assert cell["status"] == "ok" and cell["matches"], (rec["name"], impl, cell)
     asian = next(r for r in doc["results"] if r["family"] == "random")
     assert asian["impls"]["unfused"]["status"].startswith("unsupported")
+
+
+def test_conv_table_reports_flops_and_errors_against_float64(tmp_path) -> None:
+    """``python -m fusejit.bench.conv`` (tiny): each row has fusejit's and the anchor's time,
+    TFLOP/s and error against the float64 reference, which is itself NumPy's layer in float64
+    (strided, 1x1 and depthwise layers too)."""
+    import numpy as np
+
+    from fusejit.bench import conv
+
+    rng = np.random.default_rng(3)
+    for layer in (conv.Layer("s", 2, 11, 3, 5, 7, 2), conv.Layer("d", 1, 8, 6, 6, 3, 2, True),
+                  conv.Layer("1", 1, 6, 4, 7, 1)):
+        host = conv._data(layer, rng, np.dtype(np.float32))
+        np.testing.assert_allclose(conv.reference(layer, host),
+                                   conv.layer_fn(layer)(*[h.astype(np.float64) for h in host]),
+                                   rtol=1e-13, atol=1e-13)
+    json_path = tmp_path / "conv.json"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        conv.main(["--scale", "tiny", "--json", str(json_path)])
+    rows = json.loads(json_path.read_text())["rows"]
+    assert [r["layer"] for r in rows] == ["3x3 16->16", "maxpool 2x2/2"]
+    first = rows[0]
+    assert first["kernels"] == 1 and first["max_rel_err"] < 1e-5
+    assert first["anchor_max_rel_err"] < 1e-5 and first["fused_tflops"] > 0
+    assert "TFLOP/s" in out.getvalue() and "max err" in out.getvalue()

@@ -117,6 +117,34 @@ def test_reductions_over_an_axis_merge_partials(sync):
 
 
 @fuse
+def bitwise_stats(x):
+    return (np.bitwise_or.reduce(x, axis=0), np.bitwise_and.reduce(x, axis=0),
+            np.bitwise_xor.reduce(x, axis=0), np.logical_xor.reduce(x, axis=0))
+
+
+@fuse
+def bitwise_all(x):
+    return np.bitwise_and.reduce(x, axis=None), np.bitwise_xor.reduce(x, axis=None)
+
+
+def test_bitwise_reductions_merge_partials(sync):
+    """``np.bitwise_*.reduce`` are reduction ops: blocks reduce, the tree merges the partials
+    with the same ufunc (NumPy's values and dtypes, uint64 all-ones identity included)."""
+    rng = np.random.default_rng(3)
+    for dtype in (np.int64, np.uint64, np.bool_):
+        xn = (rng.random((23, 6)) > 0.1) if dtype is np.bool_ else rng.integers(
+            np.iinfo(dtype).min, np.iinfo(dtype).max, (23, 6), dtype=dtype, endpoint=True)
+        x = da.from_array(xn, chunks=(4, 4))
+        for fn in (bitwise_stats, bitwise_all):
+            with dask.config.set(split_every=2), warnings.catch_warnings():
+                warnings.simplefilter("error")  # (no rechunk)
+                got = dask.compute(*fn(x))
+            for g, w in zip(got, fn.__wrapped__(xn)):
+                assert g.dtype == w.dtype and g.shape == w.shape, (g, w)
+                np.testing.assert_array_equal(g, w)
+
+
+@fuse
 def scaled_mean(x, b, s):
     return x.mean(0) * b + s
 

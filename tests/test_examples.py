@@ -62,3 +62,20 @@ def test_cnn_forward(example, rng):
     reasons = [k.reason for k in fused.lower(x).kernels]
     assert sum("implicit GEMM" in r for r in reasons) == 3, reasons  # (not the dense head)
     assert len(reasons) == 7, reasons  # 3 convolutions, 2 poolings, the mean, the dense head
+
+
+@pytest.mark.parametrize("device", ["opencl", "vulkan"], indirect=True)
+def test_cnn_forward_over_batch_sizes_is_one_program(example, rng, device):
+    """The CNN called with new batch sizes (dynamic=True): every kernel, convolutions, pooling,
+    the mean and the dense head, takes the batch at launch, and no kernel's work-group shape
+    follows the batch: one build for batches 2, 3 and 5 (on Vulkan 2 and 3), NumPy's logits for each."""
+    cnn = example("cnn_forward")
+    params = cnn.init(rng)
+    fused = fuse(lambda x: cnn.forward(x, params), dynamic=True)
+    sizes = (2, 3, 5) if device == "opencl" else (2, 3)  # (lavapipe: CI's time)
+    for n in sizes:
+        x = rng.standard_normal((n, 28, 28, 1)).astype(np.float32)
+        np.testing.assert_allclose(fused(x), cnn.forward(x, params), rtol=1e-5, atol=1e-5)
+    info = fused.cache_info()
+    assert info.traces == len(sizes)
+    assert info.compiles + info.disk_hits == 1

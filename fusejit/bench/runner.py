@@ -93,7 +93,7 @@ def run_case(wl: Workload, backends: dict[str, Backend], budget_s: float, min_re
         "shape": list(wl.inputs[0].shape), "size": wl.size, "bytes": wl.bytes, "impls": {},
     }
     for name, backend in backends.items():
-        if wl.family in NUMPY_ONLY and name not in ("fused", "vulkan", "numpy"):
+        if wl.family in NUMPY_ONLY and name not in ("fused", "fused-cuda", "vulkan", "numpy"):
             record["impls"][name] = {"status": "unsupported: written with NumPy functions "
                                      "(sliding_window_view, np.random) this namespace lacks"}
             continue

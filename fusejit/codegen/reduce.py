@@ -18,7 +18,7 @@ from fusejit.ir.indexing import Index, unravel
 from fusejit.ir.graph import Node
 from fusejit.codegen.kernels import Kernel, Partial
 from fusejit.codegen.lowering import LANE, Block, Instr, LaneOf, Lanes, Lowering, Ref, _store
-from fusejit.ir.ops import Op
+from fusejit.ir.ops import REDUCE_COMBINE, Op
 from fusejit.passes.partition import Dest, Group, ReduceStrategy, Store
 from fusejit.passes.visit import visit_stores
 from fusejit.codegen.render import Renderer
@@ -149,7 +149,7 @@ class ReductionKernels:
                     v = loop.emit(t.compute_type(acc_dt),
                                   f"({mask} ? {{0}} : {_identity(t, r, acc_dt)})", v)
                 if V > 1:
-                    combined = t.render_op_vector(_COMBINE[r.op], acc_dt, [acc_dt, acc_dt],
+                    combined = t.render_op_vector(REDUCE_COMBINE[r.op], acc_dt, [acc_dt, acc_dt],
                                                   ["{0}", "{1}"], V)
                     loop.emit(None, "{0} = " + combined + ";", acc,
                               low.as_vector(loop, v, acc_dt))
@@ -430,10 +430,11 @@ def _acc_dtype(r: Node, t: Target) -> np.dtype:
 
 
 def _identity(t: Target, r: Node, acc: np.dtype) -> str:
-    if r.op in (Op.SUM, Op.ANY):
+    if r.op in (Op.SUM, Op.ANY, Op.BIT_OR, Op.BIT_XOR):
         return t.literal(acc.type(0), acc)
-    if r.op in (Op.PROD, Op.ALL):
-        return t.literal(acc.type(1), acc)
+    if r.op in (Op.PROD, Op.ALL, Op.BIT_AND):  # (and: all ones; a bool's True may be wider)
+        ones = r.op is Op.BIT_AND and r.dtype != dt.BOOL
+        return t.literal(np.array(-1 if ones else 1).astype(acc)[()], acc)
     low_end = r.op in (Op.MAX, Op.ARGMAX)
     if acc.kind == "c":  # the lexicographic extremes (NaN still wins: see opencl_complex)
         inf = -np.inf if low_end else np.inf
@@ -446,12 +447,8 @@ def _identity(t: Target, r: Node, acc: np.dtype) -> str:
     return t.literal(acc.type(info.min if low_end else info.max), acc)
 
 
-_COMBINE = {Op.SUM: Op.ADD, Op.PROD: Op.MUL, Op.MAX: Op.MAXIMUM, Op.MIN: Op.MINIMUM,
-            Op.ANY: Op.BITWISE_OR, Op.ALL: Op.BITWISE_AND}
-
-
 def _combine_text(t: Target, r: Node, acc: np.dtype, a: str, b: str) -> str:
-    return t.render_op(_COMBINE[r.op], acc, [acc, acc], [a, b])
+    return t.render_op(REDUCE_COMBINE[r.op], acc, [acc, acc], [a, b])
 
 
 def _accumulate(loop: Block, t: Target, r: Node, acc: Instr, arg: Instr | None, v: Ref,
@@ -498,7 +495,7 @@ def _lanes_combined(t: Target, r: Node, acc: np.dtype, n: int) -> str:
 def _cascade_levels(r: Node, acc: np.dtype, per_lane: int) -> int:
     """How many partial-sum levels a lane needs for ``per_lane`` elements (0: plain loop)."""
     if r.op is not Op.SUM or acc.kind not in "fc":
-        return 0  # integer sums are exact; max/min/any/all do not round
+        return 0  # integer sums are exact; max/min/any/all/bitwise do not round
     blocks = math.ceil(per_lane / CASCADE_BLOCK)
     return 0 if blocks <= 1 else (blocks - 1).bit_length() + 1
 

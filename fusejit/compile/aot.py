@@ -40,7 +40,12 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from fusejit._version import __version__
-from fusejit.compile import bundle_trust
+from fusejit.compile import aot_cuda, bundle_json, bundle_trust
+from fusejit.compile.bundle_json import (
+    _spec_json,
+    _treedef_from,
+    parts_from,
+)
 from fusejit.compile.aot_dynamic import (
     BundleError,
     buckets,
@@ -52,30 +57,15 @@ from fusejit.compile.aot_dynamic import (
     instantiate_args,
     upgrade,
 )
-from fusejit.ir.graph import Graph, Node, Param, format_graph, toposort
-from fusejit.frontend.keys import StaticKey, static_key
+from fusejit.ir.graph import format_graph
+from fusejit.frontend.keys import static_key
 from fusejit.frontend.pytree import tree_unflatten
-from fusejit.codegen.kernels import (
-    BufferArg,
-    HostMatmul,
-    HostView,
-    Kernel,
-    KernelSignature,
-    Module,
-    Partial,
-    ScalarArg,
-)
-from fusejit.ir.ops import Op
-from fusejit.passes.plan import Group
 from fusejit.runtime import cache
-from fusejit.runtime.memory import HostArraySpec
 from fusejit.runtime.opencl.build import build_cached, from_binary, program_key
 from fusejit.runtime.opencl.devices import default_queue, device_info
 from fusejit.runtime.executable import OutSpec
 from fusejit.runtime.opencl.executable import Executable
 from fusejit.compile.signature import (
-    DeviceArraySpec,
-    ScalarSpec,
     StaticSpec,
     arg_spec,
 )
@@ -83,95 +73,6 @@ from fusejit.compile.signature import (
 MAGIC = b"FJBUNDL1"
 FORMAT = 3  # 2: entries may be templates of a dynamic extent, 3: of several (compile/aot_dynamic.py)
 _HEADER = struct.Struct("<8sQ32s")
-
-
-# -- JSON forms ---------------------------------------------------------------------------------
-
-
-def _spec_json(spec: Any) -> dict[str, Any]:
-    if isinstance(spec, DeviceArraySpec):
-        return {"kind": "device", "dtype": spec.dtype.str, "shape": list(spec.shape),
-                "strides": list(spec.strides), "has_offset": spec.has_offset,
-                "wide": spec.wide}
-    if isinstance(spec, HostArraySpec):
-        return {"kind": "host", "dtype": spec.dtype.str, "shape": list(spec.shape)}
-    if isinstance(spec, ScalarSpec):
-        p = spec.ptype
-        if isinstance(p, tuple):  # (int, range) of an int beyond int64 (signature.arg_spec)
-            return {"kind": "scalar", "type": p[0].__name__, "range": p[1]}
-        return {"kind": "scalar", "type": p.__name__ if isinstance(p, type) else p.str}
-    key = spec.value  # a StaticKey (fusejit.frontend.keys): floats by their bits
-    if isinstance(key, StaticKey) and key.type is float:
-        return {"kind": "static", "type": "float", "bits": key.payload.hex(),
-                "value": struct.unpack("<d", key.payload)[0]}
-    if isinstance(key, StaticKey) and key.type in (int, str, bool, type(None)):
-        return {"kind": "static", "type": key.type.__name__, "value": key.payload}
-    raise BundleError(f"static argument {spec.value!r} cannot be exported; only int, float, "
-                      "str, bool and None static values can")
-
-
-def _treedef_json(d: Any) -> Any:
-    if d == "*" or d is None:
-        return d
-    kind, sub = d
-    if kind is dict:
-        keys, defs = sub
-        return {"t": "dict", "k": list(keys), "c": [_treedef_json(x) for x in defs]}
-    return {"t": kind.__name__, "c": [_treedef_json(x) for x in sub]}
-
-
-def _treedef_from(j: Any) -> Any:
-    if j == "*" or j is None:
-        return j
-    kinds = {"tuple": tuple, "list": list, "dict": dict}
-    if not isinstance(j, dict) or j.get("t") not in kinds:
-        raise BundleError(f"malformed output structure {j!r}")
-    if j["t"] == "dict":
-        return (dict, (tuple(j["k"]), tuple(_treedef_from(x) for x in j["c"])))
-    return (kinds[j["t"]], tuple(_treedef_from(x) for x in j["c"]))
-
-
-def _arg_json(a: BufferArg | ScalarArg) -> dict[str, Any]:
-    if isinstance(a, BufferArg):
-        return {"cls": "buffer", "name": a.name, "dtype": a.dtype.str, "role": a.role,
-                "index": a.index, "writable": a.writable, "restrict": a.restrict}
-    return {"cls": "scalar", "name": a.name, "dtype": a.dtype.str, "role": a.role,
-            "index": a.index, "value": a.value}
-
-
-def _arg_from(j: dict[str, Any]) -> BufferArg | ScalarArg:
-    if j["cls"] == "buffer":
-        return BufferArg(j["name"], np.dtype(j["dtype"]), j["role"], int(j["index"]),
-                         bool(j["writable"]), bool(j["restrict"]))
-    dtype = np.dtype(j["dtype"])
-    return ScalarArg(j["name"], dtype, j["role"], int(j["index"]),
-                     float(j["value"]) if dtype.kind == "f" else int(j["value"]))
-
-
-def _host_json(h: HostMatmul | None) -> dict[str, Any] | None:
-    """A host step's views (passes/host_gemm.py), or None for an OpenCL kernel."""
-    if h is None:
-        return None
-    return {"dtype": h.dtype.str, **{k: {"arg": v.arg, "offset_arg": v.offset_arg,
-                                         "offset": v.offset, "shape": list(v.shape),
-                                         "strides": list(v.strides)}
-                                     for k, v in (("a", h.a), ("b", h.b), ("c", h.c))}}
-
-
-def _host_from(j: dict[str, Any] | None) -> HostMatmul | None:
-    if j is None:
-        return None
-    try:
-        views = [HostView(int(v["arg"]), int(v["offset_arg"]), int(v["offset"]),
-                          _shape(v["shape"]), tuple(int(s) for s in v["strides"]))
-                 for v in (j["a"], j["b"], j["c"])]
-        return HostMatmul(*views, np.dtype(j["dtype"]))
-    except (KeyError, TypeError, ValueError) as e:
-        raise BundleError(f"malformed host step {j!r}") from e
-
-
-def _shape(j: Any) -> tuple[int, ...]:
-    return tuple(int(d) for d in j)
 
 
 # -- export ---------------------------------------------------------------------------------------
@@ -198,14 +99,16 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path, *,
         made = export_dynamic(f, sig, blobs, max_row_length, _export_one) \
             if dynamic_dims(sig) else [_export_one(f, sig, blob)]
         for entry, exe, queue in made:
-            binary = exe.program.get_info(cl.program_info.BINARIES)[0]
-            entry["binaries"] = [{"key": program_key(queue.device, exe.module.source,
-                                                     _options(exe)).as_json(),
-                                  "blob": blob(binary)}] if binary else []
+            if exe is not None:  # (CUDA entries come with their cubins: aot_cuda.py)
+                binary = exe.program.get_info(cl.program_info.BINARIES)[0]
+                entry["binaries"] = [{"key": program_key(queue.device, exe.module.source,
+                                                         _options(exe)).as_json(),
+                                      "blob": blob(binary)}] if binary else []
             entries.append(entry)
     manifest = json.dumps({"format": FORMAT, "fusejit": __version__,
                            "name": getattr(f, "__qualname__", "function"), "entries": entries,
-                           "blobs": [len(b) for b in blobs]}, sort_keys=True).encode()
+                           "blobs": [len(b) for b in blobs],
+                           **aot_cuda.bundle_device(entries)}, sort_keys=True).encode()
     payload = struct.pack("<I", len(manifest)) + manifest + b"".join(blobs)
     data = _HEADER.pack(MAGIC, len(payload), hashlib.sha256(payload).digest()) + payload
     if mac_key is not None:
@@ -215,8 +118,10 @@ def export(f: Any, signatures: Iterable[Sequence[Any]], path: str | Path, *,
     return path
 
 
-def _export_one(f: Any, sig: tuple, blob: Any) -> tuple[dict[str, Any], Executable, Any]:
+def _export_one(f: Any, sig: tuple, blob: Any) -> tuple[dict[str, Any], Executable | None, Any]:
     flat, kwnames, key, queue = f._flatten(sig, {})
+    if aot_cuda.on_cuda(queue):
+        return aot_cuda.export_one(f, flat, kwnames, key, queue, blob), None, queue
     compiled = f._compile(key, flat, kwnames, queue)
     exe = compiled.executable
     return entry_of(exe, key.specs, blob, None if compiled.lowered is None else
@@ -225,70 +130,8 @@ def _export_one(f: Any, sig: tuple, blob: Any) -> tuple[dict[str, Any], Executab
 
 def entry_of(exe: Executable, specs: Sequence[Any], blob: Any, graph_text: str | None
              ) -> dict[str, Any]:
-    """One compiled signature as JSON (``blob(bytes) -> index`` stores the captured
-    constants): what ``executable_from`` needs to run it again without a trace. Raises
-    BundleError for what JSON cannot hold (a static argument of another type)."""
-    graph, module = exe.graph, exe.module
-    return {
-        "args": [_spec_json(s) for s in specs],
-        "treedef": _treedef_json(exe.treedef),
-        "outputs": [[o.kind, o.index] for o in exe.outputs],
-        "graph": graph_text if graph_text is not None else getattr(exe, "graph_text", ""),
-        "params": [{"kind": p.kind, "dtype": p.dtype.str, "shape": list(p.shape),
-                    "name": p.name, "source": p.source,
-                    "strides": None if p.strides is None else list(p.strides),
-                    "has_offset": p.has_offset, "wide": p.wide,
-                    "expr": None if p.expr is None else _expr_json(p.expr)}
-                   for p in graph.params],
-        "writes": [p for p, _ in graph.writes],
-        "graph_outputs": [{"dtype": n.dtype.str, "shape": list(n.shape)}
-                          for n in graph.outputs],
-        "temps": [{"dtype": np.dtype(d).str, "shape": list(s)} for s, d in exe.temps],
-        "partials": [{"size": p.size, "dtype": p.dtype.str} for p in module.partials],
-        "wide": module.wide, "uses_fp64": module.uses_fp64,
-        "index_dtype": exe.index_dtype.str,
-        "source": module.source, "options": _options(exe),
-        "kernels": [{"name": k.name, "args": [_arg_json(a) for a in k.signature.args],
-                     "global_size": list(k.global_size),
-                     "local_size": None if k.local_size is None else list(k.local_size),
-                     "kind": k.group.kind, "role": k.role, "work": k.work,
-                     "items": k.items, "vec": k.vec, "host": _host_json(k.host)}
-                    for k in module.kernels],
-        "constants": {str(p): {"dtype": a.dtype.str, "shape": list(a.shape),
-                               "blob": blob(np.ascontiguousarray(a).tobytes())}
-                      for p, a in exe.constants.items()},
-    }
-
-
-def _expr_json(expr: Node) -> list[dict[str, Any]]:
-    """A derived scalar's expression (passes/hoist.py) as nodes in topological order: op
-    name, dtype, operand positions and arg (a literal's bytes as hex, a parameter index)."""
-    order = toposort([expr])
-    where = {n: i for i, n in enumerate(order)}
-    out = []
-    for n in order:
-        if n.arg is None:
-            arg = None
-        elif isinstance(n.arg, bytes):
-            arg = {"bytes": n.arg.hex()}
-        elif isinstance(n.arg, tuple) and all(isinstance(a, int) for a in n.arg):
-            arg = {"ints": list(n.arg)}
-        else:
-            raise BundleError(f"cannot export a scalar expression with {n.op.name} {n.arg!r}")
-        out.append({"op": n.op.name, "dtype": n.dtype.str, "shape": list(n.shape),
-                    "srcs": [where[x] for x in n.srcs], "arg": arg})
-    return out
-
-
-def _expr_from(nodes: list[dict[str, Any]]) -> Node:
-    built: list[Node] = []
-    for j in nodes:
-        a = j["arg"]
-        arg = None if a is None else bytes.fromhex(a["bytes"]) if "bytes" in a else \
-            tuple(int(i) for i in a["ints"])
-        built.append(Node.make(Op[j["op"]], np.dtype(j["dtype"]), _shape(j["shape"]),
-                               tuple(built[i] for i in j["srcs"]), arg))
-    return built[-1]
+    """``bundle_json.entry_of`` with the OpenCL build's options."""
+    return bundle_json.entry_of(exe, specs, blob, graph_text, _options(exe))
 
 
 def _options(exe: Executable) -> list[str]:
@@ -362,6 +205,7 @@ class Loaded:
     def __init__(self, manifest: dict[str, Any], blobs: list[bytes], trusted: bool = False
                  ) -> None:
         self.__name__ = str(manifest.get("name", "loaded"))
+        self.device = manifest.get("device", "opencl")  # (CUDA bundles: aot_cuda.py)
         self.trusted = trusted  # whether its native binaries may be loaded
         self._entries = [upgrade(e) for e in manifest["entries"]]
         self._blobs = blobs
@@ -376,9 +220,12 @@ class Loaded:
         return f"<fusejit bundle {self.__name__!r}: {len(self._entries)} signatures>"
 
     def __call__(self, *args: Any) -> Any:
+        if self.device == "cuda":
+            return aot_cuda.call(self, args)
         try:
             i, n = self._match(args)
         except BundleError as refused:
+            aot_cuda.refuse_cuda_arrays(self, args)
             for placed in self._uploaded(args):
                 try:
                     i, n = self._match(placed)
@@ -541,31 +388,7 @@ class Loaded:
 def executable_from(e: dict[str, Any], blobs: Sequence[bytes], program: cl.Program,
                     info: Any, autotune: bool) -> Executable:
     """The Executable of an ``entry_of`` entry, on ``program`` (built from its source)."""
-    params = tuple(Param(p["kind"], np.dtype(p["dtype"]), _shape(p["shape"]), p["name"],
-                         int(p["source"]),
-                         None if p["strides"] is None else _shape(p["strides"]),
-                         bool(p["has_offset"]), bool(p["wide"]),
-                         _expr_from(p["expr"]) if p.get("expr") else None)
-                   for p in e["params"])
-    # output placeholders: the runtime reads only their shapes and dtypes
-    outputs = tuple(Node.make(Op.INPUT, np.dtype(o["dtype"]), _shape(o["shape"]), (),
-                              ("bundle output", k)) for k, o in enumerate(e["graph_outputs"]))
-    writes = tuple((int(p), Node.make(Op.INPUT, params[int(p)].dtype,
-                                      params[int(p)].shape, (), ("bundle write", p)))
-                   for p in e["writes"])
-    graph = Graph(params, outputs, writes)
-    kernels = tuple(Kernel(k["name"], "", KernelSignature(k["name"], tuple(
-        _arg_from(a) for a in k["args"])), _shape(k["global_size"]),
-        None if k["local_size"] is None else _shape(k["local_size"]),
-        Group(k["kind"], (), (), "loaded from a bundle"), k["role"], int(k["work"]),
-        int(k["items"]), int(k["vec"]), _host_from(k.get("host"))) for k in e["kernels"])
-    module = Module(e["source"], kernels, tuple(Partial(int(p["size"]), np.dtype(p["dtype"]))
-                                           for p in e["partials"]),
-                    bool(e["uses_fp64"]), bool(e["wide"]))
-    constants = {int(p): np.frombuffer(blobs[c["blob"]], np.dtype(c["dtype"]))
-                 .reshape(_shape(c["shape"])) for p, c in e["constants"].items()}
-    host_mode = not any(a["kind"] == "device" for a in e["args"])
-    temps = [(_shape(t["shape"]), np.dtype(t["dtype"])) for t in e["temps"]]
+    graph, module, constants, host_mode, temps = parts_from(e, blobs)
     exe = Executable(graph, module, program, info,
                      [OutSpec(k, int(x)) for k, x in e["outputs"]], temps, host_mode,
                      np.dtype(e["index_dtype"]), _treedef_from(e["treedef"]), constants,

@@ -32,13 +32,16 @@ from typing import Any
 
 import numpy as np
 
+from fusejit.codegen.kernels import STATUS_DTYPE
 from fusejit.compile.aot_dynamic import BundleError
 
 MAC_MAGIC = b"FJHMAC01"
 MAC_SIZE = len(MAC_MAGIC) + 32
 _NUMBER_KINDS = "biufc"
 _MAX_ELEMENTS = 1 << 40
-_KERNEL_DECL = re.compile(r"__kernel\s+void\s+(\w+)\s*\(([^)]*)\)")
+# (OpenCL C, and CUDA C++: targets/cuda, whose kernels take their NDRange last, fj_gs0..2)
+_KERNEL_DECL = re.compile(r"(?:__kernel\s+void|__global__\s+void(?:\s+__launch_bounds__\(\d+\))?)"
+                          r"\s+(\w+)\s*\(([^)]*)\)")
 # OpenCL C scalar types by element size (vector types: times their width)
 _CL_SIZES = {"char": 1, "uchar": 1, "bool": 1, "short": 2, "ushort": 2, "half": 2, "int": 4,
              "uint": 4, "float": 4, "long": 8, "ulong": 8, "double": 8}
@@ -102,7 +105,8 @@ def _shape(j: Any, what: str) -> tuple[int, ...]:
 
 def _declared(source: str) -> dict[str, list[str]]:
     """Each kernel's parameter declarations, as the source writes them."""
-    return {m.group(1): [p.strip() for p in m.group(2).split(",") if p.strip()]
+    return {m.group(1): [p.strip() for p in m.group(2).split(",")
+                         if p.strip() and " fj_gs" not in p]
             for m in _KERNEL_DECL.finditer(source)}
 
 
@@ -169,7 +173,8 @@ def _check(e: dict[str, Any], blobs: list[bytes]) -> None:
         raise BundleError("its source is not the one its binaries were built from")
     declared = _declared(e["source"])
     partials = [(np.dtype(p["dtype"]), (p["size"],)) for p in e["partials"]]
-    roles = {"param": params, "output": outs, "temp": temps, "partial": partials}
+    roles = {"param": params, "output": outs, "temp": temps, "partial": partials,
+             "status": [(STATUS_DTYPE, (1,))]}  # (the call's error flag: checked gathers)
     for k in e["kernels"]:
         _check_kernel(k, declared, roles)
 
@@ -217,6 +222,7 @@ def _check_kernel(k: dict[str, Any], declared: dict[str, list[str]],
         if have_dtype.itemsize != dtype.itemsize:
             raise BundleError(f"argument {a['name']!r} of kernel {name} is {dtype.name}, its "
                               f"{a['role']} {have_dtype.name}")
-        if k["kind"] == "elementwise" and a["writable"] and math.prod(shape) < k["work"]:
+        if k["kind"] == "elementwise" and a["writable"] and a["role"] != "status" and \
+                math.prod(shape) < k["work"]:  # (the status flag: any work-item may set it)
             raise BundleError(f"kernel {name} writes {k['work']} elements into "
                               f"{a['role']} {a['index']} of shape {list(shape)}")

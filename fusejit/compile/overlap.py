@@ -3,12 +3,16 @@
 NumPy runs a function's operations one after another on the memory the views share: a write
 through one argument is seen by the next read through another, and each operation reads its
 inputs as if copied first (``x[1:] += x[:-1]``). Traced as separate parameters, such arguments
-would not see each other's writes, so ``alias_classes`` (signature.py) refuses them with
-``OverlapWriteError``. This module runs such a call instead with every group of overlapping
-arguments replaced by one array spanning their memory, and the function given a view of it
-in place of each argument (``TensorProxy._view``: the tracer's own views, which already stage
-an overlapping read through a temporary): one parameter, as ``f(x, x)`` is one parameter, so
-each operation sees the data NumPy's would.
+would not see each other's writes, so ``alias_classes`` refuses them with ``OverlapWriteError``
+when the trace writes one. ``Fused`` then calls again with the key ``as_views`` makes: every
+group of overlapping arrays (arguments, and captured arrays read fresh: implicit inputs) is
+one array spanning their memory, passed in the place of the group's first argument, and the
+trace (compile/trace_call.py) gives the function a view of it in place of each member
+(``TensorProxy._view``: the tracer's own views, which already stage an overlapping read
+through a temporary): one parameter, as ``f(x, x)`` is one parameter, so each operation sees
+the data NumPy's would. It is the same function, the same bound ``self`` and the same
+captured state, so methods, callable objects and partials take this path as plain functions
+do.
 
 Refused, naming why: views whose element layouts cannot be views of one array (different
 dtypes or byte orders over the same bytes, offsets between them that are not a multiple of
@@ -18,6 +22,7 @@ NumPy leaves the result of a write undefined, and arrays of backends without suc
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,8 +30,10 @@ from typing import Any
 import numpy as np
 import pyopencl.array as cla
 
+from fusejit.compile.signature import CallKey, arg_spec
 from fusejit.errors import UnsupportedOperationError
-from fusejit.frontend.trace import TensorProxy
+from fusejit.frontend.captured import Implicit
+from fusejit.ir.graph import Graph
 
 
 class OverlapWriteError(UnsupportedOperationError):
@@ -70,9 +77,9 @@ def _layout(a: Any) -> tuple[int, int, int, tuple[int, ...]]:
     return start, low, high + a.dtype.itemsize, tuple(a.strides)
 
 
-def _refuse(i: int, j: int, why: str) -> OverlapWriteError:
+def _refuse(first: str, other: str, why: str) -> OverlapWriteError:
     return OverlapWriteError(
-        f"arguments {i} and {j} overlap in memory and the function writes into one of them, "
+        f"{first} and {other} overlap in memory and the function writes into one of them, "
         f"but {why}. Pass a copy of one of them")
 
 
@@ -141,25 +148,29 @@ def _map(offset: int, strides: tuple[int, ...], shape: tuple[int, ...],
     return tuple((d, tuple(row)) for d, row in zip(digits, coefs)), plain
 
 
-def plan(flat: list[Any], pairs: tuple[tuple[int, int, bool], ...]) -> tuple[list[Any], tuple]:
-    """(one array per group of overlapping arguments, and for each member: its position, its
-    group, its affine map into the group's array, its shape, whether it is writeable)."""
+def plan(flat: list[Any], pairs: tuple[tuple[int, int, bool], ...],
+         name: Callable[[int], str] = "argument {}".format) -> tuple[list[Any], tuple]:
+    """(one array per group of overlapping arrays, and for each member: its position, the
+    position of its group's first member (where the group's array is passed), its affine map
+    into the group's array, its shape, whether it is writeable); ``name`` says what is at a
+    position, for the refusals."""
     spans: list[Any] = []
     views = []
     for group in connected([pair[:2] for pair in pairs]):
         members = sorted(group)
         arrays = [flat[i] for i in members]
-        first = members[0]
+        first = name(members[0])
         kinds = {type(a) for a in arrays}
         if not kinds <= {np.ndarray} and not kinds <= {cla.Array}:
-            raise _refuse(first, members[1], "fusejit runs them as views of one array only "
-                          "where they are all NumPy or all pyopencl arrays")
+            raise _refuse(first, name(members[1]), "fusejit runs them as views of one array "
+                          "only where they are all NumPy or all pyopencl arrays")
         dtype = arrays[0].dtype
         for i, a in zip(members, arrays):
             if a.dtype != dtype or not a.dtype.isnative:
-                raise _refuse(first, i, f"they read the same bytes as {dtype} and {a.dtype}")
+                raise _refuse(first, name(i),
+                              f"they read the same bytes as {dtype} and {a.dtype}")
             if _self_overlapping(a) and (not isinstance(a, np.ndarray) or a.flags.writeable):
-                raise _refuse(first, i, f"argument {i} overlaps itself, where NumPy leaves "
+                raise _refuse(first, name(i), f"{name(i)} overlaps itself, where NumPy leaves "
                               "the result of a write undefined")
         layouts = [_layout(a) for a in arrays]
         low = min(lo for _, lo, _, _ in layouts)
@@ -167,7 +178,7 @@ def plan(flat: list[Any], pairs: tuple[tuple[int, int, bool], ...]) -> tuple[lis
         item = dtype.itemsize
         for i, (start, _, _, strides) in zip(members, layouts):
             if (start - low) % item or any(s % item for s in strides):
-                raise _refuse(first, i, "their elements are not aligned with each other")
+                raise _refuse(first, name(i), "their elements are not aligned with each other")
         size = (high - low) // item
         writeable = [not isinstance(a, np.ndarray) or bool(a.flags.writeable) for a in arrays]
         maps = None
@@ -182,40 +193,56 @@ def plan(flat: list[Any], pairs: tuple[tuple[int, int, bool], ...]) -> tuple[lis
             base = arrays[0]
             span = cla.Array(base.queue, grid, dtype, data=base.base_data,
                              offset=low - base.base_data.int_ptr)
-        views += [(i, len(spans), m[0], tuple(a.shape), w)  # type: ignore[index]
+        views += [(i, members[0], m[0], tuple(a.shape), w)  # type: ignore[index]
                   for i, a, m, w in zip(members, arrays, maps, writeable)]
         spans.append(span)
     return spans, tuple(views)
 
 
-def viewing(fn: Callable[..., Any], n_pos: int, kwnames: tuple[str, ...]) -> Callable[..., Any]:
-    """``fn`` called as ``g(views, *args, *kwargs values, *spans)``: each argument ``views``
-    names (a static tuple, ``plan``'s second part) made a view of its group's span."""
-    def on_views(views: tuple, *rest: Any) -> Any:
-        given = list(rest)
-        spans = given[n_pos + len(kwnames):]
-        for i, group, affine, shape, writeable in views:
-            given[i] = spans[group]._view(affine, shape, readonly=not writeable) \
-                if isinstance(spans[group], TensorProxy) else spans[group]
-        return fn(*given[:n_pos], **dict(zip(kwnames, given[n_pos:n_pos + len(kwnames)])))
-    on_views.__module__ = None  # (not fusejit's: what ``fn`` reads is the user's state)
-    return on_views
 
 
-def call(fused: Any, flat: list[Any], n_pos: int, kwnames: tuple[str, ...],
-         pairs: tuple[tuple[int, int, bool], ...]) -> Any:
-    """Run ``fused`` (a Fused) on ``flat`` (positional, then keyword arguments) whose arrays
-    ``pairs`` overlap, with each group of them passed as one span (see the module's doc)."""
-    spans, views = plan(flat, pairs)
-    inner = fused._overlapping.get((n_pos, kwnames))
-    if inner is None:
-        statics = {0} | {i + 1 for i in fused._static_nums if i < n_pos} | {
-            n_pos + 1 + k for k, name in enumerate(kwnames) if name in fused._static_names}
-        inner = type(fused)(viewing(fused._traced, n_pos, kwnames), statics,
-                            autotune=fused.autotune, validate=fused._validate,
-                            matmul_precision=fused.matmul_precision)
-        inner._overlapping = None  # (its spans never overlap: it never comes here)
-        fused._overlapping[(n_pos, kwnames)] = inner
-    members = {v[0] for v in views}
-    rest = [None if i in members else v for i, v in enumerate(flat)]
-    return inner(views, *rest, *spans)
+def as_views(flat: list[Any], key: CallKey, n_bound: int) -> tuple[list[Any], CallKey]:
+    """The call ``flat``, ``key`` (whose overlapping arrays ``alias_classes`` refused) made one
+    whose trace sees each group of them as views of one array (see the module's doc):
+    the group's array passed at its first member's position, and the views in the key.
+    ``n_bound``: arguments bound before the caller's (fuse(obj.method)'s obj)."""
+    n_args = len(flat) - key.implicit
+    n_pos = n_args - len(key.kwnames)
+
+    def name(i: int) -> str:
+        if i < n_pos:
+            return f"argument {i - n_bound}"
+        if i < n_args:
+            return f"argument {key.kwnames[i - n_pos]!r}"
+        read = next((n for g, n in zip(key.guards, key.guard_names)
+                     if isinstance(g, Implicit) and g.payload == i - n_args), None)
+        return f"the captured array {read}" if read else "an array read from outside the " \
+            "function's arguments"
+    spans, views = plan(flat, key.aliases, name)
+    flat = list(flat)
+    specs = list(key.specs)
+    for span, i in zip(spans, dict.fromkeys(v[1] for v in views)):  # (in group order)
+        flat[i] = span
+        specs[i] = arg_spec(span, False, name(i))
+    return flat, dataclasses.replace(key, specs=tuple(specs), views=views)
+
+
+def alias_classes(pairs: Sequence[tuple[int, int, bool]], graph: Graph
+                  ) -> list[frozenset[int]]:
+    """Sets of array parameters that share memory, from pairs of aliasing call arguments.
+
+    The same array passed twice is traced as one parameter (a write through one name is seen
+    through the other, as in NumPy); arguments that only partially overlap may be read, and a
+    function that writes into one of them raises OverlapWriteError before anything runs: the
+    call then runs with them as views of one array (``as_views``).
+    """
+    param_of = {p.source: i for i, p in enumerate(graph.params) if p.kind == "array"}
+    written = {p for p, _ in graph.writes}
+    for a, b, _ in pairs:
+        if a in param_of and b in param_of and {param_of[a], param_of[b]} & written:
+            raise OverlapWriteError(  # (Fused calls again with the key as_views makes)
+                f"arguments {a} and {b} overlap in memory and the function writes into one of "
+                "them; NumPy would read partly updated data there. Pass a copy of one of them")
+    return [frozenset(m) for m in connected([(param_of[a], param_of[b]) for a, b, _ in pairs
+                                             if a in param_of and b in param_of])
+            if len(m) > 1]

@@ -102,6 +102,8 @@ def key_changes(old: Any, new: Any) -> list[tuple[str, str, str]]:
         out.append(("call", "device", "another OpenCL context"))
     if old.aliases != new.aliases:
         out.append(("call", "aliasing", f"{old.aliases} -> {new.aliases}"))
+    if old.views != new.views:
+        out.append(("call", "aliasing", "overlapping arrays traced as views of one array"))
     if old.guards != new.guards:
         names = new.guard_names if len(new.guard_names) == len(new.guards) == len(old.guards) \
             else ()
@@ -126,7 +128,8 @@ def changed_dims(old: Any, new: Any) -> list[tuple[str, int]] | None:
     """(argument label, dim) of every array extent that differs between two keys, when
     extents of same-rank arrays (none of them 0 or 1) are all that differ; else None."""
     if old is None or old.kwnames != new.kwnames or len(old.specs) != len(new.specs) or \
-            (old.context, old.aliases, old.guards) != (new.context, new.aliases, new.guards):
+            (old.context, old.aliases, old.guards, old.views) != \
+            (new.context, new.aliases, new.guards, new.views):
         return None
     n_pos = len(new.specs) - len(new.kwnames)
     dims = []

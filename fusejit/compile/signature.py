@@ -18,11 +18,9 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from fusejit.ir import dtypes as dt
-from fusejit.compile.overlap import OverlapWriteError, connected
 from fusejit.errors import UnsupportedDTypeError
-from fusejit.ir.graph import Graph
 from fusejit.frontend.keys import Identity, StaticKey, static_key  # noqa: F401 - Identity for api.py
-from fusejit.runtime.backend import DeviceArray
+from fusejit.runtime.backend import FAST_PARTS, DeviceArray
 from fusejit.runtime.memory import BIG_OFFSET, HostArraySpec, zero_axes
 from fusejit.frontend.trace import MASKED
 
@@ -38,6 +36,8 @@ class DeviceArraySpec(NamedTuple):
     has_offset: bool
     wide: bool
     context: cl.Context
+    # False for a read-only export (a JAX array): the function may not write it (its own trace)
+    writeable: bool = True
 
 
 class ScalarSpec(NamedTuple):
@@ -110,7 +110,7 @@ def arg_spec(value: Any, static: bool, what: str = "argument") -> Spec:
         wide = value.offset // item + extent > _WIDE or (value.offset != 0 and
                                                           value.offset >= BIG_OFFSET)
         return DeviceArraySpec(dtype, value.shape, strides, value.offset != 0, wide,
-                               value.context)
+                               value.context, getattr(value, "writeable", True))
     if isinstance(value, np.ndarray):
         if dt.is_masked(value) or isinstance(value, np.matrix):
             raise TypeError(f"{what}: " + (MASKED if dt.is_masked(value) else
@@ -157,6 +157,9 @@ class CallKey:
     implicit: int = 0  # captured arrays read fresh, appended to the arguments
     # what each guard value reads (``cfg.alpha``): for the recompile log, not part of the key
     guard_names: tuple[str, ...] = field(default=(), compare=False)
+    # overlapping arrays traced as views of one array (compile/overlap.py's as_views): per
+    # member (position, where its group's array is, affine map, shape, writeable)
+    views: tuple[Any, ...] = ()
 
 
 class CacheInfo(NamedTuple):
@@ -182,6 +185,7 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
         return None
     parts = []
     ptrs = []
+    foreign: list[Any] = []
     host = 0
     for i, a in enumerate(args):
         t = type(a)
@@ -197,6 +201,14 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
             ptrs.append(a)
             parts.append((a.dtype, a.shape, a.strides, offset != 0, a.context))
         elif isinstance(a, DeviceArray):  # fusejit's own device arrays (Vulkan), as pyopencl's
+            part_of = FAST_PARTS.get(type(a.base_data)) if FAST_PARTS else None
+            if part_of is not None:  # another library's array, adopted: keyed as the raw one
+                part = part_of(a.base_data)
+                if part is None:
+                    return None
+                foreign.append(a.base_data)
+                parts.append(part)
+                continue
             if a.offset >= BIG_OFFSET:
                 return None
             ptrs.append(a)
@@ -210,8 +222,15 @@ def fast_key(args: tuple, static_nums: frozenset[int]) -> tuple | None:
             parts.append(t)
         elif isinstance(a, np.generic):
             parts.append(a.dtype)
-        else:
-            return None
+        else:  # a torch tensor, a CuPy array... (runtime/cuda/launch.py), else the full path
+            part_of = FAST_PARTS.get(t)
+            part = part_of(a) if part_of is not None else None
+            if part is None:
+                return None
+            foreign.append(a)
+            parts.append(part)
+    if len(foreign) > 1 and len({id(a) for a in foreign}) < len(foreign):
+        return None  # the same array twice: the full path's aliasing analysis
     if len(ptrs) > 1:
         bases = {a.base_data.int_ptr if type(a) is cla.Array else id(a.base_data) for a in ptrs}
         if len(bases) < len(ptrs):
@@ -252,24 +271,3 @@ def aliases_of(flat: list[Any], specs: Sequence[Spec]) -> tuple[tuple[int, int, 
                 continue
             out.append((i, j, same))
     return tuple(out)
-
-
-def alias_classes(pairs: Sequence[tuple[int, int, bool]], graph: Graph
-                   ) -> list[frozenset[int]]:
-    """Sets of array parameters that share memory, from pairs of aliasing call arguments.
-
-    The same array passed twice is traced as one parameter (a write through one name is seen
-    through the other, as in NumPy); arguments that only partially overlap may be read, and a
-    function that writes into one of them raises OverlapWriteError before anything runs: the
-    call then runs with them as views of one array (compile/overlap.py).
-    """
-    param_of = {p.source: i for i, p in enumerate(graph.params) if p.kind == "array"}
-    written = {p for p, _ in graph.writes}
-    for a, b, _ in pairs:
-        if a in param_of and b in param_of and {param_of[a], param_of[b]} & written:
-            raise OverlapWriteError(  # (Fused runs the call as views of one span: overlap.py)
-                f"arguments {a} and {b} overlap in memory and the function writes into one of "
-                "them; NumPy would read partly updated data there. Pass a copy of one of them")
-    return [frozenset(m) for m in connected([(param_of[a], param_of[b]) for a, b, _ in pairs
-                                             if a in param_of and b in param_of])
-            if len(m) > 1]

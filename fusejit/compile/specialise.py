@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fusejit.compile.recompiles import log
-from fusejit.frontend.guard_check import clear
+from fusejit.frontend.guard_check import clear, frozen
 
 
 class NeedsValue(Exception):
@@ -83,6 +83,13 @@ def fast_static(nums: frozenset[int], n_bound: int) -> frozenset[int]:
     """The static positions among a fast-path call's arguments: those of ``nums`` after
     fuse(obj.method)'s ``obj`` (static, keyed as itself), when there is one."""
     return frozenset({0} | {i + 1 for i in nums}) if n_bound else nums
+
+
+def same_statics(args: tuple, static: frozenset[int], n_bound: int) -> dict[int, Any]:
+    """The static arguments of a fast-path call that a guarded launcher may check by identity
+    (``Executable.guarded``'s ``same``): fuse(obj.method)'s obj (keyed by identity, and the
+    same object for good) and immutable values (their identity stands for their value)."""
+    return {i: args[i] for i in static if i < len(args) and (i < n_bound or frozen(args[i]))}
 
 
 def static_args(fn: Callable[..., Any], static_argnums: Sequence[int] | int,

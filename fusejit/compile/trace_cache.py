@@ -181,7 +181,7 @@ def _library_key() -> str:
 def entry_key(fused: Any, key: Any, queue: cl.CommandQueue) -> cache.ProgramKey | None:
     """The disk key of this call's lowered signature, or None when it may not be cached."""
     if not enabled() or fused._validate or key.guards or key.implicit or fused._code_refs \
-            or fused._guards:
+            or fused._guards or key.views:  # (views: traced again after a failed trace)
         return None
     from fusejit.runtime.backend import backend_of
     from fusejit.runtime.opencl.backend import OPENCL

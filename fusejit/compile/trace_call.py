@@ -11,7 +11,7 @@ from typing import Any
 from fusejit.compile.signature import CallKey, DeviceArraySpec, Identity, ScalarSpec, StaticSpec
 from fusejit.compile.specialise import NeedsValue
 from fusejit.errors import UnsupportedOperationError
-from fusejit.frontend.captured import CAPTURED_READ_ONLY, Captures
+from fusejit.frontend.captured import CAPTURED_READ_ONLY, Captures, outside_values
 from fusejit.frontend.overlay import substituted
 from fusejit.frontend.pytree import tree_flatten
 from fusejit.frontend.trace import TensorProxy, Tracer, lift
@@ -33,11 +33,18 @@ def trace_call(fn: Callable[..., Any], guards: Captures | None, key: CallKey,
     n_pos = len(flat) - len(kwnames) - key.implicit
     first_implicit = len(flat) - key.implicit
     same_as = {j: i for i, j, same in key.aliases if same}
+    # overlapping arrays as views of one array, passed at the first's position (overlap.py)
+    viewed = {v[0] for v in key.views} - {v[1] for v in key.views}
+    bound_self = flat[0] if key.specs and isinstance(key.specs[0], StaticSpec) and \
+        isinstance(key.specs[0].value, Identity) else None
     with Tracer() as tracer:
+        tracer.outside = lambda: outside_values(guards, bound_self)
         inputs: list[Any] = []
         for i, (value, spec) in enumerate(zip(flat, key.specs)):
             name = f"arg{i}"
-            if i in same_as:  # the same array passed twice: one parameter, one proxy
+            if i in viewed:
+                inputs.append(None)  # (its view, below)
+            elif i in same_as:  # the same array passed twice: one parameter, one proxy
                 inputs.append(inputs[same_as[i]])
             elif i >= first_implicit:  # a captured array: read-only, read fresh
                 strides = spec.strides if isinstance(spec, DeviceArraySpec) else None
@@ -53,6 +60,9 @@ def trace_call(fn: Callable[..., Any], guards: Captures | None, key: CallKey,
                 inputs.append(tracer.array_param(spec.dtype, spec.shape, spec.strides, name,
                                                  i, has_offset=spec.has_offset,
                                                  wide=spec.wide))
+                if not spec.writeable:
+                    inputs[-1]._readonly = (f"argument {i} is a read-only export (a JAX array, "
+                                            "say, is immutable): write into a copy of it")
             elif isinstance(spec, HostArraySpec):
                 strides = compact_strides(spec.shape, spec.zero) if spec.zero else \
                     row_major_strides(spec.shape)  # broadcast axes: read with stride 0
@@ -60,11 +70,13 @@ def trace_call(fn: Callable[..., Any], guards: Captures | None, key: CallKey,
                                                  writable=spec.writeable))
             else:
                 inputs.append(tracer.scalar_param(value, name, i))
+        spans = {i: inputs[i] for _, i, _, _, _ in key.views}
+        for i, at, affine, shape, writeable in key.views:
+            inputs[i] = spans[at]._view(affine, shape, readonly=CAPTURED_READ_ONLY if
+                                        i >= first_implicit else not writeable)
         if key.implicit:
             for value, proxy in zip(flat[first_implicit:], inputs[first_implicit:]):
                 tracer.captured[id(value)] = (value, proxy)
-            bound_self = flat[0] if isinstance(key.specs[0], StaticSpec) and isinstance(
-                key.specs[0].value, Identity) else None
             fn, new_self = substituted(fn, guards, lambda v: (
                 tracer.captured.get(id(v), (None, None))[1]), bound_self)
             if bound_self is not None:

@@ -23,6 +23,7 @@ their Python function (``cloudpickle``), never as compiled kernels.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import math
 import warnings
@@ -160,14 +161,27 @@ def _build(fused: Fused, args: tuple) -> tuple[list[Any], Any, DaskPlan]:
     recipe, treedef = make_recipe(fused._fn, args, fused._static_nums)
     pairs, plan = _inputs(recipe, args)
     present = {label for a in recipe.args for label in a.labels if label >= 0}
-    if recipe.kind == "reduction":
-        leaves = _reduction(fused, recipe, pairs, present)
-    else:
-        leaves = _blockwise(fused, recipe, pairs, present)
+    like = _CHUNK_TYPE.set(next((a._meta for a in args if is_dask_array(a)), None))
+    try:
+        if recipe.kind == "reduction":
+            leaves = _reduction(fused, recipe, pairs, present)
+        else:
+            leaves = _blockwise(fused, recipe, pairs, present)
+    finally:
+        _CHUNK_TYPE.reset(like)
     return leaves, treedef, plan
 
 
-def _meta(ndim: int, dtype: Any = float) -> np.ndarray:
+# the first dask argument's meta while a plan is built: results have its chunk type (CuPy
+# chunks give CuPy chunks, computed on their GPU: DevicePlugin(kind="cuda"))
+_CHUNK_TYPE: contextvars.ContextVar[Any] = contextvars.ContextVar("fusejit_chunk_type",
+                                                                  default=None)
+
+
+def _meta(ndim: int, dtype: Any = float) -> Any:
+    like = _CHUNK_TYPE.get()
+    if like is not None and not isinstance(like, np.ndarray):
+        return da.utils.meta_from_array(like, ndim=ndim, dtype=np.dtype(dtype))
     return np.empty((0,) * ndim, dtype=np.dtype(dtype))
 
 

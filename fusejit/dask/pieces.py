@@ -33,7 +33,8 @@ from fusejit.dask.plan import MERGE, Entry, Recipe
 _lock = threading.Lock()
 _pieces: weakref.WeakKeyDictionary[Fused, dict[Recipe, Pieces]] = weakref.WeakKeyDictionary()
 _REDUCE_OF = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "any": np.any,
-              "all": np.all}
+              "all": np.all, "bitwise_or": np.bitwise_or.reduce,
+              "bitwise_and": np.bitwise_and.reduce, "bitwise_xor": np.bitwise_xor.reduce}
 _N_PARTS = {"argmax": 2, "argmin": 2, "m2": 2}
 
 
@@ -244,7 +245,8 @@ def chunk_task(fused: Fused, recipe: Recipe, *args: Any) -> tuple[tuple[Any, ...
             states.append((outs[k], _global_index(recipe, e, outs[k + 1], sizes, offsets)))
             k += 2
         elif e.kind == "m2":
-            states.append((outs[k], np.full(outs[k].shape, count, np.int64)))
+            # (full_like: a CuPy block's count stays on its GPU)
+            states.append((outs[k], np.full_like(outs[k], count, dtype=np.int64)))
             k += 1
         else:
             states.append((outs[k],))
@@ -258,7 +260,8 @@ def _global_index(recipe: Recipe, e: Entry, local: np.ndarray, sizes: dict[int, 
     order = sorted(range(len(e.red_pos)), key=lambda k: e.red_pos[k])
     labels = [recipe.reduced[k] for k in order]
     starts = [int(offsets[k][0]) if np.size(offsets[k]) else 0 for k in order]
-    where = np.unravel_index(np.asarray(local, np.int64), [sizes[x] for x in labels])
+    # (a CuPy block's indices stay CuPy: NumPy's functions dispatch to CuPy's)
+    where = np.unravel_index(local.astype(np.int64), [sizes[x] for x in labels])
     full = [recipe.size(x) for x in labels]
     return np.ravel_multi_index(tuple(w + s for w, s in zip(where, starts)), full).astype(
         np.int64)

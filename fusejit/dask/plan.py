@@ -31,7 +31,8 @@ from fusejit.compile.signature import ScalarSpec, arg_spec
 from fusejit.frontend.trace import TensorProxy, Tracer, lift
 
 MERGE = {Op.SUM: "sum", Op.PROD: "prod", Op.MAX: "max", Op.MIN: "min", Op.ANY: "any",
-         Op.ALL: "all", Op.ARGMAX: "argmax", Op.ARGMIN: "argmin"}
+         Op.ALL: "all", Op.BIT_OR: "bitwise_or", Op.BIT_AND: "bitwise_and",
+         Op.BIT_XOR: "bitwise_xor", Op.ARGMAX: "argmax", Op.ARGMIN: "argmin"}
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ pass). The rules, stated for users in ``help(fuse)`` and the README:
   by value (floats by their bits). A cached call does not compute the guard values: the check
   fusejit.frontend.guard_check writes for them tells that they are unchanged.
 * ``fuse(obj.method)`` and ``fuse(obj)`` bind ``obj`` as a method's ``self``, and
-  ``fuse(functools.partial(...))`` runs a function whose closure holds the partial's arguments
-  (``bind_parts``): both are captured state by these rules.
+  ``fuse(functools.partial(...))`` runs a function whose own globals hold the partial's
+  arguments (``fusejit.frontend.bound.bind_parts``): both are captured state by these rules.
 * Larger NumPy arrays and every pyopencl array are implicit inputs: uploaded (NumPy) or passed
   by reference (pyopencl) on every call, so ``W -= lr * g`` between calls is seen. They are
   read-only inside the function: to write one, pass it as an argument.
@@ -130,49 +130,6 @@ def _module_data(module: Any) -> Any:
     if not isinstance(module, types.ModuleType):
         return module
     return {k: v for k, v in vars(module).items() if not k.startswith("__") and not is_code(v)}
-
-
-# -- what runs: a bound method, a callable object, a partial ---------------------------------------
-
-NO_SELF = object()  # ``bind_parts``' answer for a callable without a bound ``self``
-
-
-def bind_parts(fn: Any) -> tuple[Any, Any]:
-    """(the function whose code runs, its bound ``self`` or NO_SELF) for ``fuse(fn)``.
-
-    ``fuse(obj.method)`` and ``fuse(obj)`` (an object with ``__call__``) run the method with
-    ``obj`` bound, which the caller passes as a method's ``self`` is passed (``StaticSelf``), so
-    what it reads from ``obj`` is captured state, found and guarded as for ``@fuse`` on a method.
-    ``fuse(functools.partial(g, *args, **kw))`` runs a function whose closure holds the partial's
-    arguments, so they are captured state like any closure variable (guarded by value, large
-    arrays read fresh on every call), never values baked in at the first trace."""
-    if isinstance(fn, functools.partial) and is_fused(getattr(fn.func, "__self__", None)) \
-            and len(fn.args) == 1 and len(fn.args[0]) == 1:  # obj.f, f an @fuse method
-        return fused_code(fn.func.__self__), fn.args[0][0].value
-    args: tuple = ()
-    keywords: dict[str, Any] = {}
-    while isinstance(fn, functools.partial):
-        args, keywords = fn.args + args, {**fn.keywords, **keywords}
-        fn = fn.func
-    self_obj = NO_SELF
-    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-        self_obj, fn = fn.__self__, fn.__func__
-    elif not is_code(fn) and callable(fn):
-        call = type(fn).__call__
-        call = fused_code(call) if is_fused(call) else call  # (an @fuse __call__)
-        if isinstance(call, types.FunctionType):
-            self_obj, fn = fn, call
-    if not args and not keywords:
-        return fn, self_obj
-    func = fn
-    if self_obj is NO_SELF:
-        def partial_call(*given: Any, **kw: Any) -> Any:
-            return func(*args, *given, **{**keywords, **kw})
-    else:  # (the partial of a method: self is read whole, every attribute guarded)
-        def partial_call(self: Any, *given: Any, **kw: Any) -> Any:  # type: ignore[misc]
-            return func(self, *args, *given, **{**keywords, **kw})
-    partial_call.__module__ = None  # (not fusejit's: its closure is the user's state)
-    return partial_call, self_obj
 
 
 # -- finding the chains in bytecode ---------------------------------------------------------------
@@ -305,6 +262,7 @@ class Captures(list):
     # (scope, name, value) of the functions, classes and ufuncs the function names through a
     # global or closure variable: a call first checks ``scope.get(name) is value`` (see Fused)
     code_refs: list[tuple[Any, str, Any]]
+    written: list[Capture]  # chains the function writes (not guarded: see outside_values)
 
 
 class _Lookup:
@@ -377,7 +335,7 @@ def find_captures(fn: Any, self_obj: Any = None) -> Captures:
     ``self_obj``: for a method, the ``self`` of this call (the chains from it are resolved on
     it to tell methods, which are analysed in turn, from data)."""
     out = Captures()
-    out.functions, out.code_refs = {}, []
+    out.functions, out.code_refs, out.written = {}, [], []
     out += _find(fn, self_obj, None, (None, ()), set(), out)
     return out
 
@@ -412,6 +370,10 @@ def _find(fn: Any, self_obj: Any, self_get: Getter | None, self_path: Any,
                                    getattr(fn, "__kwdefaults__", None))) and \
         module is not None and _is_library(module)
     written = {c for c, w in found if w}
+    for chain in written:
+        if (root := _root_getter(fn, chain, self_get)) is not None:
+            into.written.append(Capture(chain, _walk(root, chain.steps, chain), fn,
+                                        self_path if chain.root == "self" else None))
     captures: list[Capture] = []
     done: set[Chain] = set()
     for chain, _ in found:
@@ -510,7 +472,20 @@ class Implicit(StaticKey):
     inputs (its dtype, shape and layout join the key as an argument's would)."""
 
 
-def guard_key(value: Any, implicit: list[Any], chain: Chain, depth: int = 0,
+class Reads(list):
+    """The arrays a call reads fresh (its implicit inputs), and for small NumPy arrays, which
+    are keyed by content: ``args``, the call's NumPy array arguments (a small array sharing
+    memory with one is read fresh instead: a write through the argument must be seen by a
+    later read of it, compile/overlap.py), and ``small``, those keyed by content (a fast
+    path checks them against its arguments: fusejit.frontend.guard_check.overlaps)."""
+
+    def __init__(self, args: tuple[np.ndarray, ...] = ()) -> None:
+        super().__init__()
+        self.args = args
+        self.small: list[np.ndarray] = []
+
+
+def guard_key(value: Any, implicit: Reads, chain: Chain, depth: int = 0,
               count: list[int] | None = None) -> Any:
     """A hashable stand-in for a captured value, equal exactly when a trace would be equal;
     arrays read fresh on every call are appended to ``implicit``."""
@@ -520,7 +495,9 @@ def guard_key(value: Any, implicit: list[Any], chain: Chain, depth: int = 0,
             _tick(count, depth, chain)
         return static_key(value)
     if isinstance(value, np.ndarray) and not dt.is_masked(value):
-        if value.size <= SMALL_ARRAY:
+        if value.size <= SMALL_ARRAY and not any(np.may_share_memory(value, a)
+                                                 for a in implicit.args):
+            implicit.small.append(value)
             return StaticKey(np.ndarray, (value.shape, value.dtype.str, value.tobytes()))
         return _implicit(value, implicit)
     if isinstance(value, cla.Array):
@@ -578,12 +555,14 @@ def _implicit(value: Any, implicit: list[Any]) -> StaticKey:
     return Implicit(type(value), len(implicit) - 1)
 
 
-def guard_values(captures: list[Capture], self_obj: Any) -> tuple[tuple[Any, ...], list[Any]]:
-    """This call's guard values, and the arrays it reads fresh (its implicit inputs)."""
-    implicit: list[Any] = []
+def guard_values(captures: list[Capture], self_obj: Any, args: Any = ()
+                 ) -> tuple[tuple[Any, ...], list[Any]]:
+    """This call's guard values, and the arrays it reads fresh (its implicit inputs);
+    ``args``: the call's arguments."""
+    implicit = Reads(tuple(a for a in args if type(a) is np.ndarray))
     keys = tuple(guard_key(c.get(self_obj), implicit, c.chain) for c in captures
                  if self_obj is not None or not needs_self(c))
-    return keys, implicit
+    return keys, list(implicit)
 
 
 def guard_names(captures: list[Capture], self_obj: Any) -> tuple[str, ...]:
@@ -596,3 +575,13 @@ def needs_self(capture: Capture) -> bool:
     """Is it read through the fused method's self (not through a global's method)?"""
     return capture.chain.root == "self" and (capture.self_path is None or
                                              capture.self_path[0] is None)
+
+
+def outside_values(captures: Captures | None, self_obj: Any) -> list[Any]:
+    """Everything the function reaches from outside its arguments, as it is now: each
+    capture's value, what it writes, and the bound ``self``."""
+    if not captures:
+        return [] if self_obj is None else [self_obj]
+    found = [c.get(self_obj) for c in (*captures, *captures.written)
+             if self_obj is not None or not needs_self(c)]
+    return found if self_obj is None else [self_obj, *found]

@@ -31,7 +31,8 @@ UFUNC_METHODS: dict[str, Impl] = {}
 GUFUNCS: dict[np.ufunc, Impl] = {}
 #: the proxy's own syntax that NumPy's functions implement, by name: ``"gather"`` for
 #: ``x[key]`` with an integer array in the key, ``"set_real"`` / ``"set_imag"`` for
-#: ``x.real = v`` / ``x.imag = v``
+#: ``x.real = v`` / ``x.imag = v``; ``"out"``: an ``out=`` as the implementations take it (a
+#: NumPy array the function made itself becomes its traced value: frontend/numpy/local.py)
 HOOKS: dict[str, Impl] = {}
 
 
@@ -51,6 +52,8 @@ def array_function(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     """``__array_function__``: the registered implementation of ``func``, or an
     ``UnsupportedOperationError`` naming the function as the user called it."""
     impl = FUNCTIONS.get(func)
+    if kwargs.get("out") is not None and "out" in HOOKS:
+        kwargs = {**kwargs, "out": HOOKS["out"](kwargs["out"])}
     if impl is None:
         name = getattr(func, "__name__", repr(func))
         module = getattr(func, "__module__", "numpy") or "numpy"
@@ -66,11 +69,27 @@ def ufunc_method(ufunc: np.ufunc, method: str, inputs: Any, kwargs: dict[str, An
     impl = UFUNC_METHODS.get(method)
     if impl is None:
         raise unsupported_ufunc_method(ufunc, method)
+    if kwargs.get("out") is not None and "out" in HOOKS:
+        kwargs = {**kwargs, "out": HOOKS["out"](kwargs["out"])}
     return impl(ufunc, inputs, kwargs)
 
 
 def unsupported_ufunc_method(ufunc: np.ufunc, method: str) -> UnsupportedOperationError:
     """The error for a ufunc method not traced (for this ufunc): implementations of a method
-    raise it for the ufuncs they do not cover, so every refusal reads alike."""
-    return UnsupportedOperationError(f"np.{ufunc.__name__}.{method} is not supported inside "
-                                     "@fuse")
+    raise it for the ufuncs they do not cover, so every refusal reads alike, saying what the
+    method is where that tells why (``at``: a scatter) and what to write instead."""
+    name = f"np.{ufunc.__name__}.{method}"
+    if method == "at":
+        instead = " Call it outside the fused function"
+        if ufunc is np.add:  # (a scatter-add over few positions is a reduction)
+            instead += ("; inside, np.add.at(x, idx, v) is the reduction x += np.where(idx[:, "
+                        "None] == np.arange(x.shape[0]), v[:, None], 0).sum(axis=0)")
+        return UnsupportedOperationError(
+            f"{name} is a scatter: an unbuffered in-place write at positions only known when "
+            "it runs, each index applied in turn (repeated indices accumulate), which is not "
+            f"supported inside @fuse.{instead}")
+    if method == "reduceat":
+        return UnsupportedOperationError(
+            f"{name} (reductions over segments whose bounds are data) is not supported inside "
+            "@fuse; call it outside the fused function")
+    return UnsupportedOperationError(f"{name} is not supported inside @fuse")

@@ -45,6 +45,7 @@ from fusejit.frontend.captured import (
     SMALL_ARRAY,
     Capture,
     Captures,
+    Reads,
     _fields,
     _Missing,
     guard_key,
@@ -156,9 +157,13 @@ class _Writer:
 def _read(w: _Writer, capture: Capture, self_obj: Any) -> str:
     """The expression that reads a capture's current value (as ``capture.get`` does)."""
     chain, fn = capture.chain, capture.owner
-    if needs_self(capture):  # (fuse(obj.method): its self is obj, for good)
+    steps = chain.steps
+    if needs_self(capture) and capture.self_path is None:  # (its self found some other way)
         return f"{w.const(capture.get)}({w.const(self_obj)})"
-    if chain.root == "global":
+    if needs_self(capture):  # (fuse(obj.method): its self is obj, for good)
+        expr = w.const(self_obj)
+        steps = capture.self_path[1] + steps  # (a method of self.sub: from obj to its self)
+    elif chain.root == "global":
         scope = fn.__globals__
         if chain.name not in scope:
             raise _Unsupported  # (a builtin, or not bound yet)
@@ -168,7 +173,7 @@ def _read(w: _Writer, capture: Capture, self_obj: Any) -> str:
         expr = f"{w.const(cell)}.cell_contents"
     else:  # (a global object's method's self, a default: read through the getter)
         return f"{w.const(capture.get)}(None)"
-    for step in chain.steps:
+    for step in steps:
         if step.kind == "attr" and step.key.isidentifier() and not step.key.startswith("__"):
             expr += f".{step.key}"
         elif step.kind == "attr":
@@ -187,7 +192,7 @@ def snapshot(captures: Captures, build: bool = True, self_obj: Any = None
     call computes the key)."""
     active = [c for c in captures if self_obj is not None or not needs_self(c)]
     values = [c.get(self_obj) for c in active]
-    implicit: list[Any] = []
+    implicit = Reads()
     keys = tuple(guard_key(v, implicit, c.chain) for c, v in zip(active, values))
     if not build:
         return keys, implicit, None
@@ -212,7 +217,7 @@ def snapshot(captures: Captures, build: bool = True, self_obj: Any = None
 def clear(fused: Any) -> None:
     """Forget every fast-path entry of ``fused`` and its check."""
     fused._by_guards.clear()
-    fused._check, fused._implicit, fused._unchecked = None, (), 0
+    fused._check, fused._implicit, fused._unchecked, fused._small = None, (), 0, ()
     select(fused, ())
 
 
@@ -228,6 +233,15 @@ def recheck(fused: Any) -> None:
     self_obj = fused._bound[0].value if fused._bound else None
     guards, implicit, fused._check = snapshot(fused._guards, fused._unchecked < 3, self_obj)
     fused._unchecked += fused._check is None  # (no check can tell: stop writing them)
-    fused._implicit = tuple(implicit)
+    fused._implicit, fused._small = tuple(implicit), tuple(implicit.small)
     if fused._fast is not fused._by_guards.get(guards, (None,))[0]:
         select(fused, guards)
+
+
+def overlaps(small: tuple[np.ndarray, ...], args: tuple) -> bool:
+    """Does a NumPy argument share memory with a small captured array the fast paths' traces
+    hold by content (``Reads.small``)? Then the call takes the full path, which reads that
+    array fresh, so that a write through the argument is seen by a later read of it."""
+    if np.ndarray not in map(type, args):  # (device arrays, scalars: the common call)
+        return False
+    return any(type(a) is np.ndarray and np.may_share_memory(a, s) for a in args for s in small)

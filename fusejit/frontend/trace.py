@@ -63,6 +63,9 @@ class Tracer:
         # id -> (array, proxy): arrays read from outside the arguments, read fresh on each call
         self.captured: dict[int, tuple[Any, TensorProxy]] = {}
         self.concrete: set[int] = set()  # Python int arguments needed as ints: their sources
+        # the values the function can reach from outside its arguments (None: not known), to
+        # tell NumPy arrays it made itself from those (frontend/numpy/local.py)
+        self.outside: Callable[[], list[Any]] | None = None
 
     def __enter__(self) -> Self:
         if _current.get() is not None:

@@ -80,8 +80,8 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
                    apply_ufunc(np.remainder, inputs, {"dtype": dtype}))
         return _write_out(results, out, casting, "divmod") if out is not None else results
     if ufunc.nout != 1:
-        raise UnsupportedOperationError(f"np.{ufunc.__name__} (several outputs) is not supported "
-                                        "inside @fuse")
+        raise _numpy_error(ufunc, inputs, dtype) or UnsupportedOperationError(
+            f"np.{ufunc.__name__} (several outputs) is not supported inside @fuse")
     if out is not None and ufunc in OP_OF_UFUNC:
         _precheck_output_cast(ufunc, inputs, out, dtype, casting)
     if ufunc is CLIP_UFUNC:
@@ -93,10 +93,25 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
     elif ufunc in OP_OF_UFUNC:
         result = elementwise(ufunc, inputs, dtype=None if dtype is None else np.dtype(dtype))
     else:
-        raise UnsupportedOperationError(f"np.{ufunc.__name__} is not supported inside @fuse")
+        raise _numpy_error(ufunc, inputs, dtype) or UnsupportedOperationError(
+            f"np.{ufunc.__name__} is not supported inside @fuse")
     if out is not None:
         return _write_out((result,), out, casting, ufunc.__name__)[0]
     return result
+
+
+def _numpy_error(ufunc: np.ufunc, inputs: Sequence[Any], dtype: Any) -> Exception | None:
+    """The error NumPy raises for a ufunc fusejit does not trace, where NumPy has no loop for
+    these operand dtypes either (np.isnat of floats: TypeError): NumPy's answer, not a refusal.
+    Found by calling it on empty arrays (and scalars) of the operands' types."""
+    probes = [np.empty(0, t) if isinstance(t, np.dtype) else t(0)
+              for t in (_ptype(x) for x in inputs)]
+    try:
+        with np.errstate(all="ignore"):
+            ufunc(*probes, **({} if dtype is None else {"dtype": dtype}))
+    except (TypeError, ValueError) as exc:
+        return exc
+    return None
 
 
 def _write_out(results: tuple[Any, ...], out: Any, casting: str, ufunc_name: str

@@ -47,7 +47,7 @@ import pyopencl as cl
 
 from fusejit.errors import UnsupportedDTypeError, ValidationError
 from fusejit.ir.graph import Graph, Node, toposort
-from fusejit.ir.ops import LEAVES, OPS, Op
+from fusejit.ir.ops import LEAVES, OPS, REDUCE, Op
 from fusejit.ir.reference import eval_node, with_derived
 from fusejit.inspect.readback import to_host
 
@@ -275,7 +275,7 @@ def _undefined_conversion(x: np.ndarray, target: np.dtype) -> np.ndarray:
 
 # -- reductions ------------------------------------------------------------------------------------
 
-_REDUCTIONS = frozenset({Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.ANY, Op.ALL})
+_REDUCTIONS = REDUCE
 
 
 def _reduce(node: Node, src: Bound) -> Bound:
@@ -317,7 +317,8 @@ def _reduce(node: Node, src: Bound) -> Bound:
         else:
             decided = false.any(axis=axes, keepdims=True) | true.all(axis=axes, keepdims=True)
         out = np.where(decided, 0.0, np.inf)
-    else:  # integer sums and products wrap the same way; arg-reductions need exact operands
+    else:  # integer sums and products wrap the same way; arg-reductions and bitwise
+        # reductions need exact operands
         out = np.where(unknown | inexact, np.inf, 0.0)
     return Bound(ref, np.broadcast_to(out, node.shape))
 

@@ -120,6 +120,9 @@ class Op(enum.Enum):
     ARGMIN = enum.auto()
     ANY = enum.auto()
     ALL = enum.auto()
+    BIT_OR = enum.auto()  # np.bitwise_or.reduce (and bools); identity 0
+    BIT_AND = enum.auto()  # np.bitwise_and.reduce; identity all ones of the dtype
+    BIT_XOR = enum.auto()  # np.bitwise_xor.reduce, np.logical_xor.reduce of bools; identity 0
     # write values into a region of an array: srcs (base, values), arg = the region's index map
     SETITEM = enum.auto()
     # read operand 0 at an index computed on the device: srcs (x, index), arg = axis; out[j] =
@@ -297,6 +300,9 @@ OPS: dict[Op, OpInfo] = dict([
     _row(Op.MAX, np.maximum, 1, ref=np.max), _row(Op.MIN, np.minimum, 1, ref=np.min),
     _row(Op.ARGMAX, None, 1, ref=np.argmax), _row(Op.ARGMIN, None, 1, ref=np.argmin),
     _row(Op.ANY, np.logical_or, 1, ref=np.any), _row(Op.ALL, np.logical_and, 1, ref=np.all),
+    _row(Op.BIT_OR, np.bitwise_or, 1, ref=np.bitwise_or.reduce),
+    _row(Op.BIT_AND, np.bitwise_and, 1, ref=np.bitwise_and.reduce),
+    _row(Op.BIT_XOR, np.bitwise_xor, 1, ref=np.bitwise_xor.reduce),
     _row(Op.SETITEM, None, 2),
     _row(Op.GATHER, None, 2, ref=_gather_ref),
     _row(Op.MATMUL, np.matmul, 2, ref=np.matmul),
@@ -310,7 +316,8 @@ assert set(OPS) == set(Op), set(Op) - set(OPS)
 
 LEAVES = frozenset({Op.INPUT, Op.SCALAR, Op.CONST, Op.IOTA})
 MOVEMENT = frozenset({Op.VIEW, Op.RESHAPE})
-REDUCE = frozenset({Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.ANY, Op.ALL})
+REDUCE = frozenset({Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ARGMAX, Op.ARGMIN, Op.ANY, Op.ALL,
+                    Op.BIT_OR, Op.BIT_AND, Op.BIT_XOR})
 CONTRACT = frozenset({Op.MATMUL})  # computed by a GEMM kernel (fusejit/passes/gemm.py)
 ELEMENTWISE = frozenset(set(Op) - LEAVES - MOVEMENT - REDUCE - CONTRACT
                         - {Op.SETITEM, Op.GATHER, Op.SCAN, Op.SVDVALS})
@@ -330,6 +337,16 @@ OP_OF_UFUNC[np.degrees] = Op.RAD2DEG
 REDUCE_OF_UFUNC: dict[np.ufunc, Op] = {
     np.add: Op.SUM, np.multiply: Op.PROD, np.maximum: Op.MAX, np.minimum: Op.MIN,
     np.logical_or: Op.ANY, np.logical_and: Op.ALL,
+    np.bitwise_or: Op.BIT_OR, np.bitwise_and: Op.BIT_AND, np.bitwise_xor: Op.BIT_XOR,
+    np.logical_xor: Op.BIT_XOR,  # (of its operand cast to bool: the result dtype)
+}
+
+# The elementwise op that merges two partial results of each reduction op (codegen/reduce.py
+# merges lanes, work-groups and partial kernels' results with it, in any grouping)
+REDUCE_COMBINE: dict[Op, Op] = {
+    Op.SUM: Op.ADD, Op.PROD: Op.MUL, Op.MAX: Op.MAXIMUM, Op.MIN: Op.MINIMUM,
+    Op.ANY: Op.BITWISE_OR, Op.ALL: Op.BITWISE_AND, Op.BIT_OR: Op.BITWISE_OR,
+    Op.BIT_AND: Op.BITWISE_AND, Op.BIT_XOR: Op.BITWISE_XOR,
 }
 
 # Combine ops a SCAN may use: associative, so a work-group may scan in a tree (fusejit/
@@ -353,6 +370,7 @@ COMPLEX_OPS = frozenset({
     Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.MAXIMUM, Op.MINIMUM, Op.FMAX, Op.FMIN,
     Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_XOR, Op.LOGICAL_NOT,
     Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.ANY, Op.ALL,
+    Op.BIT_XOR,  # (np.logical_xor.reduce: of its operand cast to bool, as ANY and ALL)
     Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG10, Op.SQRT, Op.POW, Op.SIN, Op.COS, Op.TAN,
     Op.SINH, Op.COSH, Op.TANH, Op.ARCSIN, Op.ARCCOS, Op.ARCTAN, Op.ARCSINH, Op.ARCCOSH,
     Op.ARCTANH, Op.EXPM1, Op.LOG1P, Op.RINT, Op.COMPLEX,

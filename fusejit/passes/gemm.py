@@ -53,7 +53,7 @@ def partition_gemm(graph: Graph, limits: DeviceLimits | None = None,
     mms = [n for n in order if n.op in (Op.MATMUL, Op.SCAN, Op.SVDVALS)]
     if not mms:
         return partition(graph, limits, aliases, rows, dynamic)
-    return _GemmPartition(graph, order, mms, limits or DeviceLimits(), aliases).plan()
+    return _GemmPartition(graph, order, mms, limits or DeviceLimits(), aliases, dynamic).plan()
 
 
 def _index(shape: tuple[int, ...]) -> Index:
@@ -190,8 +190,9 @@ def _strip(node: Node) -> Node:
 
 class _GemmPartition:
     def __init__(self, graph: Graph, order: list[Node], mms: list[Node], limits: DeviceLimits,
-                 aliases: Sequence[frozenset[int]]) -> None:
+                 aliases: Sequence[frozenset[int]], dynamic: bool = False) -> None:
         self.graph, self.limits, self.aliases = graph, limits, aliases
+        self.dynamic = dynamic  # (the other kernels' strategies must not follow the batch)
         self.pos = {n: i for i, n in enumerate(order)}
         self.mms = mms
         self.mm_set = set(mms)
@@ -367,7 +368,7 @@ class _GemmPartition:
                                         f"{m.srcs[0].describe()} (one-sided Jacobi, a work-group "
                                         "per matrix)", svd=m))
                     continue
-                why = _reason(m, stores, stored | set(extra))
+                why = _reason(m, stores, stored | set(extra), self.dynamic)
                 groups.append(Group("gemm", m.shape, tuple(stores), why, matmul=m))
         groups, temps = _inplace(graph, groups, temps, self.aliases)
         return Plan(tuple(groups), tuple(temps), (), tuple(notes))
@@ -410,7 +411,7 @@ class _GemmPartition:
         n_out = len(outputs)
         outputs += [sub(n, top=True) for n in extras]
         sub_graph = Graph(tuple(params), tuple(outputs), tuple(writes))
-        plan = partition(sub_graph, self.limits, self.aliases)
+        plan = partition(sub_graph, self.limits, self.aliases, dynamic=self.dynamic)
 
         def orig(n: Node) -> Node:
             return back.get(n, n)
@@ -455,15 +456,19 @@ def _ops(node: Node, stop: set[Node]) -> list[str]:
     return names
 
 
-def _reason(m: Node, stores: list[Store], stored: set[Node]) -> str:
+def _reason(m: Node, stores: list[Store], stored: set[Node], dynamic: bool = False) -> str:
     a, b = m.srcs
     *batch, rows, k = a.shape
     cols = b.shape[-1]
     shape = "x".join(map(str, (*batch, rows, cols, k)))
-    text = f"GEMM {'batched ' if batch else ''}{shape} (batch x M x N x K) in {m.dtype.name}"
+    axes = "batch x M x N x K" if batch else "M x N x K"
+    text = f"GEMM {'batched ' if batch else ''}{shape} ({axes}) in {m.dtype.name}"
     conv = window.describe(m, stored - {m})
     if conv:
         text += f"; {conv}"
+        if dynamic:
+            text += ("; extents at launch: M (the batch is its first factor); the image's "
+                     "height and width, the window and the stride are specialised")
     for name, src in (("a", a), ("b", b)):
         ops = _ops(src, stored - {m})
         if _strip(src) in stored:

@@ -167,7 +167,8 @@ def _split(graph: Graph, g: Group, temps: list[Node], written: set[Node]) -> lis
     rest = tuple(st for st in g.stores if st is not dest)
     *batch, rows, k = m.srcs[0].shape
     shape = "x".join(map(str, (*batch, rows, m.shape[-1], k)))
-    reason = (f"GEMM {'batched ' if batch else ''}{shape} (batch x M x N x K) in "
+    axes = "batch x M x N x K" if batch else "M x N x K"
+    reason = (f"GEMM {'batched ' if batch else ''}{shape} ({axes}) in "
               f"{m.dtype.name} on the host: np.matmul (NumPy's BLAS) into the mapped "
               f"{'output' if dest.dest.kind == 'output' else 'temporary'}, after the queue "
               "finishes (this CPU device's buffers are host memory; OpenBLAS outruns an "

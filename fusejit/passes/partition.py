@@ -136,7 +136,8 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
             cpu_vector_strategy(space, key[1], n_stages, contiguous, limits, vector_ok, widest,
                                 dynamic)
             or choose_strategy(space, key[1], n_stages, contiguous, limits,
-                               sum(lane_bytes(m) for m in ms))), key[0], key[1], rows, limits))
+                               sum(lane_bytes(m) for m in ms), dynamic)),
+            key[0], key[1], rows, limits))
     epilogues: list[list[Store]] = [[] for _ in keys]
     row_stores: list[list[Store]] = [[] for _ in keys]
     visits: list[list[Store]] = [[] for _ in keys]  # stored as the first pass reads (visit.py)
@@ -178,7 +179,7 @@ def partition(graph: Graph, limits: DeviceLimits | None = None,
                 space, key[1], n_stages, st.vec_axis == "rows" or
                 inner_contiguous(graph, ms[0], stop), limits, True, widest, dynamic)
                 or choose_strategy(space, key[1], n_stages, inner_contiguous(graph, ms[0], stop),
-                                   limits, sum(lane_bytes(m) for m in ms)),
+                                   limits, sum(lane_bytes(m) for m in ms), dynamic),
                 key[0], key[1], rows, limits)
             strategies[g] = dataclasses.replace(redo, gy=1) if row_stores[g] else redo
 

@@ -26,11 +26,18 @@ ROW_GROUP = 128
 
 def choose_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int,
                     inner_contiguous: bool, limits: DeviceLimits,
-                    lane_bytes: int = 0) -> ReduceStrategy:
+                    lane_bytes: int = 0, dynamic: bool = False) -> ReduceStrategy:
     """Cost model for a reduction's work-group shape (see ReduceStrategy). ``lane_bytes``: local
-    memory each lane needs for the trees (the work-group must fit ``limits.local_mem``)."""
+    memory each lane needs for the trees (the work-group must fit ``limits.local_mem``).
+    ``dynamic``: the kernel takes its extents at launch, so the work-group's shape is chosen for
+    a fixed count of outputs, not this trace's (a pooling or a pooled image's mean over batches
+    2, 3 and 5 is one program, not one per batch size)."""
     red = math.prod(space[i] for i in axes)
     outer = math.prod(d for i, d in enumerate(space) if i not in axes)
+    # the outputs' count the shape is chosen for: under dynamic a fixed batch that fills the
+    # device (the cpu_vector_strategy floor), whatever this trace's count; splitting few long
+    # rows over work-groups still follows the true count
+    wide = 64 * limits.compute_units if dynamic and outer > 1 else outer
     wg = min(limits.max_barrier_group or limits.max_work_group, 1024 if limits.is_gpu else 256)
     target_groups = limits.compute_units * (8 if limits.is_gpu else 2)
     if inner_contiguous and limits.is_gpu:
@@ -53,7 +60,7 @@ def choose_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int
         ly = 1
         while ly < min(red, wg, 16):
             ly *= 2
-        lx = max(1, min(wg // ly, max(1, outer // target_groups)))
+        lx = max(1, min(wg // ly, max(1, wide // target_groups)))
         lx = 1 << (lx.bit_length() - 1)
     elif limits.is_gpu:
         # Columns: 16 adjacent outputs per work-group (64-byte segments of each row) and up to
@@ -64,18 +71,18 @@ def choose_strategy(space: tuple[int, ...], axes: tuple[int, ...], n_stages: int
         # 0.390 -> 0.126; 1024x16384 0.034/0.061 -> 0.026/0.025. 8 x 128 is close; 32 x 32 and
         # 128 x 8 are 1.5-5x slower.
         lx = 1
-        while lx < min(outer, 16):
+        while lx < min(wide, 16):
             lx *= 2
         ly = 1
         while lx * ly * 2 <= wg and ly * 2 <= min(red, 64) and \
-                outer * ly * 2 <= limits.compute_units * 2048 * 4:
+                wide * ly * 2 <= limits.compute_units * 2048 * 4:
             ly *= 2
     else:
         lx = 1
-        while lx < min(outer, 16):
+        while lx < min(wide, 16):
             lx *= 2
         ly = 1
-        while lx * ly * 2 <= wg and ly * 2 <= red and (outer // lx) * ly < target_groups * 4:
+        while lx * ly * 2 <= wg and ly * 2 <= red and (wide // lx) * ly < target_groups * 4:
             ly *= 2
     # many reductions fused into one kernel each keep a tree buffer of lx * ly lanes
     while ly > 1 and lx * ly * lane_bytes > limits.local_mem:

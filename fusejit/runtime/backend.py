@@ -197,6 +197,17 @@ def register_adopter(adopter: Any) -> None:
     _adopters.append(adopter)
 
 
+# Other libraries' array types whose calls have a fast-path key (``compile/signature.fast_key``):
+# type -> ``part(value) -> tuple | None``, the attributes a compiled signature depends on, read
+# cheaply (None: the call takes the full path). A backend registers a type once it adopted an
+# array of it, so the key of an adopted array (its ``base_data``) and of the raw one agree.
+FAST_PARTS: dict[type, Any] = {}
+
+
+def register_fast_part(cls: type, part: Any) -> None:
+    FAST_PARTS[cls] = part
+
+
 def adopt(value: Any, what: str) -> Any:
     """``value`` as a backend's DeviceArray when one adopts it, else ``value`` itself."""
     for adopter in _adopters:

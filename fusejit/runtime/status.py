@@ -11,10 +11,19 @@ get the results and before anything is returned; it clears the buffer again firs
 The read-back costs no extra synchronisation where the call reads its results back anyway
 (NumPy arguments: the flag's read is queued before the results' and checked after them). A
 call whose results stay on the device (pyopencl or Vulkan arrays) waits for its kernels to read
-the flag: one synchronisation a call, paid only by functions with a checked gather; NumPy's
-``np.take(..., mode='clip')`` or ``'wrap'`` has no check (clip clamps, wrap cannot be out of
-range). Two threads running the same signature concurrently share the buffer, so an error in
-one may be reported by both.
+the flag: one 4-byte blocking read a call, paid only by functions with a checked gather. On
+OpenCL the generated launchers (the cached and guarded fast paths) do that read themselves
+(``Executable._status_check``), so such a call costs a launch plus the wait for its kernels
+(a 1024-element ``x[i]`` on PoCL: about a synchronised launch), never the general ``run``.
+
+The error is raised by the call itself, never later: a deferred check (the flag read
+asynchronously, raised at the next synchronisation) cannot be guaranteed to surface, because
+the synchronisation a user observes is usually pyopencl's own (``result.get()``,
+``queue.finish()``), which fusejit does not see; an error raised at some later unrelated call,
+or never, would be worse than the wait. NumPy's ``np.take(..., mode='clip')`` or ``'wrap'``
+has no check (clip clamps, wrap cannot be out of range) and stays asynchronous. Two threads
+running the same signature concurrently share the buffer, so an error in one may be reported
+by both.
 """
 
 from __future__ import annotations

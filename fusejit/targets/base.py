@@ -169,6 +169,9 @@ class Target(abc.ABC):
     wide_lane_bytes: int = 32
     lanes_by_bytes: bool = True  # lanes fill 16/32 bytes (else max_lanes whatever the dtype)
     fixed_local_size: bool = False  # the work-group shape is compiled in (never autotuned)
+    # the target spells the tiled and tensor-core GEMM kernels (local tiles, vector types,
+    # pointers); where not (GLSL), products run the direct kernel (codegen/gemm/dispatch.py)
+    tiled_gemm: bool = True
     bool_accumulator: np.dtype | None = None  # what reductions of bools accumulate in (None: bool)
     # > 1: a row kept in registers gives each lane runs of this many adjacent elements (slot k
     # of lane l holds element (k // n * lanes + l) * n + k % n) instead of one element every

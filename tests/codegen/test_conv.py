@@ -2,7 +2,8 @@
 ``np.tensordot`` or ``@`` is an implicit GEMM (its operand read through the window map, no
 im2col buffer) with the GEMM's epilogue. Checked against NumPy within the GEMM's
 summation-order bound (integers exactly), and by kernel counts: conv + bias + ReLU is one kernel,
-with an inference batch-norm and a residual still one, in NHWC and NCHW, grouped too."""
+with an inference batch-norm and a residual still one, in NHWC and NCHW, grouped too. On each
+device (``device``): Vulkan's GLSL runs the direct GEMM kernel (codegen/gemm/dispatch.py)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def _bound_ok(got, f, args, k: int) -> None:
     ("nchw", 2, (12, 11), 3, 4, 7, 2, 3, np.float32),
     ("nhwc", 1, (7, 7), 3, 5, 2, 2, 0, np.int32),
 ])
-def test_conv_bias_relu_is_one_kernel(rng, layout, n, hw, c, k, window, stride, pad, dtype):
+def test_conv_bias_relu_is_one_kernel(rng, device, layout, n, hw, c, k, window, stride, pad,
+                                      dtype):
     if layout == "nhwc":
         f, x, w = conv_nhwc, _data((n, *hw, c), dtype, rng), _data((window, window, c, k),
                                                                      dtype, rng)
@@ -78,7 +80,7 @@ def test_conv_bias_relu_is_one_kernel(rng, layout, n, hw, c, k, window, stride, 
         assert f"K = {window}*{window}*{c}" in reason or f"K = {c}*{window}*{window}" in reason
 
 
-def test_batchnorm_residual_grouped_still_one_kernel(rng) -> None:
+def test_batchnorm_residual_grouped_still_one_kernel(rng, device) -> None:
     """Inference batch-norm (a per-channel scale and shift) and a residual after a grouped
     convolution written with np.tensordot per group: one kernel."""
     x = rng.standard_normal((1, 6, 7, 4)).astype(np.float32)
@@ -125,7 +127,7 @@ def test_host_blas_path_stores_the_windows(rng, monkeypatch) -> None:
     assert "on the host" in reasons and "im2col matrix" in reasons
 
 
-def test_conv_of_pooled_image_reads_it_through_the_pad(rng) -> None:
+def test_conv_of_pooled_image_reads_it_through_the_pad(rng, device) -> None:
     """A convolution of a pooled (reduced) image stores the pooled image once and reads it
     through the pad and window maps: two kernels, not a third storing the padded copy."""
     x = rng.standard_normal((1, 8, 10, 2)).astype(np.float32)
@@ -174,7 +176,7 @@ def test_every_gemm_kernel_reads_windows_and_stores_images(rng, config) -> None:
             assert len(fused.lower(*args).kernels) == 1
 
 
-def test_several_outputs_and_a_cast(rng) -> None:
+def test_several_outputs_and_a_cast(rng, device) -> None:
     """NCHW over a symmetric pad, the pre-activation and a float16 activation out: one kernel."""
     x = rng.standard_normal((2, 3, 8, 7)).astype(np.float32)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
@@ -191,3 +193,20 @@ def test_several_outputs_and_a_cast(rng) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-3 if want.dtype == np.float16 else 1e-5,
                                    atol=1e-5)
     assert len(fused.lower(x, w, b).kernels) == 1
+
+
+def test_grouped_convolution_as_a_batched_matmul(rng, device) -> None:
+    """A grouped convolution spelled with ``@``: the windows' (g, c*kh*kw) columns moved to a
+    batch of groups, the products' rows moved back to NHWC channels: one batched implicit
+    GEMM, its store through the permutation."""
+    x = rng.standard_normal((2, 7, 6, 4)).astype(np.float32)  # n h w (g c)
+    w = rng.standard_normal((2, 18, 3)).astype(np.float32)  # g (c i j) k
+
+    def grouped(x, w):
+        a = swv(x, (3, 3), axis=(1, 2)).reshape(2, 5, 4, 2, 18)  # n h w g (c i j)
+        y = np.moveaxis(a, 3, 0).reshape(2, -1, 18) @ w  # g (n h w) k
+        return np.moveaxis(y.reshape(2, 2, 5, 4, 3), 0, 3).reshape(2, 5, 4, 6)
+    fused = fuse(grouped)
+    np.testing.assert_allclose(fused(x, w), grouped(x, w), rtol=1e-5, atol=1e-5)
+    kernels = fused.lower(x, w).kernels
+    assert len(kernels) == 1 and "GEMM batched" in kernels[0].reason

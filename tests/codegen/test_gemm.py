@@ -514,3 +514,27 @@ def test_region_write_of_a_product_of_itself(queue) -> None:
     fuse(inplace)(dx, cla.to_device(queue, w))
     inplace(ref, w)
     np.testing.assert_allclose(dx.get(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["vulkan"], indirect=True)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_, np.float16])
+def test_products_on_vulkan(device, rng, dtype) -> None:
+    """Vulkan's GLSL runs the direct kernel (codegen/gemm/dispatch.py): a transposed operand,
+    a batch, a vector and an epilogue, NumPy's dtypes; one shader per product."""
+    a, b = _data((2, 33, 17), dtype, rng), _data((17, 9), dtype, rng)
+    v = _data((17,), dtype, rng)
+
+    def products(a, b, v):
+        return a @ b, a[1].T.T @ b + b[0], v @ b
+    fused = fuse(products)
+    for got, want, x, y in zip(fused(a, b, v), products(a, b, v), (a, a[1], v), (b, b, b)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        if want.dtype.kind in "iub":
+            np.testing.assert_array_equal(got, want)
+        elif x is not a[1]:  # (the one with a sum after it: NumPy's rounding of that sum too)
+            _bound_ok(got, x, y, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=2e-3 if dtype == np.float16 else 1e-5,
+                                       atol=2e-3 if dtype == np.float16 else 1e-5)
+    kernels = fused.lower(a, b, v).kernels
+    assert len(kernels) == 3 and "direct kernel" in kernels[0].reason

@@ -164,3 +164,19 @@ def test_device_signature_takes_numpy_arguments_too(tmp_path, queue):
     target = x.copy()
     assert w(target, y) == (x + y).sum()
     np.testing.assert_array_equal(target, x + y)
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_checked_gathers_load_and_raise(tmp_path, trusted) -> None:
+    """A checked gather's status buffer (role "status", one flag every work-item may set) is
+    part of a consistent bundle: it loads, runs, and an index out of bounds is still
+    NumPy's IndexError."""
+    from fusejit.errors import DeviceIndexError
+
+    x, i = np.arange(10, dtype=np.float32), np.array([1, 3, -2])
+    key = b"k" if trusted else None
+    loaded = fusejit.load(fusejit.export(fusejit.fuse(lambda x, i: x[i] * 2), [(x, i)],
+                                         tmp_path / "g.fjb", key=key), key=key)
+    np.testing.assert_array_equal(loaded(x, i), x[i] * 2)
+    with pytest.raises(DeviceIndexError, match="index out of bounds"):
+        loaded(x, np.array([1, 30, 0]))

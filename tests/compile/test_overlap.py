@@ -110,14 +110,3 @@ def test_what_cannot_be_one_array_is_refused_saying_why() -> None:
     with pytest.raises(UnsupportedOperationError, match="not aligned"):
         fuse(add_into)(raw[:32].view(np.float32), raw[2:34].view(np.float32))
     np.testing.assert_array_equal(x, np.arange(12, dtype=np.float32))
-
-
-def test_methods_keep_the_refusal() -> None:
-    class Acc:
-        @fuse
-        def f(self, a, b):
-            a += b
-
-    x = np.arange(6.0)
-    with pytest.raises(UnsupportedOperationError, match="overlap"):
-        Acc().f(x[1:], x[:-1])

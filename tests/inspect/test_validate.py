@@ -81,6 +81,23 @@ def test_a_wrong_integer_result_is_caught(monkeypatch):
         fuse(lambda a: a ^ 3, validate=True)(a)
 
 
+def test_bitwise_reductions_are_validated_exactly(monkeypatch):
+    """Bitwise reductions are exact: correct ones pass, a wrong combine (xor merged with |) is
+    caught; a reduction of a constant is folded while tracing (the reference interpreter)."""
+    from fusejit.codegen import reduce as codegen_reduce
+
+    a = np.random.default_rng(5).integers(-2**31, 2**31 - 1, (7, 300)).astype(np.int32)
+    fuse(lambda a: (np.bitwise_or.reduce(a, 1), np.bitwise_and.reduce(a, None),
+                    np.bitwise_xor.reduce(a > 0, 0), np.logical_xor.reduce(a, 1)),
+         validate=True)(a)
+    folded = fuse(lambda s: np.bitwise_and.reduce(np.full((3, 5), 6, np.uint16), axis=1) + s)
+    assert "bit_and" not in str(folded.lower(np.uint16(1)))
+    np.testing.assert_array_equal(folded(np.uint16(1)), np.full(3, 7, np.uint16))
+    monkeypatch.setitem(codegen_reduce.REDUCE_COMBINE, Op.BIT_XOR, Op.BITWISE_OR)
+    with pytest.raises(ValidationError, match="differ from the reference"):
+        fuse(lambda a: np.bitwise_xor.reduce(a, 1), validate=True)(a)
+
+
 def test_environment_variable_turns_it_on(monkeypatch, x):
     monkeypatch.setenv("FUSEJIT_VALIDATE", "1")
     assert fuse(gelu).validate

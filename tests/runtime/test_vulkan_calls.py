@@ -179,3 +179,132 @@ def test_status_buffer_makes_an_out_of_bounds_gather_raise(fv) -> None:
     with pytest.raises(IndexError):
         fuse(write)(y, np.array([-2], np.int32))
     np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_calls_on_new_buffers_each_time_bind_their_own(fv, rng, monkeypatch, raw) -> None:
+    """Outputs kept and fed to the next function give every call buffers no cached bind group
+    binds (binds.py): more buffer sets than a kernel keeps groups for, made through
+    wgpu-native's C function (``raw``) or wgpu-py's API, each call reads and writes its own.
+    Recorded together, so groups dropped from the cache are still in unsubmitted calls."""
+    from fusejit.runtime.vulkan import binds
+
+    monkeypatch.setattr(binds, "CACHE", 3)
+    rec = fv.default_device().recorder
+    if rec.raw:
+        real = rec._poll
+        monkeypatch.setattr(rec, "_poll", lambda d, wait, n: real(d, wait, n) if wait else 0)
+    step = fuse(lambda a, b: a * np.float32(0.5) + b)
+    rows = fuse(lambda a: a - a.max(axis=-1, keepdims=True))
+    x = rng.standard_normal((4, 256)).astype(np.float32)
+    step(fv.to_device(x), fv.to_device(x)), rows(fv.to_device(x))  # (built)
+    for f in (step, rows):
+        for compiled in f._fast.values():
+            for pipe in compiled.executable.pipelines:
+                if not raw:
+                    pipe.bind_groups.raw = False
+                assert pipe.bind_groups.raw == raw
+    ins = [fv.to_device(x + np.float32(i)) for i in range(8)]
+    outs, want = [], []
+    for i in range(8):
+        y = step(ins[i], ins[(i + 3) % 8])
+        outs += [y, rows(y)]
+        w = (x + np.float32(i)) * np.float32(0.5) + (x + np.float32((i + 3) % 8))
+        want += [w, w - w.max(axis=-1, keepdims=True)]
+    for o, w in zip(outs, want):
+        np.testing.assert_array_equal(o.get(), w)
+
+
+def test_a_numpy_array_passed_twice_is_uploaded_once_and_written_back(fv) -> None:
+    """One NumPy array as two parameters (read twice, or written in place and read): one
+    upload, one buffer back to the pool, NumPy's result."""
+    x = np.linspace(-2, 2, 300, dtype=np.float32)
+    np.testing.assert_array_equal(fuse(lambda a, b: a * b + a)(x, x), x * x + x)
+
+    def write(a, b):
+        a[:] = a * np.float32(2) + b
+
+    y = x.copy()
+    fuse(write)(y, x)
+    np.testing.assert_array_equal(y, x * np.float32(2) + x)
+    dev = fv.default_device()
+    free = sum(len(v) for v in dev._free.values())
+    fuse(lambda a, b: a - b)(x, x)
+    assert sum(len(v) for v in dev._free.values()) == free  # (none lost, none added twice)
+
+
+@pytest.mark.filterwarnings("ignore::fusejit.compile.recompiles.RecompileWarning")
+def test_the_inline_cache_runs_only_calls_of_its_signature(fv, rng) -> None:
+    """A repeated call on device arrays runs through its signature's generated guard
+    (guard.py); any argument that no longer matches (shape, dtype, strides, a view's offset,
+    one buffer passed twice, a scalar's type, NumPy in place of a device array) takes the
+    keyed path and gets NumPy's result."""
+    f = fuse(lambda a, b, s: a * s + b)
+    x = rng.standard_normal((6, 40)).astype(np.float32)
+    y = rng.standard_normal((6, 40)).astype(np.float32)
+    dx, dy = fv.to_device(x), fv.to_device(y)
+    for _ in range(3):
+        np.testing.assert_array_equal(f(dx, dy, 2.0).get(), x * np.float32(2.0) + y)
+    first = f._mono
+    assert first is not None and first.__name__ == "guarded"
+    hits = f._hits
+    np.testing.assert_array_equal(f(dx, dy, 3.0).get(), x * np.float32(3.0) + y)
+    assert f._hits == hits + 1
+    both = fv.to_device(np.concatenate([y, x]))  # an offset alone (the guard in place)
+    np.testing.assert_array_equal(f(both[6:], dy, 2.0).get(), x * np.float32(2.0) + y)
+    cases = [
+        ((dx[:3], dy[:3], 2.0), x[:3] * np.float32(2) + y[:3]),  # shape
+        ((dx.T, dy.T, 2.0), x.T * np.float32(2) + y.T),  # shape and strides
+        ((fv.to_device(x.T.copy()).T, dy, 2.0), x * np.float32(2) + y),  # strides alone
+        ((dx[1:], dy[1:], 2.0), x[1:] * np.float32(2) + y[1:]),  # offset
+        ((dx, dx, 2.0), x * np.float32(2) + x),  # one buffer twice
+        ((dx, dy, 2), x * np.float32(2) + y),  # an int scalar
+        ((dx, dy, True), x * np.float32(1) + y),  # a bool scalar
+        ((x, dy, 2.0), x * np.float32(2) + y),  # NumPy and a device array
+        ((fv.to_device(x.astype(np.int32)), dy, 2.0), x.astype(np.int32) * 2.0 + y),  # dtype
+        ((dx, dy, 2.0), x * np.float32(2) + y),  # back to the first signature
+    ]
+    for args, want in cases:
+        f(dx, dy, 2.0)  # (the first signature's guard in place: the one each case must miss)
+        assert f._mono is first
+        np.testing.assert_allclose(f(*args).get(), want, rtol=1e-6)
+    def flip(a, b):
+        a[:] = b[::-1] * np.float32(2)
+
+    h = fuse(flip)
+    v = rng.standard_normal(4096).astype(np.float32)
+    for _ in range(3):
+        h(fv.to_device(v), fv.to_device(v))
+    d = fv.to_device(v)
+    h(d, d)  # one buffer as both: the keyed path's overlap analysis, not the guard
+    np.testing.assert_array_equal(d.get(), v[::-1] * np.float32(2))
+    g = fuse(lambda a: (a + 1, a.sum(axis=0)))  # a pytree of results through the guard
+    for _ in range(3):
+        s, t = g(dx)
+    np.testing.assert_array_equal(s.get(), x + 1)
+    np.testing.assert_allclose(t.get(), x.sum(axis=0), rtol=1e-5)
+    assert g._mono is not None
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_read_backs_of_any_offset_and_length(fv, monkeypatch, raw) -> None:
+    """``get()`` copies through a mapped staging buffer with wgpu-native's C functions
+    (record.Recorder.read) or wgpu-py's API: views starting and ending anywhere in a buffer of
+    bytes (not whole 4-byte words), of floats, and one staging buffer used again and again
+    read what NumPy has."""
+    dev = fv.default_device()
+    if not raw:
+        monkeypatch.setattr(dev.recorder, "read", lambda *a, **k: None)
+    elif not dev.recorder.raw:
+        pytest.skip("wgpu-py's internals changed: read-backs take its API")
+    b = np.arange(37, dtype=np.uint8) * np.uint8(7)
+    db = fv.to_device(b)
+    for lo, hi in ((0, 37), (1, 2), (3, 8), (5, 36), (36, 37), (4, 4)):
+        np.testing.assert_array_equal(db[lo:hi].get(), b[lo:hi])
+    x = np.linspace(-3, 3, 5000, dtype=np.float32)
+    dx = fv.to_device(x)
+    for step in (1, 3):
+        np.testing.assert_array_equal(dx[7::step].get(), x[7::step])
+    f = fuse(lambda a: a * np.float32(2))
+    for i in range(3):  # (a kernel's output read back after each call)
+        np.testing.assert_array_equal(f(dx[i:]).get(), x[i:] * np.float32(2))

@@ -4,17 +4,22 @@ sm_90a and sm_80.
 
 The catalog is the one tests/test_ops_catalog.py runs on devices: every unary and binary
 ufunc on every dtype (and the mixed-dtype pairs whose loops differ), every cast, where and
-clip; then the other kinds of kernel (reductions, rows, scans, gathers, complex, random
-numbers). Cases are batched into few functions (one kernel each), and the kernels of many
-functions into one NVRTC compile, so the whole catalog costs a few compiles per architecture.
-On the GPU machine the same functions run and are compared with NumPy (tests/test_cuda.py).
+clip; then every other kind of kernel (tests/targets/cuda_kernels.py: reductions, rows,
+scans, gathers with their status buffer, complex, random numbers, GEMMs of every precision
+with every tensor-core kernel path, dynamic shapes, windows, 64-bit index math, in-place
+writes, float16), each lowered for the
+architecture it is compiled for. Cases are batched into few functions (one kernel each), and
+the kernels of many functions into one NVRTC compile, so the whole catalog costs a few
+compiles per architecture. On a GPU the suite runs them (FUSEJIT_DEVICE=cuda).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -26,6 +31,7 @@ from fusejit import ShapeDtype, fuse
 pytest.importorskip("cuda.bindings.nvrtc", reason="nvidia-cuda-nvrtc / cuda-bindings (the "
                     "fusejit[cuda] extra) are not installed")
 
+from cuda_kernels import FAMILIES, PRODUCTS, SM80_PRODUCTS, product
 from test_ops_catalog import BINARY, DTYPES, MIXED, SELECTS, UNARY, numpy_result
 
 from fusejit.errors import DeviceUnavailableError
@@ -90,43 +96,56 @@ def catalog() -> dict[str, list[Any]]:
                    if not isinstance(numpy_result(fn, _sample(np.dtype(bool)), _sample(d),
                                                   _sample(d), _sample(d)), Exception)]
     parts["elementwise"] = _batched(unary + binary + casts + selects)
-    parts["kernels"] = [_lower(fn, arrays) for fn, arrays in _KINDS]
     return parts
 
 
-def _softmax(x: Any) -> Any:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+@contextlib.contextmanager
+def _env(**values: str) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
-def _layernorm(x: Any) -> Any:
-    mu = x.mean(axis=-1, keepdims=True)
-    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+def _shows(lowered: Any, want: str | tuple[str, ...]) -> bool:
+    """Does the lowering take the path its case is there for (a kernel kind, split partials,
+    a word of the source)?"""
+    if want == "partial":
+        return bool(lowered.module.partials)
+    if isinstance(want, str):
+        return want in lowered.source
+    return set(want) <= {g.kind for g in lowered.plan.groups}
 
 
-_F32 = np.zeros((64, 1024), np.float32)
-_KINDS: list[tuple[Callable[..., Any], list[np.ndarray]]] = [
-    (_softmax, [_F32]),
-    (_layernorm, [_F32]),
-    (_softmax, [_F32.astype(np.float16)]),
-    (lambda x: (x.sum(), x.max(axis=0), np.argmax(x, axis=1)), [_F32]),
-    (lambda x: np.cumsum(x, axis=-1), [_F32]),
-    (lambda x, i: x[i] * 2, [np.zeros(1000, np.float32), np.zeros(100, np.int64)]),
-    (lambda z: np.abs(np.exp(z) * z.conj() / (z + 1j)) + np.sqrt(z).real,
-     [np.zeros(256, np.complex64)]),
-    (lambda z: np.log(z) * np.sin(z), [np.zeros(256, np.complex128)]),
-    (lambda x, key: x + fusejit.random.normal(key, x.shape, np.float32),
-     [np.zeros(4096, np.float32), np.zeros(2, np.uint64)]),
-    (lambda x: (x * x).sum(axis=0), [np.zeros((4096, 96), np.float64)]),
-    (lambda a, b: np.maximum(a @ b, 0), [np.zeros((64, 48), np.float32),
-                                         np.zeros((48, 80), np.float32)]),
-    (lambda a, b: np.tanh(a @ b), [np.zeros((4, 128, 64), np.float32),
-                                   np.zeros((4, 64, 96), np.float32)]),
-    (lambda x: (np.any(x > 0, axis=0), np.all(x > 0, axis=1)), [_F32[:300, :200]]),
-    (lambda x: (x.sum(0), x.max(1), np.argmin(x, 0)), [np.zeros((300, 200), np.int8)]),
-    (lambda x: np.cumsum(x, 0), [np.zeros((3000, 7), np.float16)]),
-    (lambda x, i: np.take_along_axis(x, i, 1), [_F32[:, :32], np.zeros((64, 4), np.int64)]),
-]
+@functools.cache
+def _family(family: str, arch: str) -> tuple[Any, ...]:
+    """A family's cases lowered for ``arch`` (each checked to take the path it is there for)."""
+    out = []
+    with _env(FUSEJIT_CUDA_ARCH=arch):
+        for k, (fn, args, opts, want) in enumerate(FAMILIES[family]):
+            lowered = fuse(fn, **opts).lower(*args)
+            assert _shows(lowered, want), (family, k, want)
+            assert lowered.module.wide == (family == "wide"), (family, k)
+            out.append(lowered)
+    return tuple(out)
+
+
+def _product(k: int, arch: str) -> Any:
+    """PRODUCTS[k] lowered for ``arch`` with its tensor-core configuration forced."""
+    from fusejit.codegen.gemm import mma as gemm_mma
+    from fusejit.codegen.gemm import tune as gemm_tune
+
+    kind, shape, layout = PRODUCTS[k]
+    fn, args, precision = product(kind, layout)
+    with _env(FUSEJIT_CUDA_ARCH=arch, FUSEJIT_CUDA_MMA="1"), \
+            gemm_tune.forced(gemm_mma.config(kind, *shape)):
+        lowered = fuse(fn, matmul_precision=precision).lower(*args)
+    (cfg,) = [g.gemm_config for g in lowered.plan.groups if g.kind == "gemm"]
+    assert (cfg.mma, cfg.mma_opts) == (kind, shape[-1])
+    return lowered
 
 
 @functools.cache
@@ -136,19 +155,18 @@ def _catalog() -> dict[str, list[Any]]:
 
 def _one_source(modules: list[Any]) -> str:
     """The kernels of many lowered modules as one translation unit: one prelude, the kernels
-    renamed apart (each module names its kernels fj_k0, fj_k1...)."""
+    renamed apart (each module names its kernels fj_k0, fj_k1_partial...), each helper once."""
     base = PRELUDE + COMPLEX
     parts = [base]
     helpers = set()
     for m, lowered in enumerate(modules):
         assert lowered.module.prelude.startswith(base)
-        for block in re.split(r"\n(?=inline |__attribute__|typedef )",
-                              lowered.module.prelude[len(base):]):
+        for block in re.split(r"\n(?=[A-Za-z_#])", lowered.module.prelude[len(base):]):
             if block.strip() and block not in helpers:
                 helpers.add(block)
                 parts.append(block)
-        for k in lowered.module.kernels:
-            parts.append(re.sub(r"\bfj_k(\d+)\b", rf"fj_m{m}_k\1", k.source))
+        kernels = lowered.module.source[len(lowered.module.prelude):]  # (as finished)
+        parts.append(re.sub(r"\bfj_k(\d+)", rf"fj_m{m}_k\1", kernels))
     return "\n".join(parts)
 
 
@@ -157,14 +175,6 @@ def test_lowering_needs_no_gpu_and_names_the_target() -> None:
     assert 'extern "C" __global__ void fj_k0(' in lowered.source
     assert "__kernel" not in lowered.source and "get_global_size(0)" in lowered.source
     assert [k.name for k in lowered.module.kernels] == ["fj_k0"]
-
-
-def test_dynamic_shapes_lower_and_compile() -> None:
-    """Kernels taking their extents at launch (a None dimension) and rows of runtime length."""
-    for fn, shape in ((lambda x: np.exp(x - x.max(-1, keepdims=True)).sum(-1), (None, None)),
-                      (lambda x: x / x.sum(-1, keepdims=True), (64, None))):
-        lowered = fuse(fn, dynamic=True).lower(ShapeDtype(shape, np.float32, device="cuda"))
-        assert compile_cubin(lowered.source, "sm_80", "dynamic")[:4] == b"\x7fELF"
 
 
 def test_arch_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -177,14 +187,55 @@ def test_arch_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("part", ["elementwise", "kernels"])
-def test_catalog_compiles_with_nvrtc(arch: str, part: str) -> None:
-    modules = _catalog()[part]
-    for m in modules:
-        compile_cubin(m.source, arch, f"catalog_{part}") if part == "kernels" else None
-    if part == "elementwise":
-        cubin = compile_cubin(_one_source(modules), arch, "catalog_elementwise")
-        assert cubin[:4] == b"\x7fELF"
+def test_catalog_compiles_with_nvrtc(arch: str) -> None:
+    cubin = compile_cubin(_one_source(_catalog()["elementwise"]), arch, "catalog_elementwise")
+    assert cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_kernel_family_compiles_with_nvrtc(arch: str, family: str) -> None:
+    """Reductions, rows, scans, gathers, complex, random, GEMMs, dynamic shapes, windows,
+    64-bit index math, in-place writes, float16: lowered for ``arch``, a family a translation unit (NVRTC's time grows faster
+    than its input: one unit of every family takes twice as long as ten)."""
+    source = _one_source(list(_family(family, arch)))
+    assert compile_cubin(source, arch, f"{family}_{arch}")[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tensor_core_kernels_compile_with_nvrtc(arch: str) -> None:
+    """Every tensor-core kernel path (mma.sync: the register path and its variants, the
+    cp.async ring; wgmma on sm_90a), forced, with an epilogue or a prologue: the GEMMs'
+    OpenCL C (address spaces, vectors, PTX) adapted by CUDATarget.finish."""
+    from fusejit.targets.base import SM90A_MARK
+
+    picks = range(len(PRODUCTS)) if arch == "sm_90a" else SM80_PRODUCTS
+    for k in picks:
+        lowered = _product(k, arch)
+        assert SM90A_MARK not in lowered.source
+        _, (*_, opts), layout = PRODUCTS[k]
+        assert ("wgmma.mma_async" in lowered.source) == ("g" in opts)
+        # (the ring copies plain operands by cp.async; a prologue takes the register path)
+        assert ("cp.async" in lowered.source) == ("a" in opts and layout != "tn")
+        assert compile_cubin(lowered.source, arch, f"product{k}")[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize(("arch", "precision", "dtype", "path"), [
+    ("sm_90a", "tf32", np.float32, "wgmma.mma_async"),
+    ("sm_90a", "3xtf32", np.float32, "wgmma.mma_async"),
+    ("sm_90a", "tf32", np.float16, "wgmma.mma_async"),
+    ("sm_80", "tf32", np.float32, "mma.sync"), ("sm_80", "3xtf32", np.float32, "mma.sync"),
+    ("sm_80", "tf32", np.float16, "mma.sync")])
+def test_tensor_cores_as_the_architecture_has_them(arch: str, precision: str, dtype: type,
+                                                   path: str) -> None:
+    """Unforced, a large product takes wgmma on sm_90a, mma.sync elsewhere (sm_80)."""
+    with _env(FUSEJIT_CUDA_ARCH=arch, FUSEJIT_CUDA_MMA="1"):
+        lowered = fuse(lambda a, b, c: np.maximum(a @ b + c, 0), matmul_precision=precision
+                       ).lower(*[ShapeDtype((4096, 4096), dtype, device="cuda")] * 2,
+                               ShapeDtype((4096,), dtype, device="cuda"))
+    (cfg,) = [g.gemm_config for g in lowered.plan.groups if g.kind == "gemm"]
+    assert cfg.mma and path in lowered.source
+    assert ("wgmma.mma_async" in lowered.source) == (path == "wgmma.mma_async")
 
 
 def test_build_errors_show_source_and_log() -> None:
@@ -206,7 +257,8 @@ def test_abstract_device_cannot_run() -> None:
 
 def test_opencl_spellings_become_cuda() -> None:
     """What C++ reads otherwise is rewritten: vector literals (a comma expression in C++),
-    __local arrays and pointers, shared-window addresses, float4 lanes."""
+    complex ones and the GEMMs' float4/uint4, __local arrays and pointers, shared-window
+    addresses, float4 lanes."""
     from fusejit.targets.cuda.target import CUDATarget, spell
 
     assert spell("((float2)(a, -b))") == "(fj_c64(a, -b))"
@@ -222,6 +274,10 @@ def test_opencl_spellings_become_cuda() -> None:
     assert "const uint *p = (const uint *)Al;" in done
     assert '"r"(fj_saddr(((Al) + (k * 2))))' in done and '"r"(fj_saddr(Bl))' in done
     assert "fma(ra.x, rb.w, acc)" in done
+    vectors = CUDATarget().finish("vstore4((float4)(v1, v2, v3, v4), 0, Bl + 8);\n"
+                                  "*(uint4 *)(Bl + 4) = (uint4)(w0, w1, w2, w3);")
+    assert "vstore4(make_float4(v1, v2, v3, v4), 0, Bl + 8)" in vectors  # (the prelude's)
+    assert "= make_uint4(w0, w1, w2, w3);" in vectors
 
 
 def test_shape_dtype_names_a_device() -> None:
@@ -250,27 +306,6 @@ def test_an_empty_build_log_corrupts_no_interned_bytes() -> None:
     became b"\\x00" (on the H100 that broke ``import torch`` after the first build)."""
     compile_cubin('extern "C" __global__ void k() {}', "sm_80", "empty_log")
     assert b" " == bytes([32]) and b" ".join([b"a", b"b"]) == bytes([97, 32, 98])
-
-
-@pytest.mark.parametrize(("precision", "dtype", "n", "wgmma"), [
-    ("tf32", np.float32, 4096, True), ("3xtf32", np.float32, 4096, True),
-    ("tf32", np.float16, 1024, False)])
-def test_tensor_core_products_compile_for_sm90a(monkeypatch: pytest.MonkeyPatch, precision: str,
-                                                dtype: type, n: int, wgmma: bool) -> None:
-    """The tensor-core GEMMs (mma.sync, the cp.async ring, wgmma) as CUDA C++: OpenCL's
-    address spaces adapted, and the wgmma statements unmarked (OpenCL builds them in a second
-    pass over its PTX; NVRTC builds sm_90a directly)."""
-    from fusejit.targets.base import SM90A_MARK
-
-    monkeypatch.setenv("FUSEJIT_CUDA_MMA", "1")
-    args = [ShapeDtype((n, n), dtype, device="cuda")] * 2 + [ShapeDtype((n,), dtype,
-                                                                         device="cuda")]
-    lowered = fuse(lambda a, b, c: np.maximum(a @ b + c, 0),
-                   matmul_precision=precision).lower(*args)
-    (cfg,) = [g.gemm_config for g in lowered.plan.groups if g.kind == "gemm"]
-    assert cfg.mma and ("g" in cfg.mma_opts) == wgmma
-    assert SM90A_MARK not in lowered.source and ("wgmma.mma_async" in lowered.source) == wgmma
-    assert compile_cubin(lowered.source, "sm_90a", "products")[:4] == b"\x7fELF"
 
 
 def test_tensor_cores_wait_for_validation_on_cuda() -> None:

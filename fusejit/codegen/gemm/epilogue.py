@@ -15,7 +15,7 @@ def _var(name: str, hi: int) -> Expr:
 
 class Epilogue:
     """The epilogue methods of a GEMM generator (its state: cfg, it, low, top, M, N, m, bidx,
-    group, and ``final`` / ``store``)."""
+    group, dynamic, and ``final`` / ``store`` / ``extent``)."""
 
     def row_of(self, i: int) -> str:
         cfg = self.cfg
@@ -33,11 +33,12 @@ class Epilogue:
     def epilogue(self) -> None:
         cfg, it = self.cfg, self.it
         M, N = self.M, self.N
-        edge = M % cfg.mwg != 0 or N % cfg.nwg != 0
+        edge = M % cfg.mwg != 0 or N % cfg.nwg != 0 or self.dynamic  # (M: any at launch)
         fast_ok = cfg.local
         top = self.top
         if fast_ok and edge:
-            fast = top.nested(f"if (m0 + {cfg.mwg} <= {M} && n0 + {cfg.nwg} <= {N}) {{",
+            fast = top.nested(f"if (m0 + {cfg.mwg} <= {self.extent('m', M)} && "
+                              f"n0 + {cfg.nwg} <= {N}) {{",
                               footer="} else {")
             slow = top.nested("")
         elif fast_ok:
@@ -83,7 +84,7 @@ class Epilogue:
         # image of its rows, simplify its index back to the row)
         for i in range(cfg.mwi):
             row = _var(f"gr{i}", self.M - 1) if self.M > 1 else Expr(0)
-            inside_row = block.nested(f"if (gr{i} < {self.M}) {{")
+            inside_row = block.nested(f"if (gr{i} < {self.extent('m', self.M)}) {{")
             for j in range(cfg.nwi):
                 col = _var(f"gc{j}", self.N - 1) if self.N > 1 else Expr(0)
                 inner = inside_row.nested(f"if (gc{j} < {self.N}) {{")

@@ -11,7 +11,9 @@ local memory in vectors of VW. Tiles are launched in grouped order (GROUP_M tile
 side) so neighbouring work-groups share operand tiles in L2. Edge tiles clamp their loads into
 range (the padding rows and columns compute values nobody stores) and zero the K tail, so odd
 sizes need no padding copies; stores are guarded only in edge tiles. Batched products run the
-batch on the second launch dimension.
+batch on the second launch dimension. Kernels for runtime extents (``@fuse(dynamic=...)``) read
+M from a launch argument (a convolution's batch is M's first factor), every tile treated as an
+edge tile, so one program serves every batch size.
 
 The direct kernel (small products, CPUs) skips local memory: each work-item loads its operands
 straight into registers in a loop over K.
@@ -85,10 +87,20 @@ class _Gen(Epilogue):
             self.M, self.N, self.K, self.B, limits if limits is not None else _gpu_limits(sm),
             self.acc, reads_window(group))
         self.bidx = unravel(_var("bz", self.B - 1), self.batch) if self.batch else ()
+        # kernels for runtime extents (@fuse(dynamic=...)) read M at launch: a convolution's
+        # batch is M's outermost factor, so a new batch size reuses the program
+        self.dynamic = bool(getattr(sm, "dynamic", False))
         self.top = Block(self.low)
         self.pre: list[str] = []
         self.head: list[str] = []  # program-level definitions the kernel needs
         self.defined: set[tuple[str, int]] = set()
+
+    def extent(self, label: str, value: int, low: Lowering | None = None) -> str:
+        """An extent of M as the source reads it: its literal, or under ``dynamic`` a
+        launch argument (``n_<label>``)."""
+        if not self.dynamic:
+            return str(value)
+        return (low or self.low).args.extent(label, value)
 
     # -- indices ----------------------------------------------------------------------------------
     def a_index(self, row: Expr, k: Expr) -> Index:
@@ -120,7 +132,7 @@ class _Gen(Epilogue):
     def to_acc(self, block: Block, v: Ref, src: np.dtype) -> Ref:
         if src.kind == "f":
             return v
-        return block.emit(self.actype, f"(({self.actype}){{0}})", v)
+        return block.emit(self.actype, self.t.cast(self.actype, "{0}"), v)
 
     def final(self, block: Block, acc: str) -> Ref:
         """The MATMUL node's value from its accumulator."""
@@ -129,8 +141,6 @@ class _Gen(Epilogue):
             return block.emit("float", t.round_to_storage(dt.FLOAT16, "{0}"), Imm(acc))
         if m.dtype.kind == "f":
             return Imm(acc)
-        if m.dtype.kind == "b":
-            return block.emit("uchar", "((uchar)({0} != 0))", Imm(acc))
         return block.emit(t.compute_type(m.dtype), t.render_cast(self.acc, m.dtype, "{0}"),
                           Imm(acc))
 
@@ -155,25 +165,38 @@ class _Gen(Epilogue):
 
     # -- the kernel -------------------------------------------------------------------------------
     def build(self) -> list[tuple[Kernel, Lowering]]:
-        cfg, it = self.cfg, self.it
+        cfg, it, t = self.cfg, self.it, self.t
         T = cfg.threads
         nm, nn = math.ceil(self.M / cfg.mwg), math.ceil(self.N / cfg.nwg)
-        gm = max(1, min(cfg.group_m, nm))
-        self.pre += [f"const {it} tid = ({it})get_local_id(0);",
+        # (under dynamic the group does not shrink to a short M: the source stays the same)
+        gm = max(1, cfg.group_m if self.dynamic else min(cfg.group_m, nm))
+        self.pre += [f"const {it} tid = {t.cast(it, t.local_id_of(0))};",
                      f"const {it} tn = tid % {cfg.ndimc};",
                      f"const {it} tm = tid / {cfg.ndimc};",
-                     f"const {it} pid = ({it})get_group_id(0);"]
+                     f"const {it} pid = {t.cast(it, t.group_id_of(0))};"]
         S = self.S = cfg.split if cfg.local else 1
         self.Kc = self.K // S  # the K slice of one work-group (all of K without split-K)
         if S > 1:
-            self.pre += [f"const {it} kz = ({it})get_group_id(1) % {S};",
+            self.pre += [f"const {it} kz = {t.cast(it, t.group_id_of(1))} % {S};",
                          f"const {it} kbase = kz * {self.Kc};"]
         if self.B > 1:
-            self.pre.append(f"const {it} bz = ({it})get_group_id(1)" +
+            self.pre.append(f"const {it} bz = {t.cast(it, t.group_id_of(1))}" +
                             (f" / {S};" if S > 1 else ";"))
         # grouped launch order: gm tile rows side by side walk the tile columns together
-        self.pre += [f"const {it} gfirst = pid / {gm * nn} * {gm};",
-                     f"const {it} gsize = min(({it}){nm} - gfirst, ({it}){gm});",
+        group_m = t.cast(it, str(gm))
+        self.pre.append(f"const {it} gfirst = pid / {gm * nn} * {gm};")
+        if self.dynamic:
+            # M's tiles counted from M at launch, and a spare row of tiles in the grid: a
+            # bundle's grid, a formula of the batch rounded up (compile/aot_dynamic.py), then
+            # covers every tile of any batch. Work-groups past the last tile compute one tile
+            # row below M (loads clamped, stores guarded) rather than leave: PoCL aborts on a
+            # return before a barrier
+            self.pre.append(f"const {it} tiles_m = ({self.extent('m', self.M)} + "
+                            f"{cfg.mwg - 1}) / {cfg.mwg};")
+            gsize_expr = f"max(min(tiles_m - gfirst, {group_m}), {t.cast(it, '1')})"
+        else:
+            gsize_expr = f"min({t.cast(it, str(nm))} - gfirst, {group_m})"
+        self.pre += [f"const {it} gsize = {gsize_expr};",
                      f"const {it} pm = gfirst + (pid % {gm * nn}) % gsize;",
                      f"const {it} pn = (pid % {gm * nn}) / gsize;",
                      f"const {it} m0 = pm * {cfg.mwg};",
@@ -181,7 +204,7 @@ class _Gen(Epilogue):
         simd = not cfg.local and cfg.vw > 1
         for i in range(cfg.mwi):
             for j in range(0 if simd else cfg.nwi):
-                self.pre.append(f"{self.actype} acc{i}_{j} = ({self.actype})0;")
+                self.pre.append(f"{self.actype} acc{i}_{j} = {t.cast(self.actype, '0')};")
         if simd:
             self.simd()
         elif cfg.local:
@@ -196,11 +219,11 @@ class _Gen(Epilogue):
         body = renderer.render(self.top, 1)
         name = f"{self.name}_partial" if S > 1 else self.name
         sig = self.low.args.signature(name)
-        t = self.t
-        lines = [*self.head, sig.render(t, (T,)), "{", *(f"    {p}" for p in self.pre), *body,
-                 "}"]
+        lines = [*self.head, t.kernel(sig.render(t, (T,)), [], [*(f"    {p}" for p in self.pre),
+                                                                 *body])]
         gz = self.B * S
-        gsize = (nm * nn * T, gz) if gz > 1 else (nm * nn * T,)
+        groups = (nm + self.dynamic) * nn  # (dynamic: the spare row of tiles above)
+        gsize = (groups * T, gz) if gz > 1 else (groups * T,)
         lsize = (T, 1) if gz > 1 else (T,)
         reason = f"{self.group.reason}; kernel: {self.describe_config()}" + (
             f" ({cfg.why})" if cfg.why else "")
@@ -226,15 +249,17 @@ class _Gen(Epilogue):
         ptr = self.low.args.buffer("partial", self.part, self.acc, write=True)
         b = "bz" if self.B > 1 else "0"
         block = self.top
+        mn = self.extent("mn", self.M * self.N)
         block.emit(None, f"__global {self.actype} *slice = {ptr} + (kz * {self.B} + {b}) * "
-                         f"{self.M * self.N};")
+                         f"{mn};")
         for i in range(cfg.mwi):
             block.emit(None, f"const {it} gr{i} = {self.row_of(i)};")
         for j in range(cfg.nwi):
             block.emit(None, f"const {it} gc{j} = {self.col_of(j)};")
         for i in range(cfg.mwi):
             for j in range(cfg.nwi):
-                block.emit(None, f"if (gr{i} < {self.M} && gc{j} < {self.N}) slice[gr{i} * "
+                block.emit(None, f"if (gr{i} < {self.extent('m', self.M)} && gc{j} < {self.N}) "
+                                 f"slice[gr{i} * "
                                  f"{self.N} + gc{j}] = acc{i}_{j};")
 
     def combine(self, group: Group) -> tuple[Kernel, Lowering]:
@@ -244,9 +269,10 @@ class _Gen(Epilogue):
         size = self.B * self.M * self.N
         ptr = low.args.buffer("partial", self.part, self.acc)
         top = Block(low)
-        loop = top.nested(f"for ({it} w = gid; w < {size}; w += gsz) {{",
+        n_size = self.extent("bmn", size, low)
+        loop = top.nested(f"for ({it} w = gid; w < {n_size}; w += gsz) {{",
                           loop_vars=frozenset({"w"}))
-        terms = " + ".join(f"{ptr}[{z * size} + w]" for z in range(self.S))
+        terms = " + ".join(f"{ptr}[{z} * {n_size} + w]" for z in range(self.S))
         loop.emit(None, f"const {self.actype} sum = {terms};")
         idx = unravel(Expr.var("w", size), self.m.shape)
         low.bound[(self.m, idx)] = self.final(loop, "sum")
@@ -349,14 +375,16 @@ class _Gen(Epilogue):
             # the outer index, clamped into range in edge tiles (those values are not stored)
             ov = f"{q}o{s}"
             if layout == "outer" and V > 1:
+                last = f"{self.extent('m', O)} / {V} - 1" if is_a and self.dynamic else O // V - 1
                 if new:
                     self.pre.append(f"const {it} {ov} = min(({it})(({outer_txt}) / {V}), "
-                                    f"({it}){O // V - 1});")
+                                    f"({it})({last}));")
                 outer = _var(ov, O // V - 1) * V + Expr.var(LANE, V)
             else:
+                last = f"{self.extent('m', O)} - 1" if is_a and self.dynamic else O - 1
                 if new:
                     self.pre.append(f"const {it} {ov} = min(({it})({outer_txt}), "
-                                    f"({it}){O - 1});")
+                                    f"({it})({last}));")
                 outer = _var(ov, O - 1)
             kv = f"{p}k{s}" if V == 1 or layout == "outer" else f"{p}kq{s}"
             inner.emit(None, f"const {it} {kv}raw = {k_txt};")
@@ -448,10 +476,12 @@ class _Gen(Epilogue):
         top = self.top
         rows, cols = [], []
         for i in range(cfg.mwi):
-            top.emit(None, f"const {it} dr{i} = min(m0 + tm + {i * cfg.mdimc}, ({it}){self.M - 1});")
+            last = self.t.cast(it, f"{self.extent('m', self.M)} - 1")
+            top.emit(None, f"const {it} dr{i} = min(m0 + tm + {i * cfg.mdimc}, {last});")
             rows.append(_var(f"dr{i}", self.M - 1))
         for j in range(cfg.nwi):
-            top.emit(None, f"const {it} dc{j} = min(n0 + tn + {j * cfg.ndimc}, ({it}){self.N - 1});")
+            last = self.t.cast(it, str(self.N - 1))
+            top.emit(None, f"const {it} dc{j} = min(n0 + tn + {j * cfg.ndimc}, {last});")
             cols.append(_var(f"dc{j}", self.N - 1))
         loop = top.nested(f"for ({it} k = 0; k < {self.K}; k++) {{", loop_vars=frozenset({"k"}))
         k = _var("k", self.K - 1)
@@ -478,7 +508,7 @@ class _Gen(Epilogue):
         rows = []
         for i in range(cfg.mwi):
             top.emit(None, f"const {it} dr{i} = min(m0 + tm * {cfg.mwi} + {i}, "
-                           f"({it}){self.M - 1});")
+                           f"({it})({self.extent('m', self.M)} - 1));")
             rows.append(_var(f"dr{i}", self.M - 1))
         lane = Expr.var(LANE, V)
         cols = []
@@ -501,7 +531,8 @@ class _Gen(Epilogue):
                 loop.emit(None, f"vacc{i}_{jb} += ({vt})({{0}}) * {{1}};", a, b)
         # epilogue: whole rows and whole vectors are inside or outside the result
         for i in range(cfg.mwi):
-            row_ok = top.nested(f"if (m0 + tm * {cfg.mwi} + {i} < {self.M}) {{")
+            row_ok = top.nested(f"if (m0 + tm * {cfg.mwi} + {i} < "
+                                f"{self.extent('m', self.M)}) {{")
             row = _var(f"dr{i}", self.M - 1)
             for jb in range(nb):
                 inner = row_ok.nested(f"if (n0 + (tn * {nb} + {jb}) * {V} < {self.N}) {{")

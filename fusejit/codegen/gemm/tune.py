@@ -92,8 +92,12 @@ class Tuning:
     reject: Callable[[str, str], None] = lambda key, why: None
 
 
+DYNAMIC_M = 1 << 16  # the M that configurations of kernels for runtime extents are chosen for
+
+
 def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuning: Tuning | None = None,
-              precision: str = "highest", mma: str | None = None) -> Plan:
+              precision: str = "highest", mma: str | None = None, dynamic: bool = False
+              ) -> Plan:
     """The plan with a configuration on every gemm group: forced (tests), tuned before
     (``tuning.known``), tuned now (``tuning.tuner``, on first use, each product given its
     share of the call's tuning budget) or the heuristic. ``precision`` is ``@fuse``'s
@@ -107,11 +111,15 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuning: Tuning 
             groups.append(g)
             continue
         m, n, k, b = gemm_problem(g)
+        # kernels for runtime extents read M at launch (a convolution's batch is its first
+        # factor): the configuration is chosen, and kept, as for a large M, and K is not
+        # split by how many tiles this M makes, so every batch size gets the same source
+        m_pick = max(m, DYNAMIC_M) if dynamic else m
         acc = accumulator(g.matmul.dtype)
         kind, note = "", ""
         if precision != "highest":
             kind, note = gemm_mma.kind_for(g.matmul.dtype, precision, mma)
-        key = tune_key(device_key, g.matmul.dtype, layout(g), bucket(m, n, k, b),
+        key = tune_key(device_key, g.matmul.dtype, layout(g), bucket(m_pick, n, k, b),
                        epilogue_class(g)) + (f"|mma-{kind}" if kind else "")
         cfg = _forced[-1] if _forced else tuning.known(key) if tuning is not None else None
         if cfg is not None and not _forced:
@@ -127,7 +135,7 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuning: Tuning 
             if cfg is None and tuner is not None and m * n * k * b >= 1 << 24:
                 cfg = tuner(g, key, gemm_mma.space(kind, limits), 1 / products)
             if cfg is None:
-                cfg = gemm_mma.heuristic(kind, m, n, limits)
+                cfg = gemm_mma.heuristic(kind, m_pick, n, limits)
             if cfg is None:
                 note = (f"matmul_precision={precision!r}: no tensor-core tile fits this "
                         "device's local memory; fell back to the SIMT kernel")
@@ -135,10 +143,10 @@ def configure(plan: Plan, device_key: str, limits: DeviceLimits, tuning: Tuning 
             cfg = tuner(g, key, [c for c in space(limits, acc)
                                  if unfit(c, "", m, n, k, b, limits, acc) is None], 1 / products)
         if cfg is None:
-            cfg = heuristic(m, n, k, b, limits, acc, reads_window(g))
+            cfg = heuristic(m_pick, n, k, b, limits, acc, reads_window(g))
         if note:
             cfg = replace(cfg, why=f"{note}; {cfg.why}" if cfg.why else note)
-        if not _forced and limits.is_gpu:
+        if not _forced and limits.is_gpu and not dynamic:
             cfg = with_split(cfg, m, n, k, b, limits.compute_units)
         groups.append(replace(g, gemm_config=cfg))
     return replace(plan, groups=tuple(groups))

@@ -12,4 +12,5 @@ from fusejit.frontend.numpy import build, reduce, elementwise, gather  # noqa: F
 from fusejit.frontend.numpy import split, scan, svd  # noqa: F401
 from fusejit.frontend.numpy import linalg, einsum  # noqa: F401 - einsum after linalg
 from fusejit.frontend.numpy import window  # noqa: F401
+from fusejit.frontend.numpy import local  # noqa: F401 - out= an array made inside
 from fusejit.frontend import conversions  # noqa: F401 - np.asarray(traced) while tracing

@@ -1,14 +1,14 @@
-"""``ufunc.reduce`` for the binary ufuncs that are no reduction op (``np.bitwise_or.reduce``,
-``np.subtract.reduce``, ``np.gcd.reduce``, ``np.equal.reduce`` of bools, ...): folds of
-elementwise ops, which the partitioner fuses into one kernel.
+"""``ufunc.reduce`` for the binary ufuncs that are no reduction op (``np.subtract.reduce``,
+``np.gcd.reduce``, ``np.equal.reduce`` of bools, ...): folds of elementwise ops, which the
+partitioner fuses into one kernel.
 
 NumPy decides what is allowed and the result's dtype: the same call on a small array of zeros
 (``_probe``) raises NumPy's own error (a dtype without a loop, an empty axis without an
 identity, several axes of a non-reorderable ufunc) and gives the dtype. NumPy reduces by a left
 fold, ``r = op(r, x[i])``, in its reduction loop's dtypes; fusejit does the same, unrolled along
-the axis (a value per element of it, so up to ``FOLD_MAX`` elements), except for the bitwise
-ops of integers and bools (``bitwise_or/and/xor``, ``logical_xor``): those are reductions of
-each bit (``any``, ``all``, the parity of a sum), exact and of any length.
+the axis (a value per element of it, so up to ``FOLD_MAX`` elements). The associative ones
+(``bitwise_or/and/xor``, ``logical_xor``, ``add``, ...) are reduction ops instead
+(``ops.REDUCE_OF_UFUNC``), of any length.
 """
 
 from __future__ import annotations
@@ -59,11 +59,7 @@ def fold_reduce(ufunc: np.ufunc, a: Any, axis: Any = 0, dtype: Any = None, out: 
     if line.dtype != item_t:
         line = TensorProxy(cast(line.node, item_t))
     start = None if initial is None else TensorProxy(lift(np.asarray(initial).astype(acc_t)).node)
-    if ufunc in _BITWISE and want.kind in "biu" and acc_t == item_t == want:
-        acc = _bitwise(ufunc, line)  # (any length: reductions of the bits)
-        if start is not None:
-            acc = start if acc is None else apply_ufunc(ufunc, (start, acc), {})
-    elif n > FOLD_MAX:
+    if n > FOLD_MAX:
         raise UnsupportedOperationError(
             f"np.{ufunc.__name__}.reduce over {n} elements: NumPy folds them one after another "
             f"in {want}, which fusejit unrolls up to {FOLD_MAX} elements; reduce in pieces, "
@@ -84,29 +80,3 @@ def fold_reduce(ufunc: np.ufunc, a: Any, axis: Any = 0, dtype: Any = None, out: 
         result = TensorProxy(reshape(result.node, shape))
     return _write_out(result, out)
 
-
-_BITWISE = (np.bitwise_or, np.bitwise_and, np.bitwise_xor, np.logical_xor)
-
-
-def _bitwise(ufunc: np.ufunc, line: TensorProxy) -> TensorProxy:
-    """A bitwise reduce of the last axis as reductions of each bit (exact, any length, one
-    kernel): a bit of the OR is ``any`` of that bit, of the AND ``all``, of the XOR the parity
-    of its count."""
-    logical = line.dtype.kind == "b" or ufunc is np.logical_xor
-    width = 1 if logical else line.dtype.itemsize * 8
-    acc = None
-    for b in range(width):
-        bit = apply_ufunc(np.not_equal, (line, 0), {}) if logical else apply_ufunc(
-            np.not_equal, (apply_ufunc(np.bitwise_and, (line >> b, 1), {}), 0), {})
-        if ufunc is np.bitwise_or:
-            got = np.any(bit, axis=-1)
-        elif ufunc is np.bitwise_and:
-            got = np.all(bit, axis=-1)
-        else:
-            got = apply_ufunc(np.equal, (np.sum(bit, axis=-1, dtype=np.int64) % 2, 1), {})
-        if logical:
-            return TensorProxy(cast(got.node, line.dtype))
-        term = apply_ufunc(np.left_shift, (TensorProxy(cast(got.node, line.dtype)),
-                                           line.dtype.type(b)), {})
-        acc = term if acc is None else apply_ufunc(np.bitwise_or, (acc, term), {})
-    return acc

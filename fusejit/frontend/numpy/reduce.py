@@ -1,5 +1,5 @@
 """Reductions NumPy composes from others: ``where=``, the nan-functions, ``np.average``,
-``np.ptp``, ``np.count_nonzero``, ``np.linalg.norm`` and ``ufunc.reduce`` beyond the six
+``np.ptp``, ``np.count_nonzero``, ``np.linalg.norm`` and ``ufunc.reduce`` beyond the
 reduction ops.
 
 Each is traced with the steps and dtypes of NumPy's own implementation (``_methods.py``,
@@ -358,15 +358,15 @@ def ufunc_reduce(ufunc: np.ufunc, inputs: Any, kwargs: dict[str, Any]) -> Tensor
 
 
 def _reduce_method(ufunc: np.ufunc, inputs: Any, kwargs: dict[str, Any]) -> TensorProxy:
-    """``ufunc.reduce``: one REDUCE node for the six reduction ops' ufuncs, a reduction of
+    """``ufunc.reduce``: one REDUCE node for the reduction ops' ufuncs, a reduction of
     EXTRA_REDUCE, else a fold of the binary ufunc (fold.py)."""
     if ufunc in REDUCE_OF_UFUNC:
         axis = kwargs.pop("axis", 0)
-        return _reduce(REDUCE_OF_UFUNC[ufunc], inputs[0], axis, **kwargs)
+        return _reduce(REDUCE_OF_UFUNC[ufunc], inputs[0], axis, ufunc=ufunc, **kwargs)
     if ufunc in EXTRA_REDUCE:
         return ufunc_reduce(ufunc, inputs, kwargs)
     if ufunc.nin == 2 and ufunc.nout == 1 and ufunc.signature is None:
-        return fold_reduce(ufunc, inputs[0], **kwargs)  # (bitwise_or, subtract, ...)
+        return fold_reduce(ufunc, inputs[0], **kwargs)  # (subtract, gcd, ...)
     raise unsupported_ufunc_method(ufunc, "reduce")
 
 

@@ -1,11 +1,13 @@
-"""NumPy's reductions inside @fuse: the six reduction ops (sum, prod, max, min, any, all), argmax
-and argmin, and mean, var and std, as functions and ndarray methods.
+"""NumPy's reductions inside @fuse: the reduction ops (sum, prod, max, min, any, all and the
+bitwise or/and/xor of ``np.bitwise_*.reduce``), argmax and argmin, and mean, var and std, as
+functions and ndarray methods.
 
 Each is one REDUCE node with NumPy's result dtype and NumPy's rules for empty axes; mean, var
 and std are traced with the same steps and dtypes as NumPy's own ``_methods.py``, so results
 round the same way. ``where=`` masks the excluded elements with the reduction's identity first.
 The reductions NumPy composes from these (nan-functions, average, norm, ufunc.reduce beyond
-the six) are in ``reduce``, which builds on this module as most of ``frontend.numpy`` does.
+the reduction ops) are in ``reduce``, which builds on this module as most of
+``frontend.numpy`` does.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from fusejit.frontend.ufuncs import apply_ufunc
 from fusejit.ir import dtypes as dt
 from fusejit.ir import shapes
 from fusejit.ir.graph import Node, const
-from fusejit.ir.ops import Op
+from fusejit.ir.ops import OPS, Op
 
 #: ``initial``'s default: NumPy's own sentinel, so "not given" and ``initial=None`` differ
 _NOVALUE = getattr(np, "_NoValue", None)
@@ -33,9 +35,10 @@ _NOVALUE = getattr(np, "_NoValue", None)
 # -- where= ---------------------------------------------------------------------------------------
 
 
-_IDENTITY = {Op.SUM: 0, Op.PROD: 1, Op.ANY: False, Op.ALL: True}
-_UFUNC_NAME = {Op.SUM: "add", Op.PROD: "multiply", Op.MAX: "maximum", Op.MIN: "minimum",
-               Op.ANY: "logical_or", Op.ALL: "logical_and"}
+# NumPy's ufunc.identity of each reduction op (cast to the dtype: -1 is all ones; max and min
+# have none)
+_IDENTITY = {Op.SUM: 0, Op.PROD: 1, Op.ANY: False, Op.ALL: True, Op.BIT_OR: 0, Op.BIT_AND: -1,
+             Op.BIT_XOR: 0}
 
 
 def _mask(x: TensorProxy, where: Any) -> TensorProxy:
@@ -51,8 +54,8 @@ def masked(op: Op, x: TensorProxy, where: Any, initial: Any) -> TensorProxy:
     """``x`` with the elements ``where`` excludes replaced by the reduction's identity (by
     ``initial`` for max/min, which NumPy requires there)."""
     if op in (Op.MAX, Op.MIN) and (initial is _NOVALUE or initial is None):
-        raise ValueError(f"reduction operation '{_UFUNC_NAME[op]}' does not have an identity, "
-                         "so to use a where mask one has to specify 'initial'")
+        raise ValueError(f"reduction operation '{OPS[op].ufunc.__name__}' does not have an "
+                         "identity, so to use a where mask one has to specify 'initial'")
     fill = initial if op in (Op.MAX, Op.MIN) else _IDENTITY[op]
     return where_(x, _mask(x, where), fill)
 
@@ -71,29 +74,32 @@ def masked_count(x: TensorProxy, axis: Any, where: Any, keepdims: bool) -> Tenso
 
 
 def _reduce(op: Op, a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
-            keepdims: bool = False, initial: Any = _NOVALUE, where: Any = True) -> TensorProxy:
-    """One REDUCE node with NumPy's result dtype, then NumPy's empty-axis rules."""
+            keepdims: bool = False, initial: Any = _NOVALUE, where: Any = True,
+            ufunc: np.ufunc | None = None) -> TensorProxy:
+    """One REDUCE node with NumPy's result dtype, then NumPy's empty-axis rules. ``ufunc``:
+    the one whose ``reduce`` this is, when not the op's own (np.logical_xor for BIT_XOR)."""
     x = lift(a)
     axis = _zero_d_axis(x, axis)
+    reference = ufunc if ufunc is not None else OPS[op].ufunc
+    probe_kw = {} if dtype is None else {"dtype": np.dtype(dtype)}
+    out_dtype = reference.reduce(np.zeros(1, x.dtype), **probe_kw).dtype
+    out_dtype = dt.check_supported(out_dtype, "reduction result")
+    x = TensorProxy(cast(x.node, out_dtype))  # (before masking: the identity in that dtype)
     if where is not True:  # excluded elements become the reduction's identity (or initial)
         x = masked(op, x, where, initial)
     axes = shapes.normalize_axes(axis, x.ndim)
     kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     empty = any(x.shape[i] == 0 for i in axes)
-    reference = {Op.SUM: np.add, Op.PROD: np.multiply, Op.MAX: np.maximum, Op.MIN: np.minimum,
-                 Op.ANY: np.logical_or, Op.ALL: np.logical_and}[op]
-    probe_kw = {} if dtype is None else {"dtype": np.dtype(dtype)}
-    out_dtype = reference.reduce(np.zeros(1, x.dtype), **probe_kw).dtype
-    out_dtype = dt.check_supported(out_dtype, "reduction result")
     if op in (Op.MAX, Op.MIN) and empty and initial is _NOVALUE:
         raise ValueError(f"zero-size array to reduction operation {reference.__name__} which has "
                          "no identity")
-    if empty:  # nothing to reduce: the identity (0, 1, False, True; -inf before initial=)
-        identity = {Op.SUM: 0, Op.PROD: 1, Op.ANY: False, Op.ALL: True,
-                    Op.MAX: _lowest(out_dtype), Op.MIN: _highest(out_dtype)}[op]
+    if empty:  # nothing to reduce: the identity (0, 1, False, True, all ones; -inf before
+        # initial=), in the result's dtype
+        identity = _lowest(out_dtype) if op is Op.MAX else _highest(out_dtype) \
+            if op is Op.MIN else np.asarray(_IDENTITY[op]).astype(out_dtype)[()]
         node = const(identity, out_dtype, kept)
     else:
-        node = Node.make(op, out_dtype, kept, (cast(x.node, out_dtype),), axes)
+        node = Node.make(op, out_dtype, kept, (x.node,), axes)
     result = TensorProxy(node)
     if initial is not _NOVALUE and initial is not None:
         result = apply_ufunc(reference, (result, initial), {})

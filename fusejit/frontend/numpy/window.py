@@ -10,6 +10,7 @@ turns into an implicit GEMM (its operand read through the window map, no im2col 
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,15 @@ def window_map(shape: tuple[int, ...], window_shape: tuple[int, ...], axis: tupl
     return tuple(rows), out_shape
 
 
+def _extent(d: Any) -> int:
+    """A window extent as NumPy takes it: an integer (a float or a bool is NumPy's TypeError,
+    not truncated). Windows and strides are static: a Python int argument giving one is
+    specialised (a new value traces and builds again), a traced array value is refused."""
+    if isinstance(d, (bool, np.bool_)):
+        raise TypeError("an integer is required")
+    return operator.index(d)
+
+
 @implements(np.lib.stride_tricks.sliding_window_view)
 def sliding_window_view(x: Any, window_shape: Any, axis: Any = None, *, subok: bool = False,
                         writeable: bool = False) -> TensorProxy:
@@ -57,8 +67,8 @@ def sliding_window_view(x: Any, window_shape: Any, axis: Any = None, *, subok: b
             "sliding_window_view(..., writeable=True) is not supported inside @fuse: its windows "
             "overlap, so a write through one changes others; write into the array itself")
     x = _as_view_source(x)
-    window = tuple(int(d) for d in window_shape) if np.iterable(window_shape) \
-        else (int(window_shape),)
+    window = tuple(_extent(d) for d in window_shape) if np.iterable(window_shape) \
+        else (_extent(window_shape),)
     if axis is None:
         axes = tuple(range(x.ndim))
         if len(window) != len(axes):

@@ -16,7 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from fusejit.errors import ContextMismatchError, UnsupportedDTypeError, UnsupportedOperationError
+from fusejit.errors import (
+    ContextMismatchError,
+    DeviceUnavailableError,
+    UnsupportedDTypeError,
+    UnsupportedOperationError,
+)
 from fusejit.ir import dtypes as dt
 from fusejit.runtime.backend import DeviceArray
 from fusejit.runtime.cuda.device import CUDADevice, check, device, driver
@@ -50,6 +55,7 @@ class Array(DeviceArray):
         self.base_data = owner
         self.library = library  # "torch" | "cupy" | "jax" | "numba" | None (fusejit's own)
         self.stream_handle = stream  # the owner's current stream, for adopted arrays
+        self.writeable = True  # False: exported read-only (the call may not write it)
 
     @property
     def size(self) -> int:
@@ -175,7 +181,16 @@ def adopt(value: Any, what: str) -> Array:
     # others (JAX...): the exporter makes the legacy default stream (1), ours, wait for it
     stream_ptr = -1 if library in ("torch", "cupy") else 1
     make = getattr(view, "from_any_interface", None)  # (cuda-core 1.x; the constructor before)
-    smv = make(value, stream_ptr=stream_ptr) if make is not None else view(value, stream_ptr)
+    try:
+        smv = make(value, stream_ptr=stream_ptr) if make is not None else \
+            view(value, stream_ptr)
+    except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+        if "libcuda" in str(exc):  # (cuda-core without a driver)
+            raise DeviceUnavailableError(f"{what} is a CUDA array, but {exc}") from None
+        raise UnsupportedOperationError(
+            f"{what}: {library} does not export this array's memory ({type(exc).__name__}: "
+            f"{exc}); pass a plain copy (torch: x.contiguous().resolve_conj().resolve_neg(); "
+            "CuPy: cupy.ascontiguousarray(x))") from None
     if not smv.is_device_accessible:
         raise ContextMismatchError(f"{what} is not in CUDA device memory")
     dtype = dt.check_supported(np.dtype(smv.dtype), what)
@@ -187,11 +202,23 @@ def adopt(value: Any, what: str) -> Array:
     strides = tuple(s * item for s in strides) if strides is not None else None
     ordinal = int(smv.device_id)
     dev = device(ordinal)
-    return Array(dev, int(smv.ptr), shape, dtype, strides, value, library,
-                 _current_stream(library, ordinal))
+    arr = Array(dev, int(smv.ptr), shape, dtype, strides, value, library,
+                _current_stream(library, ordinal))
+    arr.writeable = not smv.readonly
+    return arr
 
 
 _TORCH_DTYPES: dict[np.dtype, Any] = {}
+
+
+def torch_dtype(dtype: np.dtype) -> Any:
+    """The torch dtype of a NumPy dtype (looked up once)."""
+    tdt = _TORCH_DTYPES.get(dtype)
+    if tdt is None:
+        import torch
+
+        tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
+    return tdt
 
 
 def library_empty(library: str | None, dev: CUDADevice) -> Any:
@@ -204,10 +231,7 @@ def library_empty(library: str | None, dev: CUDADevice) -> Any:
         where = torch.device("cuda", dev.ordinal)
 
         def empty(shape: tuple[int, ...], dtype: np.dtype) -> tuple[Any, int]:
-            tdt = _TORCH_DTYPES.get(dtype)
-            if tdt is None:
-                tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
-            t = torch.empty(shape, dtype=tdt, device=where)
+            t = torch.empty(shape, dtype=torch_dtype(dtype), device=where)
             return t, t.data_ptr()
         return empty
     if library == "cupy":

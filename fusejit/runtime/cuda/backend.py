@@ -32,7 +32,7 @@ class CUDABackend(Backend):
         return queue.info
 
     def target(self, info: DeviceInfo) -> Target:
-        return CUDATarget()
+        return CUDATarget(info.arch)  # type: ignore[attr-defined]  # (a CUDAInfo)
 
     def products(self, queue: Any, info: DeviceInfo, precision: str, plan: Any,
                  autotune: bool | None) -> tuple[str | None, DeviceLimits, Any]:
@@ -71,13 +71,19 @@ def _adopt(value: Any, what: str) -> Any:
     """A torch/CuPy/JAX/Numba array on a CUDA device as a fusejit CUDA Array (no copy), or
     None for anything else."""
     from fusejit.runtime.cuda.array import adopt, foreign_cpu_torch, is_foreign_cuda
+    from fusejit.runtime.cuda.launch import register_type
 
     if foreign_cpu_torch(value):
         raise ContextMismatchError(
             f"{what} is a torch tensor on the CPU; fused functions take torch tensors on a "
             "CUDA device (x.cuda()), or NumPy arrays (x.numpy()), which run on the default "
             "device")
-    return adopt(value, what) if is_foreign_cuda(value) else None
+    if not is_foreign_cuda(value):
+        return None
+    arr = adopt(value, what)
+    if arr.library in ("torch", "cupy"):  # (their calls get a fast path: launch.py)
+        register_type(value, arr.library)
+    return arr
 
 
 CUDA = CUDABackend()

@@ -56,6 +56,30 @@ def check_arch(arch: str) -> str:
     return arch
 
 
+def check_supported(arch: str, what: str) -> str:
+    """``arch`` when this NVRTC builds it; DeviceUnavailableError naming the fix otherwise
+    (``what``: the GPU or setting that asked for it)."""
+    err, archs = nvrtc().nvrtcGetSupportedArchs()
+    if not int(err) and archs and int(arch[3:].rstrip("af")) not in archs:
+        raise DeviceUnavailableError(
+            f"{what} is {arch}, which NVRTC {nvrtc_version()} does not build (it builds "
+            f"sm_{min(archs)} to sm_{max(archs)}): install the nvidia-cuda-nvrtc release of "
+            "the CUDA version that still supports it, or run on OpenCL "
+            "(fusejit.set_default_device('opencl'))")
+    return arch
+
+
+def loads_on(arch: str, major: int, minor: int) -> bool:
+    """Can a GPU of compute capability major.minor load a cubin built for ``arch``? (Cubins
+    run on their own major version from their minor up; sm_90a-style ones on that exact
+    version only.)"""
+    cc = int(arch[3:].rstrip("af"))
+    if arch[-1] in "af":
+        return (cc // 10, cc % 10) == (major, minor) if arch[-1] == "a" else \
+            cc // 10 == major and cc % 10 <= minor
+    return cc // 10 == major and cc % 10 <= minor
+
+
 def kernel_names(source: str) -> tuple[str, ...]:
     return tuple(_KERNEL.findall(source))
 
@@ -128,6 +152,15 @@ def build_cached(source: str, arch: str, name: str) -> tuple[bytes, str]:
         while len(_memo) > _MEMO_SIZE:
             _memo.popitem(last=False)
     return cubin, how
+
+
+def remember(source: str, arch: str, cubin: bytes) -> None:
+    """Serve ``source`` for ``arch`` with ``cubin`` in this process (a trusted bundle's own
+    cubin: compile/aot_cuda.py), as if NVRTC had just built it."""
+    with _memo_lock:
+        _memo[(hashlib.sha256(source.encode()).digest(), arch)] = bytes(cubin)
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
 
 
 def arch_from_env() -> str | None:

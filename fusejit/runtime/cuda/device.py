@@ -8,13 +8,21 @@ whose arrays live on GPU 1 run on GPU 1's device, and one call's arrays must sha
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
 from fusejit.errors import DeviceUnavailableError
 from fusejit.passes.partition import DeviceLimits
 from fusejit.runtime.backend import DeviceInfo, backend_named
-from fusejit.runtime.cuda.build import DEFAULT_ARCH, INSTALL_HINT, arch_from_env, nvrtc_version
+from fusejit.runtime.cuda.build import (
+    DEFAULT_ARCH,
+    INSTALL_HINT,
+    arch_from_env,
+    check_supported,
+    loads_on,
+    nvrtc_version,
+)
 
 
 def core() -> Any:
@@ -50,6 +58,14 @@ def check(result: Any, what: str) -> Any:
     return rest[0] if len(rest) == 1 else tuple(rest)
 
 
+@dataclasses.dataclass(frozen=True)
+class CUDAInfo(DeviceInfo):
+    """A CUDA device's facts, with the architecture its modules are compiled for (the target
+    refuses instructions it lacks at lowering: targets/cuda/target.py)."""
+
+    arch: str = DEFAULT_ARCH
+
+
 def _limits(sms: int, max_threads: int, shared: int) -> DeviceLimits:
     return DeviceLimits(max_work_group=min(max_threads, 1024), local_mem=shared,
                         compute_units=sms, is_gpu=True,
@@ -69,14 +85,15 @@ class CUDADevice:
         self._streams: dict[int, Any] = {}
         if ordinal is None:
             self.device = None
-            self.arch = arch or arch_from_env() or DEFAULT_ARCH
+            self.arch = check_supported(arch or arch_from_env() or DEFAULT_ARCH,
+                                        "the architecture to lower for (FUSEJIT_CUDA_ARCH)")
             cc = int(self.arch[3:].rstrip("af"))
             sms = 132 if cc >= 90 else 108  # (an H100/H200, an A100: only sizes split work)
             self.name = f"abstract {self.arch}"
-            self.info = DeviceInfo(
+            self.info = CUDAInfo(
                 key=f"cuda / {self.name} / NVRTC {nvrtc_version()}",
                 limits=_limits(sms, 1024, 48 * 1024), has_fp64=True,
-                correctly_rounded_div_sqrt=True, is_cpu=False)
+                correctly_rounded_div_sqrt=True, is_cpu=False, arch=self.arch)
             self.context = self
             return
         mod = core()
@@ -92,15 +109,22 @@ class CUDADevice:
         major, minor = dev.compute_capability
         # the exact architecture: arch-specific features (wgmma) from compute capability 9.0
         self.arch = arch or arch_from_env() or f"sm_{major}{minor}{'a' if major >= 9 else ''}"
+        check_supported(self.arch, f"CUDA GPU {ordinal} ({dev.name})")
+        if not loads_on(self.arch, major, minor):
+            raise DeviceUnavailableError(
+                f"FUSEJIT_CUDA_ARCH={self.arch} builds cubins that CUDA GPU {ordinal} "
+                f"({dev.name}, compute capability {major}.{minor}) cannot load: unset it, or "
+                f"set it to sm_{major}{minor}{'a' if major >= 9 else ''}")
         props = dev.properties
         self.name = dev.name
         drv = check(driver().cuDriverGetVersion(), "cuDriverGetVersion")
-        self.info = DeviceInfo(
+        self.info = CUDAInfo(
             key=f"cuda / {self.name} / {self.arch} / driver {drv} / NVRTC {nvrtc_version()}",
             limits=_limits(props.multiprocessor_count, props.max_threads_per_block,
                            props.max_shared_memory_per_block),
             has_fp64=True, correctly_rounded_div_sqrt=True, is_cpu=False,
-            global_mem=int(check(driver().cuDeviceTotalMem(ordinal), "cuDeviceTotalMem")))
+            global_mem=int(check(driver().cuDeviceTotalMem(ordinal), "cuDeviceTotalMem")),
+            arch=self.arch)
         self.context = self
         self.default_stream = dev.default_stream
 
@@ -171,8 +195,27 @@ def gpu_count() -> int:
         return 0
 
 
+_pinned: list[int] = []  # the GPU NumPy-only calls run on (use_gpu), else GPU 0
+
+
+def use_gpu(ordinal: int) -> CUDADevice:
+    """Make GPU ``ordinal`` the one NumPy-only CUDA calls run on (a dask worker's own GPU:
+    fusejit.dask.DevicePlugin(kind="cuda")); DeviceUnavailableError without it."""
+    count = gpu_count()
+    if not 0 <= ordinal < count:
+        raise DeviceUnavailableError(
+            f"no CUDA GPU {ordinal}: this machine's CUDA driver shows {count} (install NVIDIA's "
+            f"driver and {INSTALL_HINT}, or use OpenCL devices)")
+    dev = device(ordinal)
+    _pinned[:] = [ordinal]
+    return dev
+
+
 def default_device() -> CUDADevice:
-    """GPU 0, or an abstract device (lowering only) on a machine without one."""
+    """The pinned GPU (use_gpu) or GPU 0, or an abstract device (lowering only) on a machine
+    without one."""
+    if _pinned:
+        return device(_pinned[0])
     if gpu_count() == 0:
         key = arch_from_env() or DEFAULT_ARCH
         dev = _devices.get(key)

@@ -18,9 +18,10 @@ import numpy as np
 
 from fusejit.codegen.kernels import BufferArg, Module, ScalarArg
 from fusejit.errors import ContextMismatchError, UnsupportedOperationError
+from fusejit.runtime import status
 from fusejit.runtime.cuda.array import Array, as_library, library_empty, owned, upload
 from fusejit.runtime.cuda.build import build_cached
-from fusejit.runtime.cuda.device import CUDADevice, core
+from fusejit.runtime.cuda.device import CUDADevice, check, core, driver
 from fusejit.runtime.executable import OutSpec, deriver, kernel_arg_scalar, results
 
 DEFAULT_BLOCK = 256  # threads a block where the kernel leaves the work-group size open
@@ -46,6 +47,23 @@ def geometry(global_size: Sequence[int], local_size: Sequence[int] | None
     return grid, ls, gs  # type: ignore[return-value]
 
 
+def launch_plan(lowered: Any) -> tuple[list[tuple], dict[int, Any], dict[str, list[tuple]]]:
+    """What launching a lowered signature takes, whichever path launches it: per kernel with
+    a non-empty range (name, grid, block, NDRange, its arguments), the functions of its
+    derived scalars by parameter, and the (shape, dtype) of its "output", "temp" and
+    "partial" buffers."""
+    module: Module = lowered.module
+    params = lowered.graph.params
+    shared: list = []
+    derive = {i: deriver(params, i, shared) for i, p in enumerate(params) if p.kind == "derived"}
+    kernels = [(k.name, *geometry(k.global_size, k.local_size), k.signature.args)
+               for k in module.kernels if math.prod(k.global_size) > 0]
+    specs = {"output": [(tuple(n.shape), n.dtype) for n in lowered.graph.outputs],
+             "temp": [(tuple(n.shape), n.dtype) for n in lowered.plan.temps],
+             "partial": [((p.size,), p.dtype) for p in module.partials]}
+    return kernels, derive, specs
+
+
 class CUDAExecutable:
     """Everything needed to run one specialised call signature on a CUDA device."""
 
@@ -65,37 +83,75 @@ class CUDAExecutable:
         self.queue_arg = -1
         self.constants = constants
         cubin, self.built_how = build_cached(module.source, dev.arch, name)
+        self.cubin, self.name = cubin, name  # (the fast path loads its own module: launch.py)
+        self._module: Any = None
         mod = core()
         dev.device.set_current()
         code = mod.ObjectCode.from_cubin(cubin) if hasattr(mod.ObjectCode, "from_cubin") \
             else mod.ObjectCode(cubin, "cubin")
         self.params = graph.params
-        shared: list = []
-        derive = {i: deriver(self.params, i, shared) for i, p in enumerate(self.params)
-                  if p.kind == "derived"}
-        self.launches = []
-        for k in module.kernels:
-            if math.prod(k.global_size) == 0:
-                continue
-            grid, block, gs = geometry(k.global_size, k.local_size)
-            config = mod.LaunchConfig(grid=grid, block=block)
-            ndrange = tuple(np.uint64(g) for g in gs)
-            self.launches.append((code.get_kernel(k.name), config, k.signature.args, ndrange))
-        self._derive = derive
+        self._geometry, self._derive, specs = launch_plan(lowered)
+        self.launches = [(code.get_kernel(kname), mod.LaunchConfig(grid=grid, block=block), args,
+                          tuple(np.uint64(g) for g in gs))
+                         for kname, grid, block, gs, args in self._geometry]
         self._arrays = [(p, prm.source) for p, prm in enumerate(self.params)
                         if prm.kind == "array"]
         self._consts = {p: np.asarray(constants[p], dtype=prm.dtype)
                         for p, prm in enumerate(self.params) if prm.kind == "const"}
         self._const_arrays: dict[int, Array] = {}  # uploaded at the first call
-        self._out_specs = [(tuple(n.shape), n.dtype) for n in graph.outputs]
-        self._temp_specs = [(tuple(n.shape), n.dtype) for n in lowered.plan.temps]
-        self._part_specs = [((p.size,), p.dtype) for p in module.partials]
+        self._specs = specs
+        self._out_specs, self._temp_specs, self._part_specs = \
+            specs["output"], specs["temp"], specs["partial"]
         self._host_writes = [p for p, _ in graph.writes if self.params[p].kind == "array"]
+        # kernels that report errors share one zeroed status buffer (runtime/status.py)
+        self._checked = any(isinstance(a, BufferArg) and a.role == "status"
+                            for *_, args in self._geometry for a in args)
+        self._status: Array | None = None
         self.launch = self.run
 
-    def guarded(self, *args: Any) -> None:
-        """No generated inline cache on CUDA yet: calls take the keyed path."""
-        return
+    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+        """The generated launcher of this signature's calls with torch tensors or CuPy
+        arrays (runtime/cuda/launch.py), or None: calls take the keyed full path."""
+        from fusejit.runtime.cuda import launch
+
+        if not launch.enabled() or self.host_mode:
+            return None
+        if any(p not in self._const_arrays for p in self._consts):
+            return None  # (uploaded by the first call, which ``run`` serves)
+        drv = driver()
+        context, functions = self._functions(drv)
+        kernels = [launch.Kernel(f, grid, block, args, gs)
+                   for f, (_, grid, block, gs, args) in zip(functions, self._geometry)]
+        return launch.launcher(
+            parts, kernels, self.params, self._derive,
+            {p: arr.ptr for p, arr in self._const_arrays.items()}, self._specs,
+            self.outputs, treedef, unflatten, miss, context, drv, _record, self.name)
+
+    def _functions(self, drv: Any) -> tuple[Any, list[Any]]:
+        """(the device's primary context, the CUfunction of each launch) from this
+        executable's cubin, loaded once more as a driver module of that context."""
+        if self._module is None:
+            self.device.device.set_current()
+            context = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+            module = check(drv.cuModuleLoadData(self.cubin), "cuModuleLoadData")
+            functions = [check(drv.cuModuleGetFunction(module, name.encode()),
+                               "cuModuleGetFunction") for name, *_ in self._geometry]
+            self._module = (context, module, functions)
+        context, _, functions = self._module
+        return context, functions
+
+    @staticmethod
+    def _check_status(stream: Any, flag: Array) -> None:
+        """Wait for the kernels, read the status flag, clear it and raise where it is set
+        (runtime/status.py: the call itself raises, never a later one)."""
+        stream.sync()
+        host = status.new_host()
+        drv = driver()
+        check(drv.cuMemcpyDtoH(host.ctypes.data, flag.ptr, host.nbytes), "cuMemcpyDtoH")
+        if host[0]:
+            check(drv.cuMemcpyHtoD(flag.ptr, status.ZERO.ctypes.data, status.ZERO.nbytes),
+                  "cuMemcpyHtoD")
+            status.raise_for(int(host[0]))
 
     def needs_run(self) -> bool:
         return False
@@ -157,6 +213,10 @@ class CUDAExecutable:
                 scratch = owned(own, shape, dtype, stream)
                 keep.append(scratch)
                 ptrs[(role, i)] = scratch.ptr
+        if self._checked:
+            if self._status is None:
+                self._status = upload(own, status.ZERO, stream)
+            ptrs[("status", 0)] = self._status.ptr
         launch = core().launch
         for kernel, config, args, ndrange in self.launches:
             values = []
@@ -173,6 +233,8 @@ class CUDAExecutable:
                     values.append(kernel_arg_scalar(value, a.dtype))
             launch(stream, config, kernel, *values, *ndrange)
             _record(1)
+        if self._checked:  # before any argument is written: a call that raises writes none
+            self._check_status(stream, self._status)
         for p in self._host_writes:  # NumPy arguments written in place get the result
             if p in uploaded:
                 arr, target = uploaded[p]
@@ -181,4 +243,7 @@ class CUDAExecutable:
             stream.sync()  # (scratch and uploads go back to the pool after the kernels)
         if not self.host_mode and adopted is not None and empty is None:
             outs = [as_library(o, adopted.library) for o in outs]
-        return results(self.outputs, self.host_mode, flat, outs)
+        leaves = results(self.outputs, self.host_mode, flat, outs)
+        # an argument returned as itself: the caller's own array (torch in, torch out), as the
+        # fast path returns it
+        return tuple(v.base_data if isinstance(v, Array) and v.library else v for v in leaves)

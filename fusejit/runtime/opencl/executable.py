@@ -31,6 +31,7 @@ from fusejit.runtime.executable import (
     PARAM,
     PART,
     SCALAR,
+    STATUS,
     TEMP,
     LaunchPlan,
     OutSpec,
@@ -81,6 +82,21 @@ def _set_args(knl: cl.Kernel, plan: Sequence[tuple[int, int]], tables: tuple) ->
             scalar_args.bind(knl, i, scalar_args.packer(value.dtype)(value))
         else:
             knl.set_arg(i, value)
+
+
+def _same_guard(i: int, part: Any, same: dict[int, Any], env: dict[str, Any]
+                ) -> list[str] | None:
+    """A guarded launcher's test of static argument ``i`` (``part``: its fast-key part),
+    where ``same`` holds the object it must be; None: not such an argument."""
+    if not (isinstance(part, tuple) and part[:1] == ("static",) and i in same):
+        return None
+    value = env[f"K{i}"] = same[i]
+    test = f"flat[{i}] is not K{i}"
+    if type(value) in (int, bool, str, bytes) or type(value) is float and value != 0 and \
+            not math.isnan(value):  # (equal values of these types key alike: made anew, pass)
+        env[f"T{i}"] = type(value)
+        test += f" and (type(flat[{i}]) is not T{i} or flat[{i}] != K{i})"
+    return [f"    if {test}:", "        return MISS"]
 
 
 class Executable(LaunchPlan):
@@ -134,9 +150,11 @@ class Executable(LaunchPlan):
 
     def needs_run(self) -> bool:
         """Whether calls must go through ``run``: tuning is pending, a NumPy argument is
-        written in place, or a kernel reports errors (the status buffer's read-back). (Not ``self.launch is self.run``: each attribute read makes a new
-        bound method, so that test was always false and device-array calls never tuned.)"""
-        return bool(self._to_tune or self._host_writes or self._host_steps or self._checks)
+        written in place, or a host step runs between kernels. (Not ``self.launch is self.run``:
+        each attribute read makes a new bound method, so that test was always false and
+        device-array calls never tuned.) A kernel reporting errors does not: the launchers read
+        its status flag themselves (``_status_check``)."""
+        return bool(self._to_tune or self._host_writes or self._host_steps)
 
     def _bind(self, queue: cl.CommandQueue) -> tuple:
         """What a launch needs of its queue, as one tuple: (queue, its memory pool, then per
@@ -195,6 +213,9 @@ class Executable(LaunchPlan):
             if p in self._offset_params:
                 arg_expr[(OFFSET, p)] = f"index_type(a{p}.offset // {itemsize})"
                 packed[(OFFSET, p)] = f"pack_index(index_type(a{p}.offset // {itemsize}))"
+        if self._checks and host is None:
+            body += self._status_flag(env)
+            arg_expr[(STATUS, 0)] = "flag"
         if self._consts:
             body.append("    consts = consts_of(queue)")
             for p in self._consts:
@@ -261,6 +282,8 @@ class Executable(LaunchPlan):
             body.append("        queue.finish()")
             host.emit_return(body, self.outputs)
             return env, body
+        if self._checks:
+            body += self._status_check(env)
         outs = "[" + "".join(f"o{i}, " for i in range(len(self._out_specs))) + "]"
         if self._simple_out:
             body.append(f"    return {outs}")
@@ -269,16 +292,39 @@ class Executable(LaunchPlan):
             body.append(f"    return results(flat, {outs})")
         return env, body
 
-    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+    def _status_flag(self, env: dict[str, Any]) -> list[str]:
+        """Launcher lines binding ``flag``, the status buffer of the queue's context (``b[-1]``,
+        see ``_bind``)."""
+        env.update(status_of=self._status.get, new_status=self._status_buffer)
+        return ["    flag = status_of(b[-1])", "    if flag is None:",
+                "        flag = new_status(queue)"]
+
+    def _status_check(self, env: dict[str, Any]) -> list[str]:
+        """Launcher lines reading the status flag after the kernels: one blocking 4-byte read
+        (it waits for them: runtime/status.py says why the check is not deferred), then
+        ``DeviceIndexError`` if a kernel set it."""
+        env.update(read=cl._cl._enqueue_read_buffer, new_host=status.new_host,
+                   failed=self._check_status)
+        return ["    checked = new_host()",
+                "    done = read(queue, flag, checked)",
+                "    if checked[0]:",
+                "        failed(queue, flag, done, checked)"]
+
+    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object,
+                same: dict[int, Any] | None = None) -> Any:
         """A monomorphic inline cache: one generated function that checks the arguments still
         match this signature (identity and equality tests on the attributes the fast cache key
         is made of) and launches; ``miss`` when they do not. None when the signature has a
-        kind of argument the guard does not cover."""
+        kind of argument the guard does not cover. ``same``: by position, the static
+        arguments a test tells unchanged (a bound method's ``self`` and immutable values by
+        identity; ints, strings, bytes and nonzero floats also by type and value); other
+        static arguments take the keyed path."""
+        same = same or {}
         if self.host_mode and self.queue_arg < 0 and any(
                 isinstance(p, tuple) and p[:1] == ("host",) for p in parts):
             # (not while tuning is pending: asked again at the next call)
             return None if self._to_tune else self._guarded_host(parts, treedef, unflatten,
-                                                                 miss)
+                                                                 miss, same)
         if self.needs_run() or self.queue_arg < 0:
             return None
         env, body = self._launch_body(checked=True)
@@ -286,6 +332,9 @@ class Executable(LaunchPlan):
         guard = [f"    if len(flat) != {len(parts)}:", "        return MISS"]
         arrays = []
         for i, part in enumerate(parts):
+            if (lines := _same_guard(i, part, same, env)) is not None:
+                guard += lines
+                continue
             if not (isinstance(part, tuple) and len(part) == 5):
                 if part in (float, int, bool):
                     env[f"T{i}"] = part
@@ -322,7 +371,8 @@ class Executable(LaunchPlan):
         exec(code, env)  # noqa: S102 - generated from our own templates
         return env["guarded"]
 
-    def _guarded_host(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+    def _guarded_host(self, parts: tuple, treedef: Any, unflatten: Any, miss: object,
+                      same: dict[int, Any]) -> Any:
         """``guarded`` for NumPy arrays (and Python scalars) on the default queue, as it was
         when the guard was made (``set_default_device`` since: a miss): the tests of
         ``fast_key``'s host parts, then ``run``."""
@@ -338,6 +388,9 @@ class Executable(LaunchPlan):
                 env[f"T{i}"] = part
                 within = f" or not -{2**63} <= flat[{i}] < {2**63}" if part is int else ""
                 guard += [f"    if type(flat[{i}]) is not T{i}{within}:", "        return MISS"]
+                continue
+            if (lines := _same_guard(i, part, same, env)) is not None:
+                guard += lines
                 continue
             if not (isinstance(part, tuple) and len(part) == 4 and part[0] == "host"):
                 return None  # NumPy scalars, static values: the keyed path

@@ -194,15 +194,16 @@ def empty(shape: tuple[int, ...], dtype: Any, device: VulkanDevice | None = None
     shape = tuple(int(d) for d in np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
     n = math.prod(shape)
     return new_owned(device, shape, dtype, _row_major(shape, dtype.itemsize),
-                     n * storage_dtype(dtype).itemsize)
+                     device.buffer_size(n * storage_dtype(dtype).itemsize))
 
 
 def new_owned(device: VulkanDevice, shape: tuple[int, ...], dtype: np.dtype,
-              strides: tuple[int, ...], nbytes: int) -> Array:
-    """A new C-contiguous array owning a pooled buffer (``empty`` with everything known: a
-    call's results, whose layout is fixed per signature)."""
+              strides: tuple[int, ...], size: int) -> Array:
+    """A new C-contiguous array owning a pooled buffer of ``size`` bytes (a
+    ``device.buffer_size``): ``empty`` with everything known, as a call's results, whose
+    layout is fixed per signature, are."""
     arr = Array.__new__(Array)
-    arr.device, arr.base_data = device, device.allocate(nbytes)
+    arr.device, arr.base_data = device, device.take(size)
     arr.shape, arr.dtype, arr.strides, arr.offset, arr.base = shape, dtype, strides, 0, None
     arr._owns = True
     return arr

@@ -36,10 +36,6 @@ class VulkanBackend(Backend):
         from fusejit.errors import UnsupportedOperationError
         from fusejit.runtime.vulkan.executable import VulkanExecutable
 
-        if any(g.kind == "gemm" for g in lowered.plan.groups):
-            raise UnsupportedOperationError(
-                "matrix products (GEMM kernels) run on OpenCL only for now; call this function "
-                "with pyopencl arrays or fusejit.set_default_device('opencl')")
         if any(g.kind == "svd" for g in lowered.plan.groups):
             raise UnsupportedOperationError(
                 "singular values (np.linalg.svd, matrix norms of ord 2, -2, 'nuc') run on "

@@ -110,7 +110,7 @@ class VulkanDevice:
             from fusejit.targets.glsl.f64 import FUSED_FMA
             from fusejit.runtime.vulkan.probe import fused_fma
 
-            if fused_fma(wgpu, self.device):
+            if fused_fma(wgpu, self.device, self.info.key):
                 self.features |= {FUSED_FMA}
         _features[self.info.key] = self.features
         self._free: dict[int, list[Any]] = {}
@@ -120,7 +120,7 @@ class VulkanDevice:
         from fusejit.runtime.vulkan.record import Recorder
 
         self.recorder = Recorder(self.device)
-        self._pool_lock = threading.RLock()  # (an array's __del__ may release inside allocate)
+        self._pool_lock = threading.RLock()  # (the staging buffers')
         self.usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
                       | wgpu.BufferUsage.COPY_DST)
 
@@ -130,15 +130,30 @@ class VulkanDevice:
     # -- buffers ----------------------------------------------------------------------------------
     def allocate(self, nbytes: int) -> Any:
         """A storage buffer of at least ``nbytes`` (reused from the pool when one is free)."""
+        return self.take(self.buffer_size(nbytes))
+
+    def buffer_size(self, nbytes: int) -> int:
+        """The size of the pooled buffer that holds ``nbytes`` (the pool's size class);
+        DeviceUnavailableError beyond the adapter's largest storage binding."""
         size = max(16, (nbytes + 255) // 256 * 256)
         if size > self.limits["max-storage-buffer-binding-size"]:
             raise DeviceUnavailableError(
                 f"{nbytes} bytes exceed the Vulkan adapter's largest storage binding "
                 f"({self.limits['max-storage-buffer-binding-size']} bytes)")
-        with self._pool_lock:
-            free = self._free.get(size)
-            buf = free.pop() if free else self.device.create_buffer(size=size, usage=self.usage)
-            self._in_use[id(buf)] = buf
+        return size
+
+    def take(self, size: int) -> Any:
+        """A storage buffer of ``size`` bytes, a ``buffer_size``: the last one released of
+        that size, else a new one. (Reuse needs no wait: the queue runs in order, so what was
+        submitted with the buffer before runs before anything submitted with it after, and
+        writes outside command buffers flush the recorded calls first: ``upload``.)"""
+        # (no lock: each step is one dict or list operation, atomic as the GIL runs them, so
+        # threads and an array's __del__ releasing in between leave the pool consistent)
+        try:
+            buf = self._free[size].pop()
+        except (KeyError, IndexError):
+            buf = self.device.create_buffer(size=size, usage=self.usage)
+        self._in_use[id(buf)] = buf
         return buf
 
     def release(self, buf: Any) -> None:
@@ -150,9 +165,8 @@ class VulkanDevice:
         everything only it reaches, and a buffer only the array held would be released by
         wgpu-py's own finalizer in the same collection, after or before the array pooled it,
         and fail the next upload into it. Held here, the buffer is never in that cycle."""
-        with self._pool_lock:
-            self._in_use.pop(id(buf), None)
-            self._free.setdefault(buf.size, []).append(buf)
+        self._in_use.pop(id(buf), None)  # (no lock: see take)
+        self._free.setdefault(buf.size, []).append(buf)
 
     def flush(self) -> None:
         """Submit the calls recorded but not yet submitted (see record.Recorder); before any
@@ -188,6 +202,11 @@ class VulkanDevice:
         if staging is None:
             staging = self.device.create_buffer(
                 size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        data = self.recorder.read(buf, lo, staging, n, spin=not self.is_cpu)
+        if data is not None:
+            with self._pool_lock:
+                self._staging[size] = staging
+            return data[offset - lo: offset - lo + nbytes]
         self.recorder.flush()
         enc = self.device.create_command_encoder()
         enc.copy_buffer_to_buffer(buf, lo, staging, 0, n)
@@ -232,6 +251,9 @@ def default_device() -> VulkanDevice:
             if _unavailable is not None:
                 raise DeviceUnavailableError(_unavailable)
             wgpu = _wgpu()
+            from fusejit.runtime.vulkan.cffi_types import prime_wgpu
+
+            prime_wgpu()  # (1.5 s of C type parsing less: cffi_types.py)
             try:  # (Mesa prints its window-system probing to fd 2: to the logger instead)
                 with stderr_to_log("Vulkan driver output opening the device"):
                     adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")

@@ -1,5 +1,5 @@
 """A compiled call signature on Vulkan: one compute pipeline per kernel, bind groups cached by
-the buffers they bind, one command buffer per call.
+the buffers they bind (binds.py), one command buffer per call.
 
 Launch geometry: a kernel's work-groups are numbered linearly and the dispatch folds them over
 (x, y) with x <= 65,535 (Vulkan's guaranteed per-dimension limit); each shader recovers its
@@ -10,7 +10,8 @@ and whole work-groups past the last one return at once.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -20,11 +21,12 @@ from fusejit.codegen.kernels import BufferArg, Kernel, Module, ScalarArg
 from fusejit.runtime import status
 from fusejit.runtime.executable import OutSpec, deriver, kernel_arg_scalar, results
 from fusejit.runtime.vulkan.array import Array, _row_major, new_owned, storage_dtype
+from fusejit.runtime.vulkan.binds import BindGroups
 from fusejit.runtime.vulkan.device import MAX_GROUPS, VulkanDevice
+from fusejit.runtime.vulkan.guard import guarded_launcher
 from fusejit.runtime.vulkan.pipelines import pipeline
 
 ELEMENTWISE_GROUPS = 65536  # work-groups an elementwise (grid-stride) kernel launches at most
-_BIND_CACHE = 64  # bind groups kept per kernel (keyed by the buffers they bind)
 _UNIFORMS = 8  # uniform blocks per kernel with scalars, for calls recorded together
 
 
@@ -89,8 +91,10 @@ class _Pipeline:
         self.marks = [-1]  # the command buffer (Recorder.serial) each uniform was last used in
         if not self.scalars:
             device.upload(self.uniforms[0], head)
-        self.bind_groups: dict[tuple, Any] = {}
-        self.keys = [(a.role, a.index) for a in self.buffers]  # (into a call's buffer table)
+        self.bind_groups = BindGroups(dev, self.layout, len(self.buffers), self.uniform_size)
+        self.keys = [(a.role, a.index) for a in self.buffers]
+        # the buffers it binds, from a call's table (set by VulkanExecutable, which orders it)
+        self.pick: Callable[[list[Any]], tuple[Any, ...]] = _picker([])
         self.device = device
 
     def _new_uniform(self, dev: Any) -> Any:
@@ -117,18 +121,7 @@ class _Pipeline:
         return 0
 
     def bind_group(self, bufs: tuple, slot: int = 0) -> Any:
-        key = (bufs, slot)
-        group = self.bind_groups.get(key)
-        if group is None:
-            if len(self.bind_groups) >= _BIND_CACHE:
-                self.bind_groups.clear()
-            entries = [{"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
-                       for i, b in enumerate(bufs)]
-            entries.append({"binding": len(bufs), "resource": {
-                "buffer": self.uniforms[slot], "offset": 0, "size": self.uniform_size}})
-            group = self.device.device.create_bind_group(layout=self.layout, entries=entries)
-            self.bind_groups[key] = group
-        return group
+        return self.bind_groups.get(bufs, self.uniforms[slot])
 
 
 def _scalar_word(value: np.generic) -> np.ndarray:
@@ -173,21 +166,42 @@ class VulkanExecutable:
             if prm.kind == "const":
                 value = np.asarray(constants[p], dtype=prm.dtype)
                 self._consts[p] = _upload_new(device, value)
-        self._out_specs = [(n.shape, n.dtype) for n in graph.outputs]
+        # a call's buffers, in one list ("the table"): the array parameters (in _arrays'
+        # order), the constants, the outputs, the temporaries and partial results, the status
+        # buffer; each pipeline binds its own from it (``_Pipeline.pick``)
         self._out_new = [(tuple(n.shape), n.dtype, _row_major(tuple(n.shape), n.dtype.itemsize),
-                          math.prod(n.shape) * storage_dtype(n.dtype).itemsize)
+                          device.buffer_size(math.prod(n.shape)
+                                             * storage_dtype(n.dtype).itemsize))
                          for n in graph.outputs]
-        self._temp_specs = [(n.shape, n.dtype) for n in lowered.plan.temps]
-        self._part_specs = [((p.size,), p.dtype) for p in module.partials]
+        self._scratch = [device.buffer_size(math.prod(shape) * storage_dtype(dtype).itemsize)
+                         for shape, dtype in [*((n.shape, n.dtype) for n in lowered.plan.temps),
+                                              *(((p.size,), p.dtype) for p in module.partials)]]
         self._host_writes = [p for p, _ in graph.writes if graph.params[p].kind == "array"]
         # a kernel reports errors: the status buffer, zero between calls (runtime/status.py)
         self._status = _upload_new(device, status.ZERO) if any(
             key[0] == "status" for pipe in self.pipelines for key in pipe.keys) else None
+        at: dict[tuple[str, int], int] = {}
+        for p, _ in self._arrays:
+            at["param", p] = len(at)
+        for p in self._consts:
+            at["param", p] = len(at)
+        for i in range(len(self._out_new)):
+            at["output", i] = len(at)
+        for role, n in (("temp", len(lowered.plan.temps)), ("partial", len(module.partials))):
+            for i in range(n):
+                at[role, i] = len(at)
+        at["status", 0] = len(at)
+        self._fixed = [*self._consts.values()]  # (the table's entries after the arrays')
+        for pipe in self.pipelines:
+            pipe.pick = _picker([at[k] for k in pipe.keys])
+        # the offsets of array arguments only where a kernel takes one
+        self._offsets = any(a.role == "offset" for pipe in self.pipelines for a in pipe.scalars)
         self.launch = self.run
 
-    def guarded(self, *args: Any) -> None:
-        """No generated inline cache on Vulkan: calls take the keyed path."""
-        return None
+    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+        """A monomorphic inline cache for calls on device arrays (guard.py), or None."""
+        return guarded_launcher(parts, self.queue_arg, self.device, self.run, treedef,
+                                unflatten, miss)
 
     def needs_run(self) -> bool:
         """Nothing is pending on Vulkan (no launch-shape tuning): ``guarded``'s None is final."""
@@ -197,9 +211,8 @@ class VulkanExecutable:
         dev = self.device
         if device is not dev:
             raise ContextMismatchError("this call's arrays live on another Vulkan device")
-        bufs: dict[tuple[str, int], Any] = {}
+        table: list[Any] = []
         offs: dict[int, int] = {}
-        scratch: list[Any] = []
         uploaded: dict[int, tuple[Any, np.ndarray]] = {}
         for p, src in self._arrays:
             value = flat[src]
@@ -207,54 +220,30 @@ class VulkanExecutable:
                 if value.device is not dev:
                     raise ContextMismatchError(
                         f"argument {src} lives on another Vulkan device than this call's")
-                bufs[("param", p)] = value.base_data
-                offs[p] = value.offset // value.dtype.itemsize
+                table.append(value.base_data)
+                if self._offsets:
+                    offs[p] = value.offset // value.dtype.itemsize
                 continue
-            if not isinstance(value, np.ndarray):
-                raise TypeError(f"argument {src}: pass NumPy or fusejit.vulkan arrays to a call "
-                                "that runs on Vulkan (pyopencl arrays run on OpenCL)")
-            same = next((q for q in uploaded if flat[self.params[q].source] is value), None)
-            if same is not None:
-                buf = uploaded[same][0]
-            else:
-                host = np.ascontiguousarray(value, dtype=self.params[p].dtype)
-                buf = dev.allocate(host.size * storage_dtype(host.dtype).itemsize)
-                dev.upload(buf, host.astype(storage_dtype(host.dtype), copy=False))
-                scratch.append(buf)
-            uploaded[p] = (buf, value)
-            bufs[("param", p)] = buf
+            table.append(self._upload(p, src, value, flat, uploaded))
             offs[p] = 0
-        for p, buf in self._consts.items():
-            bufs[("param", p)] = buf
+        table += self._fixed
         outs = [new_owned(dev, *spec) for spec in self._out_new]
-        for i, o in enumerate(outs):
-            bufs[("output", i)] = o.base_data
-        for role, specs in (("temp", self._temp_specs), ("partial", self._part_specs)):
-            for i, (shape, dtype) in enumerate(specs):
-                buf = dev.allocate(math.prod(shape) * storage_dtype(dtype).itemsize)
-                scratch.append(buf)
-                bufs[(role, i)] = buf
-        bufs[("status", 0)] = self._status
+        for o in outs:
+            table.append(o.base_data)
+        scratch = [dev.take(size) for size in self._scratch]
+        table += scratch
+        table.append(self._status)
+        if uploaded:  # (an array passed as several parameters is uploaded once)
+            scratch += {id(buf): buf for buf, _ in uploaded.values()}.values()
         steps = []
         with dev.recorder.lock:  # (from the uniform writes to the submit: see take_uniform)
             for pipe in self.pipelines:
                 slot = 0
                 if pipe.scalars:
-                    words = [pipe.head]
-                    for a in pipe.scalars:
-                        if a.role == "offset":
-                            words.append(np.array([offs[a.index]], np.int32).view(np.uint32))
-                        elif a.role == "extent":  # a runtime extent: this signature's value
-                            words.append(_scalar_word(a.dtype.type(a.value)))
-                        else:
-                            derive = self._derive.get(a.index)  # (a hoisted scalar)
-                            value = flat[self.params[a.index].source] if derive is None \
-                                else derive(flat)
-                            words.append(_scalar_word(kernel_arg_scalar(value, a.dtype)))
                     slot = pipe.take_uniform(dev)
-                    dev.write_uniform(pipe.uniforms[slot], np.concatenate(words))
-                group = pipe.bind_group(tuple(bufs[k] for k in pipe.keys), slot)
-                steps.append((pipe.pipeline, group, *pipe.dispatch))
+                    dev.write_uniform(pipe.uniforms[slot], self._uniform(pipe, flat, offs))
+                steps.append((pipe.pipeline, pipe.bind_group(pipe.pick(table), slot),
+                              *pipe.dispatch))
                 _record(1)
             dev.recorder.submit(steps)
         if self._status is not None:  # before any argument is written (a call that raises
@@ -276,6 +265,48 @@ class VulkanExecutable:
         for buf in scratch:
             dev.release(buf)
         return results(self.outputs, self.host_mode, flat, outs)  # (as on OpenCL)
+
+    def _upload(self, p: int, src: int, value: Any, flat: Sequence[Any],
+                uploaded: dict[int, tuple[Any, np.ndarray]]) -> Any:
+        """The buffer array parameter ``p`` binds for NumPy argument ``value``, uploaded once
+        per call however many parameters it is (noted in ``uploaded``)."""
+        if not isinstance(value, np.ndarray):
+            raise TypeError(f"argument {src}: pass NumPy or fusejit.vulkan arrays to a call "
+                            "that runs on Vulkan (pyopencl arrays run on OpenCL)")
+        dev = self.device
+        same = next((q for q in uploaded if flat[self.params[q].source] is value), None)
+        if same is not None:
+            buf = uploaded[same][0]
+            uploaded[p] = (buf, value)
+            return buf
+        host = np.ascontiguousarray(value, dtype=self.params[p].dtype)
+        buf = dev.allocate(host.size * storage_dtype(host.dtype).itemsize)
+        dev.upload(buf, host.astype(storage_dtype(host.dtype), copy=False))
+        uploaded[p] = (buf, value)
+        return buf
+
+    def _uniform(self, pipe: _Pipeline, flat: Sequence[Any], offs: dict[int, int]
+                 ) -> np.ndarray:
+        """The uniform block of ``pipe`` for this call: its head, then its scalars."""
+        words = [pipe.head]
+        for a in pipe.scalars:
+            if a.role == "offset":
+                words.append(np.array([offs[a.index]], np.int32).view(np.uint32))
+            elif a.role == "extent":  # a runtime extent: this signature's value
+                words.append(_scalar_word(a.dtype.type(a.value)))
+            else:
+                derive = self._derive.get(a.index)  # (a hoisted scalar)
+                value = flat[self.params[a.index].source] if derive is None \
+                    else derive(flat)
+                words.append(_scalar_word(kernel_arg_scalar(value, a.dtype)))
+        return np.concatenate(words)
+
+
+def _picker(positions: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """A function giving a call table's entries at ``positions``, as a tuple."""
+    if len(positions) < 2:  # (itemgetter gives a tuple for two or more)
+        return lambda table: tuple(table[i] for i in positions)
+    return itemgetter(*positions)
 
 
 def _upload_new(device: VulkanDevice, host: np.ndarray) -> Any:

@@ -4,22 +4,29 @@
 A dynamic function traced again for a new extent generates the same source (its extents are
 uniform-block scalars) and so reuses the pipeline; only a new source builds one (naga's GLSL
 front end, then the driver's pipeline compile), and only those count as compiles in
-``f.cache_info()``. What differs per executable (the uniform buffer, the bind groups, the
+``f.cache_info()``. A kernel compiled as WGSL keeps its translation (fusejit's own, in Python:
+35-60 ms for a row kernel on a 2-core host) in the disk cache, so a warm process skips it; what
+is left of a build is naga's and the driver's (wgpu-native 0.32 has no pipeline cache and hands
+out no SPIR-V to keep; the driver's own disk cache, Mesa's on lavapipe, keeps its compile). What differs per executable (the uniform buffer, the bind groups, the
 dispatch geometry) stays with the executable (executable.py's ``_Pipeline``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections import OrderedDict
 from typing import Any
 
+from fusejit._version import __version__
 from fusejit.errors import KernelBuildError
+from fusejit.runtime import cache
 from fusejit.targets.wgsl.translate import translate
 from fusejit.runtime.vulkan.trusted import create_module
 
 MAX_PIPELINES = 512  # per device, least recently used dropped
+_TRANSLATION = ("glsl-to-wgsl", "1")  # the disk-cache key's options: bump "1" to drop entries
 _lock = threading.Lock()
 
 
@@ -56,7 +63,7 @@ def pipeline(device: Any, source: str, kernel_name: str, entries: list[dict[str,
     try:
         if wgsl_needed(device, source):
             compiler = "Vulkan (WGSL, naga)"
-            code = translate(source)
+            code = wgsl_of(source)
             module = create_module(dev, code, kernel_name, wgsl=True)
         else:
             # naga's GLSL frontend compiles a compute shader when the label names "comp"
@@ -75,3 +82,27 @@ def pipeline(device: Any, source: str, kernel_name: str, entries: list[dict[str,
         while len(made) > MAX_PIPELINES:
             made.popitem(last=False)
     return hit[0], hit[1], hit[1] is pipe
+
+
+def translation_key(source: str) -> cache.ProgramKey:
+    """The disk-cache key of ``source``'s WGSL: the source and fusejit's version (the
+    translation is fusejit's, the same for every device)."""
+    return cache.ProgramKey(hashlib.sha256(source.encode()).hexdigest(), _TRANSLATION,
+                            "fusejit WGSL translation", "", "", __version__)
+
+
+def wgsl_of(source: str) -> str:
+    """``translate(source)``, from the disk cache where a process translated it before (a
+    corrupt or unreadable entry is translated again and rewritten: cache.py)."""
+    store = cache.program_cache()
+    key = translation_key(source) if store is not None else None
+    entry = store.get(key) if store is not None else None
+    if entry is not None:
+        try:
+            return entry.binary.decode("utf-8")
+        except UnicodeDecodeError:
+            store.reject(key, "not UTF-8 text")
+    code = translate(source)
+    if store is not None:
+        store.put(key, cache.Entry(code.encode("utf-8"), ("main",)))
+    return code

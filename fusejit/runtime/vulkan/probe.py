@@ -4,14 +4,21 @@ Vulkan lets a driver compute GLSL's ``fma(a, b, c)`` as a product and a sum roun
 (its precision is "inherited from OpFMul followed by OpFAdd"). The float32 division and square
 root of targets/glsl_f64 can decide their rounding in float only where fma rounds once, so the
 device runs it once on inputs where the two differ; elsewhere they decide in double.
+
+The answer is kept in the disk cache, keyed by the device (its driver's description) and
+fusejit's version: the probe is a pipeline build, which a warm process then skips (~2 s a
+pipeline was seen on an H200's driver).
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
 
+from fusejit._version import __version__
+from fusejit.runtime import cache
 from fusejit.runtime.vulkan.trusted import create_module
 
 _SOURCE = """#version 450
@@ -29,8 +36,29 @@ _INPUTS = np.array([_ONE_UP, _ONE_UP, -_TWO_UP, 0.0, -_ONE_UP, _ONE_UP, _TWO_UP,
 _WANT = (np.float32(2.0 ** -46), np.float32(-(2.0 ** -46)))
 
 
-def fused_fma(wgpu: Any, device: Any) -> bool:
-    """Does ``device`` (a wgpu GPUDevice) round GLSL's fma(a, b, c) once?"""
+def probe_key(device_key: str) -> cache.ProgramKey:
+    """The disk-cache key of the probe's answer on the device ``device_key`` names."""
+    return cache.ProgramKey(hashlib.sha256(_SOURCE.encode()).hexdigest(), ("fma-probe", "1"),
+                            "Vulkan device probe", device_key, "", __version__)
+
+
+def fused_fma(wgpu: Any, device: Any, device_key: str) -> bool:
+    """Does ``device`` (a wgpu GPUDevice; ``device_key`` its DeviceInfo.key) round GLSL's
+    fma(a, b, c) once? From the disk cache when a process asked before (a bad entry: probed
+    again); a probe that fails to run answers no, and is not kept."""
+    store = cache.program_cache()
+    key = probe_key(device_key) if store is not None else None
+    entry = store.get(key) if store is not None else None
+    if entry is not None and entry.binary in (b"0", b"1"):
+        return entry.binary == b"1"
+    answer = run_probe(wgpu, device)
+    if store is not None and answer is not None:
+        store.put(key, cache.Entry(b"1" if answer else b"0", ("main",)))
+    return bool(answer)
+
+
+def run_probe(wgpu: Any, device: Any) -> bool | None:
+    """Run the probe on ``device``: does its fma round once (None: it could not run)."""
     try:
         module = create_module(device, _SOURCE, "fj_probe_fma.comp")
         pipe = device.create_compute_pipeline(layout=wgpu.AutoLayoutMode.auto,
@@ -53,5 +81,5 @@ def fused_fma(wgpu: Any, device: Any) -> bool:
         got = np.frombuffer(read.read_mapped(), np.float32).copy()
         read.unmap()
     except Exception:  # noqa: BLE001 - a driver that cannot run the probe gets the double path
-        return False
+        return None
     return bool(got[3] == _WANT[0] and got[7] == _WANT[1])

@@ -90,6 +90,13 @@ __forceinline__ size_t get_global_id(int d) {
 __forceinline__ void barrier(int) { __syncthreads(); }
 /* the .shared window address of a generic pointer into shared memory */
 __forceinline__ uint fj_saddr(const void *p) { return (uint)__cvta_generic_to_shared(p); }
+/* vstoreN/vloadN: N elements at p + N * i, which OpenCL aligns to the element only, so lane by
+   lane (CUDA's float4, uint4... hold their lanes in order) */
+#define FJ_VSTORE(N) \
+template <class V, class T> __forceinline__ void vstore##N(V v, size_t i, T *p) { \
+    _Pragma("unroll") for (int k = 0; k < N; k++) p[N * i + k] = ((const T *)&v)[k]; }
+FJ_VSTORE(2) FJ_VSTORE(3) FJ_VSTORE(4)
+#undef FJ_VSTORE
 /* n-lane vectors (reductions and scans keep lanes of neighbouring elements): lanes are
    computed one by one; an aligned vector moves as one access where the width allows */
 template <class T, int N> struct __align__(sizeof(T) * N) fj_v { T s[N]; };

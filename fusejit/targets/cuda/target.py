@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fusejit.errors import UnsupportedOperationError
 from fusejit.ir import dtypes as dt
 from fusejit.ir.ops import Op
 from fusejit.targets.base import SM90A_MARK
@@ -44,7 +45,8 @@ _REWRITES = [
     (re.compile(r"(?<![A-Za-z0-9_])float2(?![A-Za-z0-9_])"), "fj_c64"),
     (re.compile(r"(?<![A-Za-z0-9_])double2(?![A-Za-z0-9_])"), "fj_c128"),
     (re.compile(r"\((fj_c64|fj_c128)\)\("), r"\1("),  # vector literal -> constructor
-    (re.compile(r"\(ulong4\)\("), "make_ulong4("),
+    (_VECTOR_LITERAL := re.compile(r"\((u?char|u?short|u?int|u?long|float|double)([234])\)\("),
+     r"make_\1\2("),
     (_LANES := re.compile(r"\.s([0-3])\b"), lambda m: "." + "xyzw"[int(m.group(1))]),
     (re.compile(r"__attribute__\(\(const\)\)\s*"), ""),
 ]
@@ -55,6 +57,37 @@ _REWRITES = [
 # OpenCL gives as a __local pointer's integer value, (uint)(ulong)p, is cvta.to.shared's
 _SHARED_ARRAY = re.compile(r"__local(\s+(?:const\s+)?\w+\s+\w+\s*\[)")
 _SHARED_ADDRESS = re.compile(r"\(uint\)\(ulong\)(\w+|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))")
+
+
+# PTX the generated kernels may hold (the tensor-core GEMMs' inline asm) and the architectures
+# that have it: (pattern, oldest compute capability, the only architectures, what it is)
+_PTX_NEEDS = [
+    (re.compile(r"\bwgmma\."), 90, ("sm_90a",), "Hopper's warpgroup MMA (wgmma)"),
+    (re.compile(r"\bfence\.proxy\.async"), 90, (), "the async-proxy fence"),
+    (re.compile(r"\bmma\.sync\.aligned\.m16n8k(?:8|16)\b"), 80, (),
+     "tf32/float16 tensor-core MMA (mma.sync m16n8k8/k16)"),
+    (re.compile(r"\bcp\.async\b"), 80, (), "asynchronous copies (cp.async)"),
+    (re.compile(r"\bcvt\.rna\.tf32\.f32|\bcvt\.rn\.f16x2\.f32"), 80, (),
+     "tf32/f16x2 conversions"),
+    (re.compile(r"\bldmatrix\b"), 75, (), "ldmatrix"),
+]
+
+
+def compute_capability(arch: str) -> int:
+    """90 for "sm_90a", 80 for "sm_80"."""
+    return int(arch[3:].rstrip("af"))
+
+
+def arch_refusal(kernels: str, arch: str) -> str | None:
+    """Why ``arch`` cannot run ``kernels`` (an instruction it lacks), or None."""
+    cc = compute_capability(arch)
+    for pattern, oldest, only, what in _PTX_NEEDS:
+        if pattern.search(kernels) and (cc < oldest or (only and arch not in only)):
+            needs = " or ".join(only) if only else f"sm_{oldest} or newer"
+            return (f"these kernels use {what}, which needs {needs}; the CUDA device is "
+                    f"{arch}. Lower with FUSEJIT_CUDA_ARCH set to the GPU that will run them, "
+                    "or matmul_precision='highest' (no tensor cores)")
+    return None
 
 
 def spell(text: str) -> str:
@@ -78,6 +111,10 @@ class CUDATarget(OpenCLTarget):
     # 16-byte vectors); reductions and scans may still keep lanes (fj_v, computed lane by lane)
     vector_code = False
     fast_div = None  # / and sqrt are correctly rounded by the compiler options
+
+    def __init__(self, arch: str = "sm_90a") -> None:
+        super().__init__()
+        self.arch = arch  # what the module is compiled for (finish refuses what it lacks)
 
     def storage_type(self, dtype: np.dtype) -> str:
         return _TYPES[dt.type_name(dtype)]
@@ -163,10 +200,15 @@ class CUDATarget(OpenCLTarget):
         return super().kernel(header, shared, body)
 
     def finish(self, kernels: str) -> str:
-        # (the SIMT GEMM's float4 registers: CUDA's float4 names its lanes x, y, z, w)
+        # (the GEMMs' vectors: CUDA's float4 names its lanes x, y, z, w, and is made by
+        # make_float4; complex values, spelled float2 in OpenCL, are fj_c64 by now: spell)
         kernels = _LANES.sub(lambda m: "." + "xyzw"[int(m.group(1))], kernels)
+        kernels = _VECTOR_LITERAL.sub(r"make_\1\2(", kernels)
         # (wgmma, marked for OpenCL's PTX rebuild: NVRTC builds sm_90a directly)
         kernels = kernels.replace(SM90A_MARK, "")
+        why = arch_refusal(kernels, self.arch)
+        if why is not None:  # (at lowering, named: not an NVRTC error at the first call)
+            raise UnsupportedOperationError(why)
         if "__local" not in kernels and "(uint)(ulong)" not in kernels:
             return kernels
         kernels = _SHARED_ARRAY.sub(r"__shared__\1", kernels)

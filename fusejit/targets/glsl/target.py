@@ -174,6 +174,7 @@ class GLSLTarget(Target):
     # as whole 32-bit words only (glsl_narrow), which 4 lanes of int8 make
     lanes_by_bytes = False
     fixed_local_size = True  # local_size_x is part of the shader
+    tiled_gemm = False  # (matrix products: the direct kernel, registers and global loads only)
     # any/all/max/min of bools accumulate as 0/1 uint: on an H200, bool accumulators (bool
     # registers and shared arrays) gave wrong any() results where uint ones are plain
     bool_accumulator = dt.UINT32
