@@ -2,7 +2,7 @@
 |y| <= 4 in the type of x, float32 or float64; float32 ``_POW_CORE`` in double beyond), used
 where a work-item computes a vector (CPU devices; lane-by-lane kernels take lane 0 of the
 2-lane form): positive bases over the whole range (subnormals included) against NumPy at the
-op table's bound and against the exact power (4 ULP float32, 8 float64, 1 in double), and the
+op table's bound and against the exact power (5 ULP float32, 8 float64, 1 in double), and the
 lanes the builtin keeps (x <= 0, infinities, NaN, exponents of either sign and of integer value)
 bit for bit against NumPy, alone and mixed into vectors of ordinary lanes."""
 
@@ -17,13 +17,15 @@ from fusejit.ir.ops import OPS, Op
 from fusejit.testing import assert_matches, ulp_distance
 
 BOUND = OPS[Op.POW].ulp[32]
-FLOAT_PATH = 4.0  # |y| <= 4: computed in float (measured: 3.96 ULP at most over 1.2e6 bases)
+# |y| <= 4: computed in float (measured: 3.96 ULP at most over 1.2e6 bases; a margin for
+# compilers that contract the polynomials to fma differently)
+FLOAT_PATH = 5.0
 
 
 def own_bound(y: float) -> tuple[float, int]:
     """(ULPs from the exact power, from the power rounded to float) that fusejit's own power
     keeps for the exponent ``y``."""
-    return (FLOAT_PATH, 4) if abs(y) <= 4 else (0.6, 1)
+    return (FLOAT_PATH, 5) if abs(y) <= 4 else (0.6, 1)
 
 
 def _vectorised_here() -> bool:
@@ -153,7 +155,7 @@ def test_a_constant_exponent_in_wgsl(monkeypatch: pytest.MonkeyPatch) -> None:
         fusejit.set_default_device(previous)
 
 
-FLOAT64_PATH = 8.0  # |y| <= 4 in float64: the same path in double (measured: 4.24 ULP at most)
+FLOAT64_PATH = 8.0  # |y| <= 4 in float64: the same path in double (measured: 3.99 ULP at most)
 
 
 def _bases64() -> np.ndarray:

@@ -161,8 +161,8 @@ inline float{n} fj_powd{n}(float{n} a, float{n} b) {{
 # series of s = (m - 1)/(m + 1), y log2 x as bh e + (bl e + y K s (1 + q)) with y split so that
 # both parts' products with the exponent e are exact, exp2 of the reduced r by a polynomial, 2^k
 # put in as two factors (subnormal results round once). Polynomials may be contracted to fma.
-# The error is mostly that of y K s, |y K s| <= 1.1 |y|: at most 3.96 ULP (float32) and 4.24
-# (float64) measured over the whole range, 4 and 8 tested (tests/targets/test_pow_vector.py;
+# The error is mostly that of y K s, |y K s| <= 1.1 |y|: at most 3.96 ULP (float32) and 3.99
+# (float64) measured over the whole range, 5 and 8 tested (tests/targets/test_pow_vector.py;
 # the op table allows 20). float32 in float has twice the lanes per instruction of the double
 # path above (0.51 ULP), which |y| > 4 keeps. PoCL, x ** 2.2 of 2^22 elements, CPU time on one
 # thread: float32 11.0 -> 5.9 ms (NumPy's AVX-512 powf 4.6), float64 170 -> 21 ms (PoCL's
