@@ -109,6 +109,29 @@ def test_conv_and_pool_workloads_agree(tmp_path) -> None:
         assert rec["impls"]["unfused"]["status"].startswith("unsupported")
 
 
+def test_the_cpu_workloads_of_issue_35_agree(tmp_path) -> None:
+    """Sobel (hypot), the Asian option (fusejit.random against NumPy's own normals from the
+    same Philox generator: equal to Monte Carlo error), the complex64 filter, the small MLP and
+    x ** 2.2 are bench workloads; the pyopencl namespace has no np.random: unsupported."""
+    json_path = tmp_path / "cpu.json"
+    argv = ["--scale", "tiny", "--impls", "fused,unfused,numpy", "--workloads",
+            "sobel,random,complex,mlp,libm", "--budget", "0", "--min-reps", "1", "--no-system",
+            "--json", str(json_path)]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(argv) == 0
+    doc = json.loads(json_path.read_text())
+    names = [r["name"] for r in doc["results"]]
+    for wanted in ("sobel/128^2", "asian_option/4096x16", "complex_filter", "pow2.2",
+                   "mlp_narrow/1024x64-128-10"):
+        assert wanted in names, names
+    for rec in doc["results"]:
+        for impl in ("fused", "numpy"):
+            cell = rec["impls"][impl]
+            assert cell["status"] == "ok" and cell["matches"], (rec["name"], impl, cell)
+    asian = next(r for r in doc["results"] if r["family"] == "random")
+    assert asian["impls"]["unfused"]["status"].startswith("unsupported")
+
+
 def test_conv_table_reports_flops_and_errors_against_float64(tmp_path) -> None:
     """``python -m fusejit.bench.conv`` (tiny): each row has fusejit's and the anchor's time,
     TFLOP/s and error against the float64 reference, which is itself NumPy's layer in float64

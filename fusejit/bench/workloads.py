@@ -44,6 +44,7 @@ class Workload:
     numexpr: ArrayFn | None = None  # fn(ev, *host_arrays): numexpr's spelling (see NumexprEval)
     chain: int | None = None  # number of ops, for chain workloads
     params: dict[str, Any] = field(default_factory=dict)
+    rtol: float = 1e-3  # agreement with NumPy (Monte Carlo estimates: their statistical error)
 
     @property
     def size(self) -> int:
@@ -165,6 +166,35 @@ def complex_filter(xp: Any, re: Any, im: Any, phase: Any) -> Any:
     z = re + 1j * im  # complex64 (a Python complex is weak)
     y = z * xp.exp(1j * phase) + 0.5 * xp.conj(z) * z
     return xp.abs(y)
+
+
+# -- an Asian option by Monte Carlo (fusejit.random: normals drawn where the paths use them) ------
+
+_MC_SEED, _MC_R, _MC_SIGMA, _MC_T, _MC_STRIKE = 2024, 0.03, 0.25, 1.0, 100.0
+
+
+def asian_option_fn(steps: int) -> ArrayFn:
+    """The price of an arithmetic-average Asian call over ``steps`` fixing dates: geometric
+    Brownian paths from each spot, the payoff averaged over paths and discounted. Traced, the
+    normals are ``fusejit.random.normal`` (Philox4x64, Box-Muller); NumPy draws its own
+    ``standard_normal`` from the same Philox generator, so the two prices agree to Monte Carlo
+    error only (the workload's rtol)."""
+    dt_ = _MC_T / steps
+    drift, vol = (_MC_R - 0.5 * _MC_SIGMA ** 2) * dt_, _MC_SIGMA * math.sqrt(dt_)
+
+    def asian_option(xp: Any, spot: Any) -> Any:
+        shape = (spot.shape[0], steps)
+        if isinstance(spot, np.ndarray):
+            gen = np.random.Generator(np.random.Philox(key=_MC_SEED))
+            z = gen.standard_normal(shape, dtype=np.float32)
+        else:
+            from fusejit import random as fr
+
+            z = fr.normal(fr.key(_MC_SEED), shape, np.float32)
+        path = spot[:, None] * xp.exp(xp.cumsum(drift + vol * z, axis=1))
+        payoff = xp.maximum(path.mean(axis=1) - _MC_STRIKE, 0)
+        return payoff.mean() * math.exp(-_MC_R * _MC_T)
+    return asian_option
 
 
 # -- Black-Scholes (call and put; polynomial normal CDF as in the CUDA/OpenCL SDK samples) ---------
@@ -314,21 +344,24 @@ class Scale:
     scan: int = 2**24  # elements of the 1-d cumsum (a few long rows: reduce-then-scan)
     scan_rows: tuple[int, int] = (16384, 1024)  # (rows, length) of the row-wise cumsum
     conv: tuple[int, int, int] = (4, 56, 64)  # (batch, height = width, channels) of the layer
+    asian: tuple[int, int] = (2**16, 64)  # (paths, steps) of the Asian option
 
 
 CHAIN_LENGTHS = (1, 2, 4, 8, 16, 32)
 SCALES: dict[str, Scale] = {
     "tiny": Scale((2**10, 2**14), (1, 8), 2**14, 2**14, 2**14, (64, 256), (64, 256), 64,
-                  (64, 64), 2**14, (64, 256), (1, 16, 16)),
+                  (64, 64), 2**14, (64, 256), (1, 16, 16), (2**12, 16)),
     "small": Scale((2**10, 2**14, 2**18, 2**22), CHAIN_LENGTHS, 2**22, 2**20, 2**21,
                    (1024, 1024), (512, 4096), 1024, (1024, 1024), 2**22, (4096, 1024)),
     "full": Scale((2**10, 2**14, 2**18, 2**22, 2**26), CHAIN_LENGTHS, 2**26, 2**24, 2**25,
-                  (16384, 1024), (8192, 4096), 4096, (8192, 4096), conv=(32, 56, 64)),
+                  (16384, 1024), (8192, 4096), 4096, (8192, 4096), conv=(32, 56, 64),
+                  asian=(2**20, 64)),
 }
 FAMILIES = ("chain", "gelu", "haversine", "trig", "libm", "sobel", "complex", "black_scholes",
-            "adam", "softmax", "layernorm", "gemm", "mlp", "scan", "conv", "pool")
-# families written with NumPy functions other array namespaces lack (sliding_window_view)
-NUMPY_ONLY = frozenset({"conv", "pool"})
+            "random", "adam", "softmax", "layernorm", "gemm", "mlp", "scan", "conv", "pool")
+# families written with NumPy functions other array namespaces lack (sliding_window_view,
+# np.random.Generator)
+NUMPY_ONLY = frozenset({"conv", "pool", "random"})
 
 
 def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload]:
@@ -366,6 +399,10 @@ def workloads(scale: Scale, families: Sequence[str] = FAMILIES) -> list[Workload
         out.append(Workload("black_scholes", "black_scholes", black_scholes,
                             (InputSpec("S", (n,), 5.0, 30.0), InputSpec("K", (n,), 1.0, 100.0),
                              InputSpec("T", (n,), 0.25, 10.0)), ((n,), (n,)), black_scholes_ne))
+    if "random" in families:
+        paths, steps = scale.asian
+        out.append(Workload(f"asian_option/{paths}x{steps}", "random", asian_option_fn(steps),
+                            (InputSpec("spot", (paths,), 95.0, 105.0),), ((),), rtol=0.05))
     n = scale.adam
     if "adam" in families:
         out.append(Workload("adam", "adam", adam,

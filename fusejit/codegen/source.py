@@ -155,8 +155,14 @@ class SourceModule(ReductionKernels):
                 widest = (16 if self.is_gpu else 32) // 8
             if not self.target.lanes_by_bytes:
                 widest = 16 // self.target.max_lanes
+            # (compute-bound own vector math: the device's full SIMD width where wider)
+            wide = not self.is_gpu and any(
+                self.target.wide_vector_op(n.op, n.srcs[0].dtype if n.srcs else n.dtype)
+                for n in nodes if n.op in ELEMENTWISE)
             vec = min(default_vector_width(space, guarded, widest, self.is_gpu,
-                                           rows=self.rows),
+                                           rows=self.rows,
+                                           cpu_bytes=self.target.wide_lane_bytes if wide
+                                           else 32),
                       self.target.max_lanes) if self.target.vector_code else 1
             if any(n.dtype.kind == "c" for n in nodes):
                 vec = 1  # a complex value is a vector (float2) already: no vectors of them
@@ -269,14 +275,16 @@ def _speculates(target: Target, group: Group, nodes: list[Node]) -> bool:
 
 
 def default_vector_width(space: tuple[int, ...], guarded: bool, widest: int = 4,
-                         is_gpu: bool = True, rows: bool = False) -> int:
+                         is_gpu: bool = True, rows: bool = False, cpu_bytes: int = 32) -> int:
     """Lanes per vector: 16-byte accesses on GPUs (an H200 reaches copy bandwidth with float4,
     float8 is slower), 32-byte on CPUs (the AVX2 width: PoCL runs an 8-op float32 chain at copy
-    speed with float8, 1.5-2x slower with float4). ``widest`` is the largest element size the
-    kernel computes with. 1 for small or oddly shaped spaces, where lanes would not share
-    loads; fewer lanes when the innermost dimension does not split evenly. (``rows``: the
-    row length comes at launch, codegen/rows.py: lanes by the element size alone.)"""
-    lanes = max(1, min(8, (16 if is_gpu else 32) // widest))
+    speed with float8, 1.5-2x slower with float4), ``cpu_bytes`` where the caller knows more
+    (64 on AVX-512 for compute-bound kernels: x ** 2.2 with float16, 1.35x float8's speed).
+    ``widest`` is the largest element size the kernel computes with. 1 for small or oddly
+    shaped spaces, where lanes would not share loads; fewer lanes when the innermost dimension
+    does not split evenly. (``rows``: the row length comes at launch, codegen/rows.py: lanes by
+    the element size alone.)"""
+    lanes = max(1, min(cpu_bytes // 4, (16 if is_gpu else cpu_bytes) // widest))
     if guarded:
         return 1
     if rows:

@@ -88,6 +88,8 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
         result = clip(*inputs, dtype=dtype)
     elif ufunc is np.power:
         result = power(*inputs, dtype=None if dtype is None else np.dtype(dtype))
+    elif ufunc is np.float_power:  # pow in NumPy's float64/complex128 loops (no fast paths)
+        result = elementwise(ufunc, inputs, None if dtype is None else np.dtype(dtype), Op.POW)
     elif ufunc in OP_OF_UFUNC:
         result = elementwise(ufunc, inputs, dtype=None if dtype is None else np.dtype(dtype))
     else:

@@ -46,6 +46,7 @@ class DeviceInfo:
     # version, device name, driver and OpenCL versions, queried once per device
     # (runtime/opencl/identity.py)
     ident: tuple[str, ...] = ()
+    simd_floats: int = 0  # float lanes of the device's native vectors (0: unknown)
 
 
 class Backend(abc.ABC):

@@ -164,6 +164,9 @@ class Target(abc.ABC):
     unroll_hint: str = "#pragma unroll\n    "  # before a loop the compiler should unroll
     vector_code: bool = True  # vector types for lanes of neighbouring elements (else scalar)
     max_lanes: int = 16  # the widest vector type the language has
+    # CPUs: bytes of a vector of lanes where a kernel computes with the target's own heavy
+    # vector math (wide_vector_op); the backend sets 64 where the device's SIMD is that wide
+    wide_lane_bytes: int = 32
     lanes_by_bytes: bool = True  # lanes fill 16/32 bytes (else max_lanes whatever the dtype)
     fixed_local_size: bool = False  # the work-group shape is compiled in (never autotuned)
     # the target spells the tiled and tensor-core GEMM kernels (local tiles, vector types,
@@ -174,6 +177,11 @@ class Target(abc.ABC):
     # of lane l holds element (k // n * lanes + l) * n + k % n) instead of one element every
     # ``lanes``, so a compiler can merge a lane's n scalar accesses into one (see GLSLTarget)
     row_slot_run: int = 1
+
+    def wide_vector_op(self, op: Op, dtype: np.dtype) -> bool:
+        """Does ``op`` on ``dtype`` vectors run long straight-line code of the target's own
+        (compute-bound), so that wider vectors pay (see wide_lane_bytes)?"""
+        return False
 
     def packed_lanes(self, dtype: np.dtype) -> bool:
         """Are vectors of ``dtype`` held packed in their storage format (opencl_half2), so that

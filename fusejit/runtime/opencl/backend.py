@@ -51,6 +51,8 @@ class OpenCLBackend(Backend):
             lambda: info.fast_div, info.correctly_rounded_div_sqrt and info.has_fp64)
         target.cpu_math = info.is_cpu and info.has_fp64
         target.wide_mul = info.is_cpu and info.key.startswith("Portable Computing Language")
+        if info.is_cpu and info.simd_floats >= 16:  # (AVX-512: 64-byte vectors are native)
+            target.wide_lane_bytes = 64
         return target
 
     def products(self, queue: cl.CommandQueue, info: DeviceInfo, precision: str, plan: Any,

@@ -192,4 +192,5 @@ def device_info(device: cl.Device) -> OpenCLDeviceInfo:
     return OpenCLDeviceInfo(key, limits, fp64,
                             bool(single & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
                             bool(device.type & cl.device_type.CPU),
-                            int(device.max_mem_alloc_size), int(device.global_mem_size), ident)
+                            int(device.max_mem_alloc_size), int(device.global_mem_size), ident,
+                            int(device.native_vector_width_float))
