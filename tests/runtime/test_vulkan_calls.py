@@ -308,3 +308,26 @@ def test_read_backs_of_any_offset_and_length(fv, monkeypatch, raw) -> None:
     f = fuse(lambda a: a * np.float32(2))
     for i in range(3):  # (a kernel's output read back after each call)
         np.testing.assert_array_equal(f(dx[i:]).get(), x[i:] * np.float32(2))
+
+
+def test_static_and_bound_arguments_on_device_arrays(fv, rng) -> None:
+    """Signatures with static arguments or a bound ``self`` (which OpenCL's inline cache
+    checks itself) take Vulkan's keyed path and stay right when the static value or the
+    object's state changes."""
+    class Scale:
+        def __init__(self) -> None:
+            self.alpha = 2.0
+
+        def apply(self, a):
+            return a * self.alpha
+
+    x = rng.standard_normal(300).astype(np.float32)
+    dx = fv.to_device(x)
+    s = Scale()
+    method = fuse(s.apply)
+    scaled = fuse(lambda a, n: a * n + n, static_argnums=1)
+    for n in (2, 2, 2, 3, 3, 2):
+        np.testing.assert_array_equal(scaled(dx, n).get(), x * np.float32(n) + np.float32(n))
+    for alpha in (2.0, 2.0, 2.0, 5.0, 5.0):
+        s.alpha = alpha
+        np.testing.assert_array_equal(method(dx).get(), x * np.float32(alpha))

@@ -109,9 +109,12 @@ class CUDAExecutable:
         self._status: Array | None = None
         self.launch = self.run
 
-    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
+    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object,
+                same: dict[int, Any] | None = None) -> Any:
         """The generated launcher of this signature's calls with torch tensors or CuPy
-        arrays (runtime/cuda/launch.py), or None: calls take the keyed full path."""
+        arrays (runtime/cuda/launch.py), or None: calls take the keyed full path. ``same``
+        (the static arguments a test tells unchanged, OpenCL's ``guarded``) is not used: a
+        signature with static arguments takes the keyed path."""
         from fusejit.runtime.cuda import launch
 
         if not launch.enabled() or self.host_mode:

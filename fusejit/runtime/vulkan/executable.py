@@ -198,8 +198,11 @@ class VulkanExecutable:
         self._offsets = any(a.role == "offset" for pipe in self.pipelines for a in pipe.scalars)
         self.launch = self.run
 
-    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object) -> Any:
-        """A monomorphic inline cache for calls on device arrays (guard.py), or None."""
+    def guarded(self, parts: tuple, treedef: Any, unflatten: Any, miss: object,
+                same: dict[int, Any] | None = None) -> Any:
+        """A monomorphic inline cache for calls on device arrays (guard.py), or None.
+        ``same`` (the static arguments a test tells unchanged, OpenCL's ``guarded``) is not
+        used: a signature with static arguments takes the keyed path."""
         return guarded_launcher(parts, self.queue_arg, self.device, self.run, treedef,
                                 unflatten, miss)
 
