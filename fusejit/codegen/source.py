@@ -32,7 +32,7 @@ from fusejit.passes.schedule import loaded
 from fusejit.codegen.reduce import ReductionKernels
 from fusejit.codegen.render import Renderer
 from fusejit.codegen.scan import scan_kernels
-from fusejit.codegen.rows import elementwise_rows
+from fusejit.codegen.rows import elementwise_rows, flat
 from fusejit.codegen.svd import svd_kernels
 from fusejit.ir.symbolic import Expr, Var
 from fusejit.targets.base import Target
@@ -159,7 +159,11 @@ class SourceModule(ReductionKernels):
             wide = not self.is_gpu and any(
                 self.target.wide_vector_op(n.op, n.srcs[0].dtype if n.srcs else n.dtype)
                 for n in nodes if n.op in ELEMENTWISE)
-            vec = min(default_vector_width(space, guarded, widest, self.is_gpu,
+            # (every access the flat index: lanes as for the flattened array, whatever its
+            # last axis, so a (n, 3) array is not computed one element at a time)
+            lanes_space = (n,) if len(space) > 1 and not guarded and flat(self, group, low) \
+                else space
+            vec = min(default_vector_width(lanes_space, guarded, widest, self.is_gpu,
                                            rows=self.rows,
                                            cpu_bytes=self.target.wide_lane_bytes if wide
                                            else 32),

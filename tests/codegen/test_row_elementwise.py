@@ -139,3 +139,22 @@ def test_both_forms_on_vulkan(device: str):
         _same(f(x, W[:n], C), fn(x, W[:n], C))
     assert f.cache_info().compiles == len({f.lower(X[:, :n].copy(), W[:n], C).source
                                            for n in LENGTHS}) == 1
+
+
+@pytest.mark.parametrize("shape", [(4097, 3), (999, 1001), (7, 5, 331), (2, 2049)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
+def test_flat_static_kernels_take_lanes_whatever_the_last_axis(shape: Any, dtype: Any):
+    """A static elementwise kernel whose every access is the flat index computes in vector
+    lanes over the flattened array (then a tail), however its last axis splits: a (n, 3) array
+    was computed one element at a time, 18x slower. Where an operand is broadcast or strided
+    the last axis still decides (not flat), and both match NumPy."""
+    x = RNG.uniform(1, 2, shape).astype(dtype)
+    y = RNG.uniform(1, 2, shape).astype(dtype)
+    row = RNG.uniform(1, 2, shape[-1]).astype(dtype)
+    both = fusejit.fuse(lambda x, y: x * y + x)
+    _same(both(x, y), x * y + x)
+    bcast = fusejit.fuse(lambda x, r: x * r + x)
+    _same(bcast(x, row), x * row + x)
+    if fusejit.default_queue().device.type & 2:  # (CPU: lanes are PoCL's vectors)
+        (k,) = both.lower(x, y).module.kernels
+        assert k.vec > 1, k.source
