@@ -218,7 +218,7 @@ def _catalog_pieces() -> list:
     test was the suite's longest test): each layout's unary and binary ops per dtype, and its
     casts."""
     dtypes = _catalog().DTYPES
-    return [pytest.param(layout, kind, dtype, id=f"{layout}-{kind}-{dtype}")
+    return [pytest.param(layout, kind, dtype, id=f"{layout}-{kind}" + (f"-{dtype}" if dtype else ""))
             for layout in ("scalar", "vector")
             for kind, group in (("unary", dtypes), ("binary", dtypes), ("cast", (None,)))
             for dtype in group]
