@@ -1,7 +1,8 @@
 """Differential fuzzing: random numpy programs through ``@fuse`` and through NumPy.
 
 CI runs ``FUSEJIT_FUZZ_EXAMPLES`` programs (default 400), each compiled once and run on three
-value draws, derandomized so a run is reproducible; ``FUSEJIT_FUZZ_EXAMPLES=10000`` (or
+value draws, reproducibly (a fixed seed per shard), split into ``SHARDS`` tests that xdist runs
+side by side (one test of 400 was the suite's long pole); ``FUSEJIT_FUZZ_EXAMPLES=10000`` (or
 ``pytest --fuzz-examples=10000``) runs a campaign, ``FUSEJIT_FUZZ_SEED`` picks other programs,
 ``FUSEJIT_FUZZ_SHRINK=1`` lets Hypothesis shrink a failure to a minimal program, and
 ``FUSEJIT_FUZZ_SCALAR_AUGMENT=1`` also generates ``s += 1`` on NumPy scalars. Programs write
@@ -38,15 +39,21 @@ def fuzz_examples(request: pytest.FixtureRequest) -> int:
     return int(request.config.getoption("--fuzz-examples", None) or EXAMPLES)
 
 
-def test_fuzz_against_numpy(queue, fuzz_examples: int) -> None:
-    @seed(SEED)
-    @settings(max_examples=fuzz_examples, deadline=None, database=None, phases=PHASES,
-              derandomize=SEED == 0, suppress_health_check=list(HealthCheck),
-              print_blob=False)
+# the programs are split into this many tests, each with its own seed (shard 0 derandomized as
+# the single test was), so xdist spreads them; together they run all EXAMPLES
+SHARDS = 4
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_fuzz_against_numpy(queue, fuzz_examples: int, shard: int) -> None:
+    @seed((SEED << 8) | shard)
+    @settings(max_examples=max(1, -(-fuzz_examples // SHARDS)), deadline=None, database=None,
+              phases=PHASES, derandomize=SEED == 0 and shard == 0,
+              suppress_health_check=list(HealthCheck), print_blob=False)
     @given(program=programs(), draw_seed=st.integers(0, 2**31))
     def check(program: Program, draw_seed: int) -> None:
         out = run_case(program, draw_seed, queue, draws=3, validate=VALIDATE)
-        assert out.status != "fail", out.message
+        assert out.status != "fail", f"(shard {shard}) {out.message}"
 
     check()
 

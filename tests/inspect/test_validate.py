@@ -21,16 +21,18 @@ def x(rng):
     return rng.standard_normal(1000).astype(np.float32)
 
 
-def test_correct_results_pass(x, dev):
-    def many(x):
-        return (gelu(x), np.sum(x), np.mean(x), np.var(x), np.exp(x).sum(), np.argmax(x),
-                (x * 1000).astype(np.int32), np.floor(x * 10) // 3, x > 0.5,
-                np.where(x > 0, np.log1p(np.abs(x)), np.expm1(x)))
+def _many(x):
+    return (gelu(x), np.sum(x), np.mean(x), np.var(x), np.exp(x).sum(), np.argmax(x),
+            (x * 1000).astype(np.int32), np.floor(x * 10) // 3, x > 0.5,
+            np.where(x > 0, np.log1p(np.abs(x)), np.expm1(x)))
 
-    f = fuse(many, validate=True)
-    f(x)
-    f(dev(x))  # device arrays too (the fast path is bypassed while validating)
-    f(x.astype(np.float64))
+
+# (one test per dtype: each builds its own program, ~10 s on PoCL, which xdist runs side by side)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_correct_results_pass(x, dev, dtype):
+    f = fuse(_many, validate=True)
+    f(x.astype(dtype))
+    f(dev(x.astype(dtype)))  # device arrays too (the fast path is bypassed while validating)
 
 
 def test_no_false_alarm_on_cancellation_or_undefined_casts(x):

@@ -204,34 +204,55 @@ def _catalog():
     return cat
 
 
-@pytest.mark.parametrize("layout", ["scalar", "vector"])
-def test_op_catalog_translated_matches_glsl_bit_for_bit(monkeypatch, layout) -> None:
+@pytest.fixture(scope="module")
+def wgsl_everywhere():
+    """One Vulkan device opened with FUSEJIT_VULKAN_WGSL=all, shared by the catalog's pieces
+    below (opening a device per piece costs more than some pieces)."""
+    use_device("vulkan")
+    with pytest.MonkeyPatch.context() as mp:
+        return vulkan_mode(mp, "all")
+
+
+def _catalog_pieces() -> list:
+    """The catalog split into pieces xdist can spread over workers (the whole catalog in one
+    test was the suite's longest test): each layout's unary and binary ops per dtype, and its
+    casts."""
+    dtypes = _catalog().DTYPES
+    return [pytest.param(layout, kind, dtype, id=f"{layout}-{kind}" + (f"-{dtype}" if dtype else ""))
+            for layout in ("scalar", "vector")
+            for kind, group in (("unary", dtypes), ("binary", dtypes), ("cast", (None,)))
+            for dtype in group]
+
+
+@pytest.mark.parametrize(("layout", "kind", "dtype"), _catalog_pieces())
+def test_op_catalog_translated_matches_glsl_bit_for_bit(monkeypatch, wgsl_everywhere, layout,
+                                                        kind, dtype) -> None:
     """Every op, cast and dtype of the catalog compiled as WGSL (FUSEJIT_VULKAN_WGSL=all) gives
     the bits the GLSL kernels give (the catalog checks those against NumPy)."""
     import fusejit
+    from fusejit.runtime.vulkan import device as vk_device
 
     cat = _catalog()
     use_device("vulkan")
+    if dtype is not None and dtype not in cat.vulkan_dtypes():
+        pytest.skip(f"this Vulkan adapter has no {dtype} (the catalog checks it is refused)")
     previous = fusejit.get_default_device()
     fusejit.set_default_device("vulkan")
     try:
-        dtypes = sorted(cat.vulkan_dtypes(), key=str)
         # the GLSL side is the catalog's own (cached) run where this worker made it already
-        glsl = {("unary", d): cat.unary_results(d, layout, "vulkan") for d in dtypes}
-        glsl.update({("binary", d): cat.binary_results(d, layout, "vulkan") for d in dtypes})
-        glsl["cast"] = cat.cast_results(layout, "vulkan")
-        vulkan_mode(monkeypatch, "all")
-        for key, want in glsl.items():
-            got = (cat.cast_results.__wrapped__(layout, "vulkan") if key == "cast" else
-                   getattr(cat, f"{key[0]}_results").__wrapped__(key[1], layout, "vulkan"))
-            assert got.keys() == want.keys(), key
-            for case, value in want.items():
-                if isinstance(value, Exception):
-                    assert type(got[case]) is type(value), (key, case)
-                    continue
-                a, b = np.asarray(got[case]), np.asarray(value)
-                assert a.dtype == b.dtype and a.shape == b.shape, (key, case)
-                np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8),
-                                              err_msg=f"{key} {case}")
+        results = cat.cast_results if kind == "cast" else getattr(cat, f"{kind}_results")
+        args = (layout, "vulkan") if kind == "cast" else (dtype, layout, "vulkan")
+        want = results(*args)
+        monkeypatch.setattr(vk_device, "_default", wgsl_everywhere)
+        got = results.__wrapped__(*args)
+        assert got.keys() == want.keys(), kind
+        for case, value in want.items():
+            if isinstance(value, Exception):
+                assert type(got[case]) is type(value), case
+                continue
+            a, b = np.asarray(got[case]), np.asarray(value)
+            assert a.dtype == b.dtype and a.shape == b.shape, case
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8),
+                                          err_msg=f"{kind} {dtype} {case}")
     finally:
         fusejit.set_default_device(previous)
