@@ -155,7 +155,19 @@ class _RefusingDLPack:
 
 
 @pytest.mark.parametrize("refusing", [_RefusingInterface(), _RefusingDLPack()])
+def test_without_cuda_core_a_cuda_array_names_the_extra(refusing: object, monkeypatch) -> None:
+    """Without the fusejit[cuda] extra, a CUDA array is a DeviceUnavailableError naming it
+    (not the ModuleNotFoundError of the import that reads it)."""
+    for name in ("cuda.core", "cuda.core.utils", "cuda.core.experimental",
+                 "cuda.core.experimental.utils"):
+        monkeypatch.setitem(sys.modules, name, None)  # (import then raises ImportError)
+    with pytest.raises(DeviceUnavailableError, match=r"argument 1 is a CUDA array.*fusejit\[cuda\]"):
+        fuse(lambda x, y: x + y)(np.ones(4, np.float32), refusing)
+
+
+@pytest.mark.parametrize("refusing", [_RefusingInterface(), _RefusingDLPack()])
 def test_an_export_the_library_refuses_is_named(refusing: object) -> None:
+    pytest.importorskip("cuda.core", reason="reading CUDA arrays needs the fusejit[cuda] extra")
     with pytest.raises(UnsupportedOperationError, match=r"argument 1: \w+ does not export this "
                        r"array's memory \(BufferError: .*pass a plain copy"):
         fuse(lambda x, y: x + y)(np.ones(4, np.float32), refusing)

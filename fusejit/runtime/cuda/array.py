@@ -24,6 +24,7 @@ from fusejit.errors import (
 )
 from fusejit.ir import dtypes as dt
 from fusejit.runtime.backend import DeviceArray
+from fusejit.runtime.cuda.build import INSTALL_HINT
 from fusejit.runtime.cuda.device import CUDADevice, check, device, driver
 
 _DLPACK_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged
@@ -176,7 +177,12 @@ def adopt(value: Any, what: str) -> Array:
     try:
         from cuda.core.utils import StridedMemoryView as view
     except ImportError:  # (cuda-core before 0.4: under experimental)
-        from cuda.core.experimental.utils import StridedMemoryView as view
+        try:
+            from cuda.core.experimental.utils import StridedMemoryView as view
+        except ImportError as exc:
+            raise DeviceUnavailableError(
+                f"{what} is a CUDA array; reading it needs NVIDIA's cuda-core ({exc}): "
+                f"{INSTALL_HINT}") from None
     # torch and CuPy: the call runs on their current stream, which orders it (-1: no wait);
     # others (JAX...): the exporter makes the legacy default stream (1), ours, wait for it
     stream_ptr = -1 if library in ("torch", "cupy") else 1
