@@ -161,7 +161,8 @@ def test_without_cuda_core_a_cuda_array_names_the_extra(refusing: object, monkey
     for name in ("cuda.core", "cuda.core.utils", "cuda.core.experimental",
                  "cuda.core.experimental.utils"):
         monkeypatch.setitem(sys.modules, name, None)  # (import then raises ImportError)
-    with pytest.raises(DeviceUnavailableError, match=r"argument 1 is a CUDA array.*fusejit\[cuda\]"):
+    with pytest.raises(DeviceUnavailableError,
+                       match=r"argument 1 is a CUDA array.*fusejit\[cuda\]"):
         fuse(lambda x, y: x + y)(np.ones(4, np.float32), refusing)
 
 
