@@ -126,7 +126,7 @@ class Fused:
         guard_check.clear(self)  # counts snapshots no check could tell
         self._lowered: dict[CallKey, tuple] = {}  # traced by lower(), not yet built
         self._lock = threading.RLock()
-        self._overlapped: set[CallKey] = set()  # calls traced as views of one buffer (overlap.py)
+        self._overlapped = overlap.Overlapped(self._cache.maxsize)  # (views of one buffer)
         self._hits = self._misses = self.trace_count = 0
         _instances.add(self)
 
@@ -469,6 +469,7 @@ class Fused:
             self._cache.clear()
             guard_check.clear(self)
             self._lowered.clear()
+            self._overlapped.clear()
             self._hits = self._misses = 0
             self._stats = CallStats(self._stats.name, self._stats.limit, self._stats.dynamic)
 

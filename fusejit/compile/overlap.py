@@ -40,6 +40,31 @@ class OverlapWriteError(UnsupportedOperationError):
     """Arguments that overlap in memory, one of them written: run as views (``call``)."""
 
 
+class Overlapped:
+    """The call keys a function traced as views of one buffer (``as_views``), at most
+    ``limit`` (0: no limit, as the signature cache's size), the oldest forgotten first: a key
+    holds its guard values, which must not be kept alive for ever (the signature cache that
+    serves those calls is bounded the same way)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._keys: dict[CallKey, None] = {}
+
+    def __contains__(self, key: CallKey) -> bool:
+        return key in self._keys
+
+    def add(self, key: CallKey) -> None:
+        self._keys[key] = None
+        while self.limit and len(self._keys) > self.limit:
+            del self._keys[next(iter(self._keys))]
+
+    def clear(self) -> None:
+        self._keys.clear()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
 class _Span:
     """A NumPy view of raw memory (``__array_interface__``) that keeps its owner alive."""
 

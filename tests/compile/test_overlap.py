@@ -110,3 +110,19 @@ def test_what_cannot_be_one_array_is_refused_saying_why() -> None:
     with pytest.raises(UnsupportedOperationError, match="not aligned"):
         fuse(add_into)(raw[:32].view(np.float32), raw[2:34].view(np.float32))
     np.testing.assert_array_equal(x, np.arange(12, dtype=np.float32))
+
+
+def test_the_overlapped_signatures_are_bounded_and_cleared() -> None:
+    """What a function remembers of calls traced as views of one buffer is bounded like its
+    signature cache (a key holds its guard values alive) and forgotten by cache_clear; calls
+    past the bound still give NumPy's result."""
+    f = fuse(add_into, cache_size=2)
+    for n in (10, 11, 12, 13, 10):
+        base = np.arange(n + 1, dtype=np.float32)
+        want = base.copy()
+        want[1:] += want[:-1].copy()
+        f(base[1:], base[:-1])
+        np.testing.assert_array_equal(base, want)
+        assert len(f._overlapped) <= 2
+    f.cache_clear()
+    assert len(f._overlapped) == 0
