@@ -289,8 +289,7 @@ class Fused:
             if handler is not None:
                 return handler.call(self, args, kwargs)
         flat, kwnames, key, queue = self._flatten(bound + args, kwargs)
-        if key.aliases and key in self._overlapped:  # written views of one buffer: traced
-            flat, key = overlap.as_views(flat, key, len(bound))  # as views of one array
+        flat, key = self._overlapped.place(flat, key, len(bound))  # (written views of one buffer)
         compiled = self._cache.lookup(key)
         need = None
         if compiled is None:
@@ -298,10 +297,8 @@ class Fused:
                 compiled = self._compile(key, flat, kwnames, queue)
             except NeedsValue as e:
                 need = e
-            except OverlapWriteError:
-                if key.views:
-                    raise
-                self._overlapped.add(key)
+            except OverlapWriteError as refused:
+                self._overlapped.remember(key, refused)
                 return self._call(bound, *args, **kwargs)
         else:
             self._hits += 1
@@ -407,8 +404,7 @@ class Fused:
             self._stats.rows_on |= any(isinstance(a, ShapeDtype) and a.shape[-1:] == (None,)
                                        for a in (*args, *kwargs.values()))
         flat, kwnames, key, queue = self._flatten(self._bound + args, kwargs)
-        if key.aliases and key in self._overlapped:  # (as in _call)
-            flat, key = overlap.as_views(flat, key, len(self._bound))
+        flat, key = self._overlapped.place(flat, key, len(self._bound))
         build = functools.partial(self._compile_lowered, key, flat, kwnames, queue)
         need = None
         with self._lock:
@@ -421,10 +417,8 @@ class Fused:
                 return dataclasses.replace(self._lowered[key][0], _compile=build)
             except NeedsValue as e:
                 need = e
-            except OverlapWriteError:
-                if key.views:
-                    raise
-                self._overlapped.add(key)
+            except OverlapWriteError as refused:
+                self._overlapped.remember(key, refused)
                 return self.lower(*args, **kwargs)
         return specialise.again(self, need, key, lambda: self.lower(*args, **kwargs))
 

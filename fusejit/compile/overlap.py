@@ -53,6 +53,20 @@ class Overlapped:
     def __contains__(self, key: CallKey) -> bool:
         return key in self._keys
 
+    def place(self, flat: list[Any], key: CallKey, n_bound: int) -> tuple[list[Any], CallKey]:
+        """``flat`` and ``key`` as the call is traced: views of one array (``as_views``) where
+        this signature was refused as separate arrays before, else as they are."""
+        if key.aliases and key in self._keys:
+            return as_views(flat, key, n_bound)
+        return flat, key
+
+    def remember(self, key: CallKey, refused: OverlapWriteError) -> None:
+        """A signature refused as separate arrays: its calls are traced as views from now on
+        (the caller calls again); ``refused`` itself where they already were."""
+        if key.views:
+            raise refused
+        self.add(key)
+
     def add(self, key: CallKey) -> None:
         self._keys[key] = None
         while self.limit and len(self._keys) > self.limit:
